@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fetchd/client/fetch_error.h"
+
+namespace fetchd::client {
+
+// A command-line mistake; the binaries print it after their name and exit with the usage code.
+class UsageError : public FetchError {
+ public:
+  explicit UsageError(const std::string& message) : FetchError(ErrorKind::Usage, message) {}
+};
+
+// Long flags in the style vLLM and huggingface_hub use: `--name value`, `--name=value`, `--switch`.
+class FlagParser {
+ public:
+  explicit FlagParser(std::string usage_line) : usage_line_(std::move(usage_line)) {}
+
+  void add_string(std::string name, std::string value_name, std::string help, std::string* target);
+  void add_uint(std::string name, std::string value_name, std::string help, std::uint64_t* target,
+                std::uint64_t min = 0, std::uint64_t max = UINT64_MAX);
+  void add_double(std::string name, std::string value_name, std::string help, double* target, double min, double max);
+  void add_switch(std::string name, std::string help, bool* target);
+  // Accepts one of `choices`.
+  void add_choice(std::string name, std::vector<std::string> choices, std::string help, std::string* target);
+
+  // Parses every argument; positional arguments are refused. Throws UsageError naming the flag.
+  // Returns false when --help was given (the caller prints help() and exits 0).
+  bool parse(std::span<char* const> args);
+  std::string help() const;
+
+ private:
+  struct Flag {
+    std::string name;
+    std::string value_name;  // empty for switches
+    std::string help;
+    std::function<void(std::string_view)> set;
+  };
+  const Flag* find(std::string_view name) const;
+
+  std::string usage_line_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace fetchd::client

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages this project builds and tests with. Idempotent: it asks apt only for
+# what is missing, so a second run costs a few dpkg queries.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  cmake g++ ninja-build pkg-config git ca-certificates
+  # fetchd: gRPC, protobuf, HTTP client with TLS, JSON, LZ4 and BLAKE3 for Xet
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libcurl4-openssl-dev libssl-dev rapidjson-dev liblz4-dev librust-blake3-dev b3sum
+  # serverd: Boost.Beast/Asio
+  libboost-dev
+  # engine: tokenizer regexes and Unicode tables
+  libpcre2-dev libutf8proc-dev
+  # tests: GoogleTest, the numpy reference, node for the reference peers from npm
+  libgtest-dev libgmock-dev python3 python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# node and npm may come from elsewhere (nodesource); only ask Debian for them when absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

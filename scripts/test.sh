@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test but those labelled slow.
+# Extra arguments go to ctest, e.g. scripts/test.sh -L unit  or  scripts/test.sh -R Gguf.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/install-test-peers.sh
+BUILD_DIR=${BUILD_DIR:-build} scripts/build.sh -DMODELSERVE_WERROR=ON
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" -LE slow "$@"

@@ -1,0 +1,46 @@
+#include "serverd/server_options.h"
+
+#include <cstdio>
+
+#include "fetchd/client/flags.h"
+
+namespace serverd {
+
+std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
+                                                  const std::optional<std::string>& api_key_env) {
+  ServerOptions o;
+  fetchd::client::FlagParser flags(
+      "usage: serverd --model MODEL [options]\n\n"
+      "Serves MODEL (a directory, a .gguf file, org/repo or org/repo:QUANT) over an "
+      "OpenAI-compatible HTTP API.");
+  flags.add_string("model", "MODEL", "Directory, .gguf file, org/repo or org/repo:QUANT", &o.model);
+  flags.add_string("revision", "REV", "Branch, tag or commit of a hub model (default: main)", &o.revision);
+  flags.add_string("download-dir", "DIR", "Hugging Face cache directory; beats HF_HUB_CACHE and HF_HOME",
+                   &o.download_dir);
+  flags.add_string("served-model-name", "NAME", "Name clients use in \"model\" (default: --model as typed)",
+                   &o.served_model_name);
+  flags.add_string("host", "HOST", "Address to listen on (default: 0.0.0.0)", &o.host);
+  flags.add_uint("port", "PORT", "Port to listen on (default: 8000)", &o.port, 0, 65535);
+  flags.add_uint("max-model-len", "N", "Context length (default: from the model's config)", &o.max_model_len);
+  flags.add_uint("max-num-seqs", "N", "Sequences decoded together (default: 256)", &o.max_num_seqs, 1, 65536);
+  flags.add_uint("max-num-batched-tokens", "N", "Tokens per engine step (default: 2048)", &o.max_num_batched_tokens, 1,
+                 1u << 24);
+  flags.add_double("gpu-memory-utilization", "F", "Share of GPU memory to use (default: 0.9)",
+                   &o.gpu_memory_utilization, 0.01, 1.0);
+  flags.add_string("api-key", "KEY", "Require this bearer key on /v1/* (default: $VLLM_API_KEY)", &o.api_key);
+  flags.add_choice("device", {"auto", "cpu", "cuda"}, "Where the engine runs (default: auto)", &o.device);
+  flags.add_string("fetchd", "ADDR", "fetchd's gRPC address (unix:PATH or HOST:PORT); default: start one",
+                   &o.fetchd_address);
+  flags.add_switch("verbose", "More detail in the logs", &o.verbose);
+  if (!flags.parse(args)) {
+    std::fputs(flags.help().c_str(), stdout);
+    return std::nullopt;
+  }
+  if (o.model.empty()) throw fetchd::client::UsageError("--model is required (see --help)");
+  if (o.api_key.empty() && api_key_env) o.api_key = *api_key_env;
+  o.reference = fetchd::client::parse_model_reference(o.model);
+  if (o.served_model_name.empty()) o.served_model_name = o.model;
+  return o;
+}
+
+}  // namespace serverd

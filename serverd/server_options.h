@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "fetchd/client/model_reference.h"
+
+namespace serverd {
+
+// serverd's command line, spelled as vLLM spells its OpenAI server's flags.
+struct ServerOptions {
+  std::string model;
+  std::string revision;
+  std::string download_dir;
+  std::string served_model_name;  // defaults to --model as typed
+  std::string host = "0.0.0.0";
+  std::uint64_t port = 8000;
+  std::uint64_t max_model_len = 0;  // 0: from the model's config
+  std::uint64_t max_num_seqs = 256;
+  std::uint64_t max_num_batched_tokens = 2048;
+  double gpu_memory_utilization = 0.9;
+  std::string api_key;  // --api-key, else VLLM_API_KEY
+  std::string device = "auto";
+  std::string fetchd_address;  // empty: start fetchd as a child on a private Unix socket
+  bool verbose = false;
+
+  fetchd::client::ModelReference reference;  // --model, classified
+};
+
+// Parses argv (without the program name). Returns nullopt after printing help for --help. Throws
+// fetchd::client::UsageError for bad flags. `api_key_env` is the VLLM_API_KEY value, if any.
+std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
+                                                  const std::optional<std::string>& api_key_env);
+
+}  // namespace serverd
