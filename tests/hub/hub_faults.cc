@@ -1,0 +1,93 @@
+#include "tests/hub/hub_faults.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace testing_support {
+
+void HubFaults::set_ignore_range(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.ignore_range = on;
+}
+
+void HubFaults::set_truncate_at(std::optional<std::uint64_t> body_bytes) {
+  std::lock_guard lock(mutex_);
+  settings_.truncate_at = body_bytes;
+}
+
+void HubFaults::set_stall_at(std::optional<std::uint64_t> body_bytes) {
+  std::lock_guard lock(mutex_);
+  settings_.stall_at = body_bytes;
+}
+
+void HubFaults::set_redirect_api(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.redirect_api = on;
+}
+
+void HubFaults::set_relative_lfs_redirect(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.relative_lfs_redirect = on;
+}
+
+void HubFaults::set_corrupt_lfs(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.corrupt_lfs = on;
+}
+
+void HubFaults::set_tree_page_size(std::size_t entries) {
+  // A page of zero entries would make a client follow `next` links forever.
+  if (entries == 0) throw std::invalid_argument("tree page size must be at least 1");
+  std::lock_guard lock(mutex_);
+  settings_.tree_page_size = entries;
+}
+
+void HubFaults::fail_next(std::string path_substring, int count, int status,
+                          std::map<std::string, std::string> headers) {
+  if (count <= 0) return;
+  if (status < 100 || status > 999) throw std::invalid_argument("fail_next needs a three-digit HTTP status");
+  std::lock_guard lock(mutex_);
+  failure_rules_.push_back({std::move(path_substring), count, {status, std::move(headers)}});
+}
+
+void HubFaults::override_tree(const std::string& repo_id, std::string json_body) {
+  std::lock_guard lock(mutex_);
+  tree_overrides_[repo_id] = std::move(json_body);
+}
+
+void HubFaults::clear_tree_override(const std::string& repo_id) {
+  std::lock_guard lock(mutex_);
+  tree_overrides_.erase(repo_id);
+}
+
+void HubFaults::reset() {
+  std::lock_guard lock(mutex_);
+  settings_ = Settings{};
+  failure_rules_.clear();
+  tree_overrides_.clear();
+}
+
+HubFaults::Settings HubFaults::settings() const {
+  std::lock_guard lock(mutex_);
+  return settings_;
+}
+
+std::optional<HubFaults::InjectedFailure> HubFaults::take_failure(std::string_view target) {
+  std::lock_guard lock(mutex_);
+  for (auto rule = failure_rules_.begin(); rule != failure_rules_.end(); ++rule) {
+    if (target.find(rule->path_substring) == std::string_view::npos) continue;
+    InjectedFailure failure = rule->failure;
+    if (--rule->remaining == 0) failure_rules_.erase(rule);
+    return failure;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> HubFaults::tree_override(const std::string& repo_id) const {
+  std::lock_guard lock(mutex_);
+  const auto found = tree_overrides_.find(repo_id);
+  if (found == tree_overrides_.end()) return std::nullopt;
+  return found->second;
+}
+
+}  // namespace testing_support
