@@ -614,7 +614,8 @@ TEST(TestHubShutdown, DestructorEndsAStalledDownloadPromptly) {
     };
     result = http_get(url, options);
   });
-  ASSERT_EQ(stalled.get_future().wait_for(15s), std::future_status::ready);
+  // Whatever happens, the hub goes and the client thread is joined: the hub's destructor is what frees it.
+  EXPECT_EQ(stalled.get_future().wait_for(15s), std::future_status::ready);
   const auto started = std::chrono::steady_clock::now();
   hub.reset();  // must close the stalled connection and join its thread, not wait for the client
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
@@ -927,11 +928,9 @@ TEST(TestHubBinary, ServesAFolderOfRepositoriesUntilSigterm) {
   ChildProcess hub({TEST_HUB_BINARY, "--root", root.path().string(), "--token", "tok"});
   const std::optional<std::string> banner = hub.read_line(30s);
   ASSERT_TRUE(banner.has_value());
-  const std::string prefix = "test-hub: serving http://127.0.0.1:";
-  ASSERT_THAT(*banner, StartsWith(prefix));
-  const std::string endpoint =
-      banner->substr(std::string("test-hub: serving ").size(),
-                     banner->find(' ', prefix.size()) - std::string("test-hub: serving ").size());
+  const std::string serving = "test-hub: serving ";
+  ASSERT_THAT(*banner, StartsWith(serving + "http://127.0.0.1:"));
+  const std::string endpoint = banner->substr(serving.size(), banner->find(' ', serving.size()) - serving.size());
   EXPECT_THAT(*banner, HasSubstr("(lfs http://localhost:"));
 
   EXPECT_EQ(http_get(endpoint + "/api/models/org/model/refs").status, 401);  // --token gates every repository
