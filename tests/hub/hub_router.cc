@@ -447,8 +447,9 @@ HttpResponse HubRouter::api_models(const HttpRequest& request, const Target& tar
     repository = store_.repository(segments[2]);
     next = 3;
   }
-  if (repository == nullptr)
+  if (repository == nullptr) {
     return repository_not_found(join(segments, 2, std::min<std::size_t>(segments.size(), 4), '/'));
+  }
   if (auto refusal = refuse_access(*repository, request)) return std::move(*refusal);
 
   if (next == segments.size()) return model_info(*repository, "main", target.flag("blobs"));
@@ -503,11 +504,12 @@ HttpResponse HubRouter::tree(const Repository& repository, const Target& target,
     return hub_error(404, "EntryNotFound", "Directory " + subpath + " does not exist in " + repository.id);
   }
 
-  const std::size_t end = std::min(listed.size(), offset + settings.tree_page_size);
+  const std::size_t first = std::min(offset, listed.size());  // a cursor's offset is the client's to send
+  const std::size_t end = first + std::min(settings.tree_page_size, listed.size() - first);
   rapidjson::StringBuffer buffer;
   JsonWriter json(buffer);
   json.StartArray();
-  for (std::size_t i = std::min(offset, listed.size()); i < end; ++i) write_tree_entry(json, listed[i]);
+  for (std::size_t i = first; i < end; ++i) write_tree_entry(json, listed[i]);
   json.EndArray();
   HttpResponse response = json_response(200, buffer.GetString());
   if (end < listed.size()) {
