@@ -1,15 +1,23 @@
 // fetchd: resolves a model reference to a local, proven path. `pull` runs once (a Kubernetes init
 // container); `serve` answers Resolve over gRPC (the sidecar).
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "fetchd/client/fetch_error.h"
 #include "fetchd/client/flags.h"
-#include "fetchd/client/model_reference.h"
-#include "fetchd/hub/hub_settings.h"
+#include "fetchd/resolve/resolver.h"
+#include "fetchd/service/fetch_service.h"
 
 namespace {
 
@@ -18,38 +26,130 @@ constexpr std::string_view kUsage =
     "\n"
     "Commands:\n"
     "  pull     Resolve --model into the Hugging Face cache and print the path to serve (last line of stdout)\n"
+    "  serve    Answer Resolve over gRPC on --listen (unix:PATH or HOST:PORT), with grpc.health.v1\n"
     "\n"
     "Run 'fetchd COMMAND --help' for a command's options.\n"
     "\n"
     "Exit codes: 0 success, 1 internal error, 2 usage, 3 not found, 4 auth or gated, 5 integrity refusal,\n"
-    "6 offline cache miss, 7 network, 8 unsupported repository or build.\n";
+    "6 offline cache miss, 7 network or cancelled, 8 unsupported repository or build.\n";
+
+// SIGINT and SIGTERM cancel the work in progress (partial files are kept) instead of killing the process.
+// The signals are blocked in every thread and taken by one thread that sets the token.
+void cancel_on_signals(fetchd::transfer::CancelToken& token) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set, &token] {
+    int signal = 0;
+    if (sigwait(&set, &signal) == 0) {
+      std::cerr << "\nfetchd: " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping\n";
+      token.cancel();
+    }
+  }).detach();
+}
+
+// Logs to stderr; on a terminal, one progress line redrawn in place.
+class PullObserver final : public fetchd::resolve::ResolveObserver {
+ public:
+  explicit PullObserver(bool verbose) : verbose_(verbose), tty_(::isatty(STDERR_FILENO) == 1) {}
+  ~PullObserver() override { end_bar(); }
+
+  void log(const std::string& line, bool detail) override {
+    if (detail && !verbose_) return;
+    end_bar();
+    std::cerr << "fetchd: " << line << '\n';
+  }
+
+  void progress(fetchd::resolve::Phase phase, const std::string& file, std::uint64_t done,
+                std::uint64_t total) override {
+    if (!tty_ || file.empty()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_draw_ < std::chrono::milliseconds(100) && done != total) return;
+    last_draw_ = now;
+    const char* what = phase == fetchd::resolve::Phase::Verifying ? "proving" : "fetching";
+    char line[256];
+    if (total > 0) {
+      std::snprintf(line, sizeof line, "\r%s %-40.40s %8.1f / %.1f MB %3d%%", what, file.c_str(), done / 1e6,
+                    total / 1e6, static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total)));
+    } else {
+      std::snprintf(line, sizeof line, "\r%s %-40.40s %8.1f MB", what, file.c_str(), done / 1e6);
+    }
+    std::cerr << line << std::flush;
+    bar_shown_ = true;
+  }
+
+ private:
+  void end_bar() {
+    if (bar_shown_) std::cerr << '\n';
+    bar_shown_ = false;
+  }
+  bool verbose_;
+  bool tty_;
+  bool bar_shown_ = false;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
 
 int pull(std::span<char* const> args) {
-  std::string model;
-  std::string revision;
-  std::string download_dir;
+  fetchd::resolve::ResolveRequest request;
   bool verbose = false;
-  fetchd::client::FlagParser flags("usage: fetchd pull --model MODEL [--revision REV] [--download-dir DIR]");
-  flags.add_string("model", "MODEL", "A directory, a .gguf file, org/repo or org/repo:QUANT", &model);
-  flags.add_string("revision", "REV", "Branch, tag or 40-hex commit (default: main)", &revision);
-  flags.add_string("download-dir", "DIR", "Cache directory; beats HF_HUB_CACHE and HF_HOME", &download_dir);
+  fetchd::client::FlagParser flags(
+      "usage: fetchd pull --model MODEL [--revision REV] [--download-dir DIR] [--verbose]");
+  flags.add_string("model", "MODEL", "A directory, a .gguf file, org/repo or org/repo:QUANT", &request.model);
+  flags.add_string("revision", "REV", "Branch, tag or 40-hex commit (default: main)", &request.revision);
+  flags.add_string("download-dir", "DIR", "Cache directory; beats HF_HUB_CACHE and HF_HOME", &request.download_dir);
   flags.add_switch("verbose", "One line per file: size, proof, location", &verbose);
   if (!flags.parse(args)) {
     std::fputs(flags.help().c_str(), stdout);
     return 0;
   }
-  if (model.empty()) throw fetchd::client::UsageError("pull needs --model");
+  if (request.model.empty()) throw fetchd::client::UsageError("pull needs --model (see fetchd pull --help)");
 
-  const auto ref = fetchd::client::parse_model_reference(model);
-  if (ref.is_local()) {
-    std::cout << ref.local_path.string() << '\n';
+  fetchd::transfer::CancelToken cancel;
+  cancel_on_signals(cancel);
+  fetchd::resolve::Resolver resolver;
+  PullObserver observer(verbose);
+  const auto result = resolver.resolve(request, observer, &cancel);
+  observer.log(result.served_model_name + (result.commit.empty() ? "" : " at " + result.commit) + ": " +
+                   std::to_string(result.files.size()) + " file(s) " +
+                   (result.from_cache ? "already in the cache" : "fetched and proven"),
+               false);
+  std::cout << result.local_path.string() << std::endl;
+  return 0;
+}
+
+int serve(std::span<char* const> args) {
+  std::string listen;
+  fetchd::client::FlagParser flags("usage: fetchd serve --listen ADDR");
+  flags.add_string("listen", "ADDR", "unix:PATH or HOST:PORT to answer gRPC on", &listen);
+  if (!flags.parse(args)) {
+    std::fputs(flags.help().c_str(), stdout);
     return 0;
   }
-  const auto settings = fetchd::hub::read_hub_settings(fetchd::hub::process_environment(), download_dir);
-  fetchd::hub::check_endpoint_transport(settings.endpoint, fetchd::hub::https_built());
-  throw fetchd::FetchError(fetchd::ErrorKind::Unsupported, "this fetchd cannot fetch '" + ref.repo_id + "' from " +
-                                                               settings.endpoint +
-                                                               " yet: only local directories and .gguf files resolve");
+  if (listen.empty()) throw fetchd::client::UsageError("serve needs --listen unix:PATH or HOST:PORT");
+
+  fetchd::transfer::CancelToken stop;
+  cancel_on_signals(stop);
+  fetchd::resolve::Resolver resolver;
+  fetchd::service::FetchService service(resolver);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  const auto server = builder.BuildAndStart();
+  if (!server) {
+    throw fetchd::FetchError(fetchd::ErrorKind::Usage,
+                             "cannot listen on '" + listen + "': the address is malformed, in use, or not writable");
+  }
+  std::cerr << "fetchd: serving Resolve on " << listen << (port > 0 ? " (port " + std::to_string(port) + ")" : "")
+            << std::endl;
+  while (stop.wait_for(std::chrono::hours(24))) {
+  }
+  server->GetHealthCheckService()->SetServingStatus(false);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return 0;
 }
 
 }  // namespace
@@ -67,11 +167,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (command == "--version") {
-      std::printf("fetchd %s (hub transport: %s)\n", MODELSERVE_VERSION,
-                  fetchd::hub::https_built() ? "http and https" : "http only");
+      std::printf("fetchd %s\n", MODELSERVE_VERSION);
       return 0;
     }
     if (command == "pull") return pull(args.subspan(1));
+    if (command == "serve") return serve(args.subspan(1));
     throw fetchd::client::UsageError("unknown command '" + std::string(command) + "' (see fetchd --help)");
   } catch (const fetchd::FetchError& e) {
     std::cerr << "fetchd: " << e.what() << '\n';

@@ -15,6 +15,9 @@
 
 namespace fetchd::cache {
 
+using client::is_commit_hash;
+using engine::format::is_safe_relative_path;
+
 namespace {
 
 using detail::io_error;
@@ -208,27 +211,6 @@ std::string repo_folder_name(std::string_view repo_id) {
   return name;
 }
 
-bool is_commit_hash(std::string_view text) {
-  if (text.size() != 40) return false;
-  for (const char c : text) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
-bool is_safe_relative_path(std::string_view path) {
-  if (path.empty() || path.front() == '/') return false;
-  if (path.find('\0') != std::string_view::npos) return false;
-  std::size_t start = 0;
-  for (;;) {
-    const auto slash = path.find('/', start);
-    const auto component = path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
-    if (component.empty() || component == "." || component == "..") return false;
-    if (slash == std::string_view::npos) return true;
-    start = slash + 1;
-  }
-}
-
 bool is_safe_blob_id(std::string_view id) {
   if (id.empty() || id.size() > 200 || id.front() == '.' || id.ends_with(".incomplete")) return false;
   for (const char c : id) {
@@ -303,6 +285,24 @@ std::filesystem::path RepoCache::no_exist_path(std::string_view commit, std::str
 
 std::filesystem::path RepoCache::locks_dir() const {
   return cache_dir_ / ".locks" / repo_folder_name(repo_id_);
+}
+
+std::filesystem::path RepoCache::listing_path(std::string_view commit) const {
+  check_commit(commit);
+  return cache_dir_ / ".fetchd" / "listings" / repo_folder_name(repo_id_) / (std::string(commit) + ".json");
+}
+
+// A listing of a million files is some hundreds of megabytes; real ones are far smaller.
+constexpr std::size_t kMaxListingBytes = 256u << 20;
+
+std::optional<std::string> RepoCache::read_listing(std::string_view commit) const {
+  return detail::read_small_file(listing_path(commit), kMaxListingBytes);
+}
+
+void RepoCache::write_listing(std::string_view commit, std::string_view json) const {
+  const auto path = listing_path(commit);
+  detail::make_directories(path.parent_path());
+  detail::write_file_atomically(path, json, /*durable=*/true);
 }
 
 std::filesystem::path RepoCache::blob_lock_path(std::string_view blob_id) const {

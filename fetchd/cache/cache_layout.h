@@ -17,17 +17,13 @@
 #include <string>
 #include <string_view>
 
+#include "engine/format/safetensors_index.h"  // is_safe_relative_path
+#include "fetchd/client/model_reference.h"    // is_commit_hash
+
 namespace fetchd::cache {
 
 // "org/repo" -> "models--org--repo"; "gpt2" -> "models--gpt2".
 std::string repo_folder_name(std::string_view repo_id);
-
-// Exactly 40 lowercase hex digits, the form the hub gives commits and huggingface_hub writes into refs.
-bool is_commit_hash(std::string_view text);
-
-// A repository-relative path that stays inside the folder it is joined to: '/'-separated, relative, with no
-// empty, "." or ".." component and no NUL. Callers taking paths from a hub listing check them with this.
-bool is_safe_relative_path(std::string_view path);
 
 // A blob id usable as one file name: [A-Za-z0-9._-], not starting with '.', not ending in ".incomplete"
 // (which would alias another blob's partial file), at most 200 characters.
@@ -67,7 +63,10 @@ class RepoCache {
   std::filesystem::path refs_dir() const { return repo_dir_ / "refs"; }
   std::filesystem::path ref_path(std::string_view name) const;  // refs/main, refs/pr/1
   std::filesystem::path no_exist_path(std::string_view commit, std::string_view relpath) const;
-  std::filesystem::path locks_dir() const;  // {cache_dir}/.locks/models--org--repo
+  std::filesystem::path locks_dir() const;
+  // fetchd's record of a commit's whole file listing, beside the cache's own folders (huggingface_hub
+  // ignores .fetchd/): with it, a later run tells a complete snapshot from one that only looks complete.
+  std::filesystem::path listing_path(std::string_view commit) const;  // {cache_dir}/.locks/models--org--repo
   // huggingface_hub's per-blob flock file; a writer of blobs/{id}.incomplete should hold it too so an
   // older Python process (which appends to the same .incomplete name) never writes it at the same time.
   std::filesystem::path blob_lock_path(std::string_view blob_id) const;
@@ -80,6 +79,8 @@ class RepoCache {
   // The entry exists and, when it is a symlink, what it points at exists (a real file counts by itself).
   bool snapshot_has(std::string_view commit, std::string_view relpath) const;
   bool is_known_missing(std::string_view commit, std::string_view relpath) const;
+  // The recorded listing of `commit` (JSON, as write_listing stored it), or nullopt.
+  std::optional<std::string> read_listing(std::string_view commit) const;
 
   // Offline lookup of the commit to serve for `revision`, in this order:
   //  1. a 40-hex revision whose snapshot directory exists: itself (and nothing else for a 40-hex revision);
@@ -103,6 +104,8 @@ class RepoCache {
                               bool allow_symlinks) const;
   // The empty .no_exist marker huggingface_hub uses to remember a file that a commit does not have.
   void write_no_exist(std::string_view commit, std::string_view relpath) const;
+  // Records the listing of `commit`, atomically.
+  void write_listing(std::string_view commit, std::string_view json) const;
 
  private:
   std::filesystem::path cache_dir_;

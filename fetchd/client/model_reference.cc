@@ -51,6 +51,10 @@ bool is_quant_tag(std::string_view tag) {
 
 }  // namespace
 
+bool is_commit_hash(std::string_view text) {
+  return text.size() == 40 && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 std::optional<std::string> repo_id_problem(std::string_view repo_id) {
   if (repo_id.size() > kMaxRepoIdLength) {
     return "it has " + std::to_string(repo_id.size()) + " characters, more than " + std::to_string(kMaxRepoIdLength);

@@ -22,6 +22,9 @@ struct ModelReference {
 
 inline constexpr std::size_t kMaxRepoIdLength = 256;
 
+// Exactly 40 lower-case hex digits: the form of a commit id in the hub's answers and in the cache's refs.
+bool is_commit_hash(std::string_view text);
+
 // Why `repo_id` is not a valid "org/repo" id, or nullopt when it is: exactly one '/', characters
 // [A-Za-z0-9_.-], no special character leading, trailing or next to another, no "..", at most 256 chars.
 std::optional<std::string> repo_id_problem(std::string_view repo_id);

@@ -116,10 +116,10 @@ TEST_F(CacheLayout, PathsFollowHuggingfaceHub) {
 TEST_F(CacheLayout, NamesThatCouldEscapeAreRefused) {
   for (const auto* path : {"", "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b", "a/", "."}) {
     EXPECT_EQ(error_from([&] { cache_.snapshot_file(kCommit, path); }).kind(), ErrorKind::Usage) << path;
-    EXPECT_FALSE(is_safe_relative_path(path)) << path;
+    EXPECT_FALSE(engine::format::is_safe_relative_path(path)) << path;
   }
-  EXPECT_TRUE(is_safe_relative_path("a/b/c.json"));
-  EXPECT_TRUE(is_safe_relative_path(".gitattributes"));  // a leading dot is a name, not a component
+  EXPECT_TRUE(engine::format::is_safe_relative_path("a/b/c.json"));
+  EXPECT_TRUE(engine::format::is_safe_relative_path(".gitattributes"));  // a leading dot is a name, not a component
   for (const auto* commit : {"main", "0123456789ABCDEF0123456789ABCDEF01234567", "0123", "../../../etc"}) {
     EXPECT_EQ(error_from([&] { cache_.snapshot_dir(commit); }).kind(), ErrorKind::Usage) << commit;
   }

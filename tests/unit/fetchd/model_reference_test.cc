@@ -109,3 +109,16 @@ TEST(ModelReference, RepoIdProblemNamesTheReason) {
 
 }  // namespace
 }  // namespace fetchd::client
+
+namespace fetchd::client {
+namespace {
+
+TEST(CommitHash, IsFortyLowerCaseHexDigits) {
+  EXPECT_TRUE(is_commit_hash("0123456789abcdef0123456789abcdef01234567"));
+  EXPECT_FALSE(is_commit_hash("0123456789ABCDEF0123456789abcdef01234567"));
+  EXPECT_FALSE(is_commit_hash("0123456789abcdef0123456789abcdef0123456"));
+  EXPECT_FALSE(is_commit_hash("main"));
+}
+
+}  // namespace
+}  // namespace fetchd::client

@@ -1,0 +1,366 @@
+#include "fetchd/resolve/resolver.h"
+
+#include <algorithm>
+#include <optional>
+#include <system_error>
+
+#include "engine/format/safetensors_index.h"
+#include "fetchd/cache/cache_layout.h"
+#include "fetchd/client/fetch_error.h"
+#include "fetchd/client/model_reference.h"
+#include "fetchd/hub/hub_client.h"
+#include "fetchd/proof/content_hash.h"
+#include "fetchd/proof/format_proof.h"
+#include "fetchd/resolve/file_plan.h"
+#include "fetchd/transfer/file_download.h"
+
+namespace fetchd::resolve {
+
+namespace {
+
+namespace fs = std::filesystem;
+using hub::ListingEntry;
+
+std::string join_proofs(const std::vector<Proof>& proofs) {
+  std::string out;
+  for (const auto p : proofs) out += (out.empty() ? "" : "+") + std::string(proof_name(p));
+  return out;
+}
+
+// What a model needs, worked out from a listing (the hub's, or a snapshot folder's).
+struct ModelFiles {
+  std::vector<const ListingEntry*> metadata;  // phase 1
+  std::vector<const ListingEntry*> weights;   // phase 2; for safetensors known only once the index is read
+  bool gguf = false;
+  std::string reason;  // how the GGUF was chosen
+};
+
+bool has_gguf(const std::vector<ListingEntry>& files) {
+  return std::any_of(files.begin(), files.end(), [](const auto& f) { return f.path.ends_with(".gguf"); });
+}
+
+ModelFiles plan_model(const std::vector<ListingEntry>& files, const client::ModelReference& ref) {
+  ModelFiles plan;
+  const bool has_config = find_file(files, "config.json") != nullptr;
+  if (!ref.quant.empty() || (!has_config && has_gguf(files))) {
+    auto choice = choose_gguf(files, ref.quant, ref.repo_id);
+    plan.gguf = true;
+    plan.weights = std::move(choice.parts);
+    plan.reason = std::move(choice.reason);
+    return plan;
+  }
+  if (!has_config) {
+    throw FetchError(ErrorKind::Unsupported, "repository '" + ref.repo_id +
+                                                 "' has no config.json and no .gguf file, so it is not a model this "
+                                                 "server can load; nothing was downloaded");
+  }
+  plan.metadata = metadata_files(files);
+  return plan;
+}
+
+// The files of a snapshot folder, as a listing without sizes or ids.
+std::vector<ListingEntry> list_snapshot(const fs::path& dir) {
+  std::vector<ListingEntry> files;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!fs::is_regular_file(it->path(), ec)) continue;  // follows symlinks: a dangling link is no file
+    ListingEntry e;
+    e.path = it->path().lexically_relative(dir).generic_string();  // not relative(): it resolves symlinks
+    files.push_back(std::move(e));
+  }
+  return files;
+}
+
+struct CachedModel {
+  std::optional<Resolution> resolution;
+  std::string missing;  // why the snapshot does not hold the model, when it does not
+};
+
+// A snapshot answers without the hub when it holds every file the model needs. What the model needs comes
+// from the listing recorded when fetchd fetched the commit, else (a cache another tool filled) from what the
+// snapshot holds.
+CachedModel cached_model(const cache::RepoCache& repo, const std::string& commit, const client::ModelReference& ref) {
+  const fs::path snapshot = repo.snapshot_dir(commit);
+  std::vector<ListingEntry> files;
+  bool recorded = false;
+  try {
+    if (const auto json = repo.read_listing(commit)) {
+      files = hub::parse_tree_page(*json, ref.repo_id);
+      recorded = true;
+    }
+  } catch (const std::exception&) {
+    recorded = false;  // an unreadable record is ignored: the snapshot itself still tells
+  }
+  if (!recorded) files = list_snapshot(snapshot);
+  CachedModel out;
+  try {
+    auto plan = plan_model(files, ref);
+    if (!plan.gguf) {
+      std::optional<engine::format::SafetensorsIndex> index;
+      if (find_file(files, kSafetensorsIndex) && repo.snapshot_has(commit, kSafetensorsIndex)) {
+        index = engine::format::read_safetensors_index(snapshot / kSafetensorsIndex);
+      }
+      plan.weights = weight_files(files, index, ref.repo_id);
+    }
+    Resolution r;
+    r.commit = commit;
+    r.served_model_name = ref.typed;
+    r.from_cache = true;
+    r.local_path = plan.gguf ? snapshot / plan.weights.front()->path : snapshot;
+    for (const auto* list : {&plan.metadata, &plan.weights}) {
+      for (const auto* f : *list) {
+        if (!repo.snapshot_has(commit, f->path)) throw FetchError(ErrorKind::NotFound, f->path + " is missing");
+        std::error_code ec;
+        r.files.push_back({f->path, fs::file_size(snapshot / f->path, ec), {Proof::Cached}, ""});
+      }
+    }
+    out.resolution = std::move(r);
+  } catch (const FetchError& e) {
+    out.missing = e.what();
+  } catch (const std::exception& e) {
+    out.missing = e.what();
+  }
+  return out;
+}
+
+// Fetches, proves and publishes one file of a commit into the cache.
+class FileFetcher {
+ public:
+  FileFetcher(hub::HubClient& hub, cache::RepoCache& repo, std::string commit, ResolveObserver& observer,
+              const transfer::CancelToken* cancel, std::function<void()> on_copy_mode)
+      : hub_(hub),
+        repo_(repo),
+        commit_(std::move(commit)),
+        observer_(observer),
+        cancel_(cancel),
+        on_copy_mode_(std::move(on_copy_mode)) {}
+
+  std::uint64_t transferred() const { return transferred_; }
+
+  ResolvedFile fetch(const ListingEntry& entry, Phase phase) {
+    ResolvedFile file{entry.path, entry.content_size().value_or(0), {}, entry.blob_id()};
+    if (repo_.snapshot_has(commit_, entry.path)) {
+      file.proofs = {Proof::Cached};
+      std::error_code ec;
+      file.size = fs::file_size(repo_.snapshot_file(commit_, entry.path), ec);
+      report(file, "already in the snapshot");
+      return file;
+    }
+    if (file.blob_id.empty()) {
+      // No object id: name the blob by commit and path (hashed, so any path makes a valid file name); no
+      // content id can take that form.
+      const auto path_hash = proof::sha256_hex(std::as_bytes(std::span(entry.path.data(), entry.path.size())));
+      file.blob_id = commit_ + "--" + path_hash.substr(0, 24);
+      observer_.log("'" + entry.path + "': the listing gives no object id, so its blob is named by commit plus path (" +
+                        file.blob_id + ")",
+                    true);
+    }
+    if (repo_.has_blob(file.blob_id)) {
+      file.proofs = {Proof::Cached};
+    } else {
+      download(entry, file, phase);
+    }
+    if (repo_.link_snapshot_file(commit_, entry.path, file.blob_id, !hub_.settings().disable_symlinks) ==
+        cache::LinkMode::Copy) {
+      on_copy_mode_();
+    }
+    report(file, "blobs/" + file.blob_id);
+    return file;
+  }
+
+ private:
+  void download(const ListingEntry& entry, ResolvedFile& file, Phase phase) {
+    transfer::DownloadRequest request;
+    request.url = hub_.resolve_url(commit_, entry.path);
+    request.credential_origin = hub_.endpoint_origin();
+    request.authorization = hub_.authorization();
+    request.partial = repo_.incomplete_path(file.blob_id);
+    request.size = entry.content_size();
+    request.hash = entry.is_lfs()      ? transfer::ContentHash::Sha256
+                   : entry.oid.empty() ? transfer::ContentHash::None
+                                       : transfer::ContentHash::GitBlobSha1;
+    request.name = entry.path;
+    request.connect_timeout = hub_.settings().etag_timeout;
+    request.stall_timeout = hub_.settings().download_timeout;
+    fs::create_directories(request.partial.parent_path());
+
+    const auto result = transfer::download_file(
+        hub_.http(), request, hub_.policy(), cancel_,
+        [&](const transfer::HttpResult& r) { return hub_.error_for(r, "'" + entry.path + "'"); },
+        [&](std::uint64_t done, std::optional<std::uint64_t> total) {
+          observer_.progress(phase, entry.path, done, total.value_or(0));
+        });
+    transferred_ += result.transferred;
+    file.size = result.size;
+    if (result.resumed_from > 0) {
+      observer_.log("'" + entry.path + "': resumed at byte " + std::to_string(result.resumed_from), true);
+    }
+    if (auto served = result.first_hop_headers.get("X-Repo-Commit"); served && *served != commit_) {
+      discard(request.partial);
+      throw FetchError(ErrorKind::Integrity, "the hub served '" + entry.path + "' from commit " + *served +
+                                                 " when asked for commit " + commit_ + "; the download was deleted");
+    }
+
+    observer_.progress(Phase::Verifying, entry.path, result.size, result.size);
+    if (request.hash == transfer::ContentHash::None) {
+      observer_.log("'" + entry.path + "': the listing gives no content hash; it is proven by its size and format only",
+                    true);
+    } else {
+      const std::string& expected = entry.is_lfs() ? *entry.lfs_oid : entry.oid;
+      const char* kind = entry.is_lfs() ? "SHA-256" : "git blob SHA-1";
+      if (result.digest != expected) {
+        discard(request.partial);
+        throw FetchError(ErrorKind::Integrity, "'" + entry.path + "' arrived with " + kind + " " + result.digest +
+                                                   " but the listing names " + expected +
+                                                   ". The download was deleted; run again, and if this repeats, "
+                                                   "something between the hub and this machine alters the bytes.");
+      }
+      file.proofs.push_back(entry.is_lfs() ? Proof::Sha256 : Proof::GitBlobSha1);
+    }
+    try {
+      switch (proof::prove_format(request.partial, entry.path)) {
+        case proof::FormatProof::Safetensors: file.proofs.push_back(Proof::SafetensorsLayout); break;
+        case proof::FormatProof::Gguf: file.proofs.push_back(Proof::GgufLayout); break;
+        case proof::FormatProof::None: break;
+      }
+    } catch (const FetchError&) {
+      discard(request.partial);
+      throw;
+    }
+    repo_.publish_blob(request.partial, file.blob_id);
+  }
+
+  static void discard(const fs::path& partial) {
+    std::error_code ec;
+    fs::remove(partial, ec);
+  }
+
+  void report(const ResolvedFile& file, const std::string& where) {
+    observer_.log(file.path + "  " + std::to_string(file.size) + " bytes  proven by " + join_proofs(file.proofs) +
+                      "  -> " + where,
+                  true);
+  }
+
+  hub::HubClient& hub_;
+  cache::RepoCache& repo_;
+  std::string commit_;
+  ResolveObserver& observer_;
+  const transfer::CancelToken* cancel_;
+  std::function<void()> on_copy_mode_;
+  std::uint64_t transferred_ = 0;
+};
+
+}  // namespace
+
+std::string_view proof_name(Proof proof) {
+  switch (proof) {
+    case Proof::Sha256: return "sha256";
+    case Proof::GitBlobSha1: return "git-sha1";
+    case Proof::XetHash: return "xet-hash";
+    case Proof::SafetensorsLayout: return "safetensors-layout";
+    case Proof::GgufLayout: return "gguf-layout";
+    case Proof::Local: return "local";
+    case Proof::Cached: return "cached";
+  }
+  return "unknown";
+}
+
+Resolver::Resolver(ResolverOptions options) : options_(std::move(options)) {}
+
+bool Resolver::first_copy_notice(const fs::path& cache_dir) {
+  std::lock_guard lock(notice_mutex_);
+  return copy_noticed_.insert(cache_dir).second;
+}
+
+Resolution Resolver::resolve(const ResolveRequest& request, ResolveObserver& observer,
+                             const transfer::CancelToken* cancel) {
+  const auto ref = client::parse_model_reference(request.model);
+  if (ref.is_local()) {
+    Resolution local;
+    local.local_path = ref.local_path;
+    local.served_model_name = ref.typed;
+    local.from_cache = true;
+    if (ref.kind == client::ModelReference::Kind::LocalGguf) {
+      std::error_code ec;
+      local.files.push_back(
+          {ref.local_path.filename().string(), fs::file_size(ref.local_path, ec), {Proof::Local}, ""});
+    }
+    return local;
+  }
+
+  const auto settings = hub::read_hub_settings(options_.environment, request.download_dir);
+  cache::RepoCache repo(settings.cache_dir, ref.repo_id);
+  const std::string revision = request.revision.empty() ? "main" : request.revision;
+
+  // 1. A complete snapshot answers without the hub: no socket, no write.
+  std::string missing;
+  if (const auto commit = repo.find_commit(revision)) {
+    auto cached = cached_model(repo, *commit, ref);
+    if (cached.resolution) {
+      observer.log(ref.repo_id + " at " + revision + " (" + *commit + ") is complete in " + repo.repo_dir().string(),
+                   true);
+      return std::move(*cached.resolution);
+    }
+    missing = "snapshot " + *commit + " does not hold the model: " + cached.missing;
+  }
+  if (settings.offline) {
+    throw FetchError(ErrorKind::OfflineMiss,
+                     "HF_HUB_OFFLINE is set and repository '" + ref.repo_id + "' " +
+                         (missing.empty() ? "has no recorded '" + revision + "' reference"
+                                          : "has an incomplete '" + revision + "': " + missing) +
+                         " under " + repo.repo_dir().string() +
+                         ". Fetch it once with HF_HUB_OFFLINE unset, or point HF_HOME (or HF_HUB_CACHE) at a cache "
+                         "that already holds it.");
+  }
+
+  // 2. The hub: revision → commit, listing, then the two phases.
+  observer.progress(Phase::Resolving, "", 0, 0);
+  hub::HubClient hub(settings, ref.repo_id, cancel, options_.retry);
+  const std::string commit = hub.resolve_commit(revision);
+  const bool named_revision = !client::is_commit_hash(revision);
+  if (auto cached = cached_model(repo, commit, ref); cached.resolution) {
+    if (named_revision) repo.write_ref(revision, commit);
+    return std::move(*cached.resolution);
+  }
+  const auto listing = hub.list_files(commit);
+  auto plan = plan_model(listing, ref);
+  if (!plan.reason.empty())
+    observer.log(ref.repo_id + ": serving " + plan.weights.front()->path + " (" + plan.reason + ")", false);
+
+  cache::LockOptions lock_options = options_.lock;
+  lock_options.on_wait = [&](const std::string& line) { observer.log(line, false); };
+  auto lock = cache::RepoLock::acquire(repo, lock_options);
+
+  FileFetcher fetcher(hub, repo, commit, observer, cancel, [&] {
+    if (first_copy_notice(settings.cache_dir)) {
+      observer.log("the cache at " + settings.cache_dir.string() +
+                       " cannot hold symbolic links here, so snapshots hold real files",
+                   false);
+    }
+  });
+  Resolution result;
+  result.commit = commit;
+  result.served_model_name = ref.typed;
+  for (const auto* entry : plan.metadata) result.files.push_back(fetcher.fetch(*entry, Phase::Metadata));
+  if (!plan.gguf) {
+    std::optional<engine::format::SafetensorsIndex> index;
+    if (find_file(listing, kSafetensorsIndex)) {
+      try {
+        index = engine::format::read_safetensors_index(repo.snapshot_file(commit, std::string(kSafetensorsIndex)));
+      } catch (const std::exception& e) {
+        throw FetchError(ErrorKind::Integrity, std::string(e.what()));
+      }
+    }
+    plan.weights = weight_files(listing, index, ref.repo_id);
+  }
+  for (const auto* entry : plan.weights) result.files.push_back(fetcher.fetch(*entry, Phase::Weights));
+  // Only once the snapshot is complete: the listing record, then the ref.
+  repo.write_listing(commit, hub::listing_to_json(listing));
+  if (named_revision) repo.write_ref(revision, commit);
+
+  result.local_path = plan.gguf ? repo.snapshot_file(commit, plan.weights.front()->path) : repo.snapshot_dir(commit);
+  result.from_cache = fetcher.transferred() == 0;
+  return result;
+}
+
+}  // namespace fetchd::resolve
