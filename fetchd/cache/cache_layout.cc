@@ -289,7 +289,7 @@ std::filesystem::path RepoCache::locks_dir() const {
 
 std::filesystem::path RepoCache::listing_path(std::string_view commit) const {
   check_commit(commit);
-  return cache_dir_ / ".fetchd" / "listings" / repo_folder_name(repo_id_) / (std::string(commit) + ".json");
+  return repo_dir_ / ".fetchd-listings" / (std::string(commit) + ".json");
 }
 
 // A listing of a million files is some hundreds of megabytes; real ones are far smaller.

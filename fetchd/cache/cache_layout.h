@@ -64,8 +64,9 @@ class RepoCache {
   std::filesystem::path ref_path(std::string_view name) const;  // refs/main, refs/pr/1
   std::filesystem::path no_exist_path(std::string_view commit, std::string_view relpath) const;
   std::filesystem::path locks_dir() const;
-  // fetchd's record of a commit's whole file listing, beside the cache's own folders (huggingface_hub
-  // ignores .fetchd/): with it, a later run tells a complete snapshot from one that only looks complete.
+  // fetchd's record of a commit's whole file listing, in a folder of the repository that cache scanners
+  // (huggingface_hub, huggingface.js) ignore: with it, a later run tells a complete snapshot from one that
+  // only looks complete.
   std::filesystem::path listing_path(std::string_view commit) const;  // {cache_dir}/.locks/models--org--repo
   // huggingface_hub's per-blob flock file; a writer of blobs/{id}.incomplete should hold it too so an
   // older Python process (which appends to the same .incomplete name) never writes it at the same time.

@@ -1,5 +1,6 @@
 #include "tests/hub/hub_router.h"
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -227,7 +228,8 @@ std::vector<TreeEntry> tree_entries(const Commit& commit) {
   return sorted;
 }
 
-void write_tree_entry(JsonWriter& json, const TreeEntry& entry) {
+// `last_commit`, when given, is reported as the entry's lastCommit (paths-info with expand).
+void write_tree_entry(JsonWriter& json, const TreeEntry& entry, const Commit* last_commit = nullptr) {
   json.StartObject();
   json.Key("type");
   json.String(entry.file != nullptr ? "file" : "directory");
@@ -248,7 +250,42 @@ void write_tree_entry(JsonWriter& json, const TreeEntry& entry) {
     json.Uint64(entry.file->pointer_size);
     json.EndObject();
   }
+  if (last_commit != nullptr) {
+    json.Key("lastCommit");
+    json.StartObject();
+    json.Key("id");
+    write_string(json, last_commit->id);
+    json.Key("title");
+    json.String("commit");
+    json.Key("date");
+    json.String("2026-01-01T00:00:00.000Z");
+    json.EndObject();
+  }
   json.EndObject();
+}
+
+// POST /api/models/{repo}/paths-info/{rev} with {"paths": [...], "expand": bool}: the entries that exist.
+HttpResponse paths_info(const Repository& repository, const std::string& revision, const std::string& body) {
+  const std::shared_ptr<const Commit> commit = repository.find_commit(revision);
+  if (commit == nullptr) return revision_not_found(repository, revision);
+  rapidjson::Document request;
+  request.Parse(body.c_str(), body.size());
+  if (request.HasParseError() || !request.IsObject() || !request.HasMember("paths") || !request["paths"].IsArray()) {
+    return hub_error(400, "", "paths-info needs a JSON body with a \"paths\" array");
+  }
+  const bool expand = request.HasMember("expand") && request["expand"].IsBool() && request["expand"].GetBool();
+  const auto entries = tree_entries(*commit);
+  rapidjson::StringBuffer buffer;
+  JsonWriter json(buffer);
+  json.StartArray();
+  for (const auto& wanted : request["paths"].GetArray()) {
+    if (!wanted.IsString()) continue;
+    for (const auto& entry : entries) {
+      if (entry.path == wanted.GetString()) write_tree_entry(json, entry, expand ? commit.get() : nullptr);
+    }
+  }
+  json.EndArray();
+  return json_response(200, std::string(buffer.GetString(), buffer.GetSize()));
 }
 
 HttpResponse model_info(const Repository& repository, const std::string& revision, bool with_blobs) {
@@ -391,12 +428,15 @@ HttpResponse HubRouter::handle(HubHost host, const HttpRequest& request) const {
     return response;
   }
   const HubFaults::Settings settings = faults_.settings();
-  if (request.method != "GET" && request.method != "HEAD") {
+  const Target target(request.target);
+  const bool paths_info_post =
+      request.method == "POST" && target.segments.size() >= 5 && target.segments[0] == "api" &&
+      std::find(target.segments.begin(), target.segments.end(), "paths-info") != target.segments.end();
+  if (request.method != "GET" && request.method != "HEAD" && !paths_info_post) {
     HttpResponse response = hub_error(405, "", "method not allowed");
     response.add_header("Allow", "GET, HEAD");
     return response;
   }
-  const Target target(request.target);
   const std::vector<std::string>& segments = target.segments;
   // Both hosts serve LFS objects: the API host for relative redirects, the LFS host for absolute ones.
   if (segments.size() == 3 && segments[0] == "lfs" && segments[1] == "objects") {
@@ -460,6 +500,9 @@ HttpResponse HubRouter::api_models(const HttpRequest& request, const Target& tar
   }
   if (endpoint == "refs" && next + 1 == segments.size()) return refs(*repository, target.flag("include_prs"));
   if (endpoint == "tree" && next + 1 < segments.size()) return tree(*repository, target, next + 1, settings);
+  if (endpoint == "paths-info" && next + 1 < segments.size() && request.method == "POST") {
+    return paths_info(*repository, join(segments, next + 1, segments.size(), '/'), request.body);
+  }
   return not_found();
 }
 

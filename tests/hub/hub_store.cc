@@ -58,7 +58,8 @@ std::string commit_id(const std::string& parent, const std::map<std::string, Sto
 }  // namespace
 
 std::shared_ptr<const Commit> Repository::find_commit(std::string_view revision) const {
-  const std::string name(revision);
+  // HEAD names the default branch, as the hub's revision endpoint accepts it.
+  const std::string name = revision == "HEAD" ? std::string("main") : std::string(revision);
   if (const auto branch = branches.find(name); branch != branches.end()) return commits.at(branch->second);
   if (const auto tag = tags.find(name); tag != tags.end()) return commits.at(tag->second);
   if (is_commit_id(name)) {

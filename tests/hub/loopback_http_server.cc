@@ -59,6 +59,7 @@ HttpRequest to_request(const http::request<http::string_body>& message) {
         request.headers.try_emplace(lower_case(to_string(field.name_string())), to_string(field.value()));
     if (!inserted) entry->second += ", " + to_string(field.value());
   }
+  request.body = message.body();
   return request;
 }
 

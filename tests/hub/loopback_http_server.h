@@ -20,6 +20,7 @@ struct HttpRequest {
   std::string method;
   std::string target;                          // path and query, as sent
   std::map<std::string, std::string> headers;  // lower-case names; a repeated field's values joined by ", "
+  std::string body;
 
   // The value of `lower_case_name`, empty when absent.
   std::string header(const std::string& lower_case_name) const;
