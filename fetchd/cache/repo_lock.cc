@@ -263,6 +263,28 @@ void RepoLock::release() noexcept {
   state_.reset();
 }
 
+BlobFileLock BlobFileLock::acquire(const RepoCache& cache, std::string_view blob_id, const LockOptions& options) {
+  const auto path = cache.blob_lock_path(blob_id);
+  std::filesystem::path failed_at;
+  if (const int err = detail::try_make_directories(path.parent_path(), &failed_at); err != 0) {
+    throw detail::lock_directory_error(path.parent_path(), failed_at, cache.repo_id(), err);
+  }
+  UniqueFd fd = open_flock_file(path);
+  const auto deadline = deadline_after(options.max_wait);
+  for (;;) {
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return BlobFileLock(std::move(fd));
+    if (errno == EINTR) continue;
+    if (flock_unsupported(errno)) return BlobFileLock(UniqueFd());
+    if (errno != EWOULDBLOCK) throw io_error("lock", path, errno);
+    if (SteadyClock::now() >= deadline) {
+      throw FetchError(ErrorKind::Internal, "gave up after " + format_duration(options.max_wait) + " waiting for " +
+                                                path.string() +
+                                                ": another program (huggingface_hub?) is writing the same file");
+    }
+    std::this_thread::sleep_for(options.poll);
+  }
+}
+
 bool flock_supported(const std::filesystem::path& dir) {
   const auto probe = dir / (".fetchd-flock-probe-" + detail::random_token());
   UniqueFd fd(::open(probe.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666));

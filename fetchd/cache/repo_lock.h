@@ -18,6 +18,7 @@
 #include <string>
 
 #include "fetchd/cache/cache_layout.h"
+#include "fetchd/cache/file_ops.h"
 #include "fetchd/client/fetch_error.h"
 
 namespace fetchd::cache {
@@ -62,6 +63,22 @@ class RepoLock {
   struct State;
   explicit RepoLock(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
+};
+
+// huggingface_hub's own lock for one blob ({locks_dir}/{blob_id}.lock), held while fetchd writes
+// blobs/{blob_id}.incomplete: older Python processes append to that same partial file, so each waits for the
+// other. Where flock is unsupported this holds nothing (the repository lease still orders fetchd processes).
+class BlobFileLock {
+ public:
+  // Waits up to options.max_wait. Throws FetchError(Internal) naming the lock file on timeout.
+  static BlobFileLock acquire(const RepoCache& cache, std::string_view blob_id, const LockOptions& options = {});
+  BlobFileLock(BlobFileLock&&) noexcept = default;
+  BlobFileLock& operator=(BlobFileLock&&) noexcept = default;
+  ~BlobFileLock() = default;  // closing the descriptor releases the flock
+
+ private:
+  explicit BlobFileLock(detail::UniqueFd fd) : fd_(std::move(fd)) {}
+  detail::UniqueFd fd_;
 };
 
 // Whether flock() works in `dir` (probed on a temporary file there, which is removed). Throws FetchError

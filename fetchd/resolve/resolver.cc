@@ -126,10 +126,13 @@ CachedModel cached_model(const cache::RepoCache& repo, const std::string& commit
 // Fetches, proves and publishes one file of a commit into the cache.
 class FileFetcher {
  public:
-  FileFetcher(hub::HubClient& hub, cache::RepoCache& repo, std::string commit, ResolveObserver& observer,
+  FileFetcher(hub::HubClient& hub, cache::RepoCache& repo, const cache::RepoLock& repo_lock,
+              const cache::LockOptions& lock_options, std::string commit, ResolveObserver& observer,
               const transfer::CancelToken* cancel, std::function<void()> on_copy_mode)
       : hub_(hub),
         repo_(repo),
+        repo_lock_(repo_lock),
+        lock_options_(lock_options),
         commit_(std::move(commit)),
         observer_(observer),
         cancel_(cancel),
@@ -183,6 +186,7 @@ class FileFetcher {
     request.connect_timeout = hub_.settings().etag_timeout;
     request.stall_timeout = hub_.settings().download_timeout;
     fs::create_directories(request.partial.parent_path());
+    const auto blob_lock = cache::BlobFileLock::acquire(repo_, file.blob_id, lock_options_);
 
     const auto result = transfer::download_file(
         hub_.http(), request, hub_.policy(), cancel_,
@@ -227,6 +231,12 @@ class FileFetcher {
       discard(request.partial);
       throw;
     }
+    if (repo_lock_.lost()) {
+      throw FetchError(ErrorKind::Internal, "another fetchd took over the lock on '" + repo_.repo_id() + "' while '" +
+                                                entry.path +
+                                                "' was being fetched (this one could not renew its lease in time); "
+                                                "nothing was published. Run again.");
+    }
     repo_.publish_blob(request.partial, file.blob_id);
   }
 
@@ -243,6 +253,8 @@ class FileFetcher {
 
   hub::HubClient& hub_;
   cache::RepoCache& repo_;
+  const cache::RepoLock& repo_lock_;
+  const cache::LockOptions& lock_options_;
   std::string commit_;
   ResolveObserver& observer_;
   const transfer::CancelToken* cancel_;
@@ -331,7 +343,7 @@ Resolution Resolver::resolve(const ResolveRequest& request, ResolveObserver& obs
   lock_options.on_wait = [&](const std::string& line) { observer.log(line, false); };
   auto lock = cache::RepoLock::acquire(repo, lock_options);
 
-  FileFetcher fetcher(hub, repo, commit, observer, cancel, [&] {
+  FileFetcher fetcher(hub, repo, lock, lock_options, commit, observer, cancel, [&] {
     if (first_copy_notice(settings.cache_dir)) {
       observer.log("the cache at " + settings.cache_dir.string() +
                        " cannot hold symbolic links here, so snapshots hold real files",

@@ -12,6 +12,7 @@
 #include "engine/format/gguf_writer.h"
 #include "engine/format/safetensors_writer.h"
 #include "fetchd/cache/cache_layout.h"
+#include "fetchd/cache/repo_lock.h"
 #include "fetchd/client/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/resolve/resolver.h"
@@ -554,6 +555,22 @@ TEST_F(ResolveTest, AFileWithoutAnIdIsNamedByCommitAndPath) {
   const auto weights_file =
       std::find_if(r.files.begin(), r.files.end(), [](auto& f) { return f.path == "model.safetensors"; });
   EXPECT_EQ(weights_file->proofs, (std::vector<Proof>{Proof::SafetensorsLayout}));  // no hash was given
+}
+
+TEST_F(ResolveTest, HuggingfaceHubsBlobLockIsRespected) {
+  add_model("org/model");
+  const std::string weights = safetensors_bytes(2, 5000, 1);
+  const auto held = cache::BlobFileLock::acquire(repo("org/model"), sha256(weights));  // as a Python process would
+  auto o = options();
+  o.lock.max_wait = std::chrono::milliseconds(300);
+  Resolver resolver(o);
+  try {
+    resolver.resolve({"org/model", "", ""}, observer_);
+    FAIL() << "wrote a blob whose lock another program holds";
+  } catch (const FetchError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(sha256(weights) + ".lock"));
+  }
+  EXPECT_TRUE(requests_for("/lfs/objects/").empty());
 }
 
 TEST_F(ResolveTest, LocalPathsNeverTouchTheHub) {
