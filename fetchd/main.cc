@@ -16,8 +16,11 @@
 
 #include "fetchd/client/fetch_error.h"
 #include "fetchd/client/flags.h"
+#include "fetchd/client/model_reference.h"
+#include "fetchd/hub/hub_settings.h"
 #include "fetchd/resolve/resolver.h"
 #include "fetchd/service/fetch_service.h"
+#include "fetchd/verify/cache_verifier.h"
 
 namespace {
 
@@ -27,6 +30,7 @@ constexpr std::string_view kUsage =
     "Commands:\n"
     "  pull     Resolve --model into the Hugging Face cache and print the path to serve (last line of stdout)\n"
     "  serve    Answer Resolve over gRPC on --listen (unix:PATH or HOST:PORT), with grpc.health.v1\n"
+    "  verify   Re-prove every file in the cache from its bytes; report, or --delete, the ones that fail\n"
     "\n"
     "Run 'fetchd COMMAND --help' for a command's options.\n"
     "\n"
@@ -119,6 +123,41 @@ int pull(std::span<char* const> args) {
   return 0;
 }
 
+int verify(std::span<char* const> args) {
+  std::string model;
+  std::string download_dir;
+  bool remove = false;
+  fetchd::client::FlagParser flags("usage: fetchd verify [--model org/repo] [--download-dir DIR] [--delete]");
+  flags.add_string("model", "REPO", "Only this repository (default: the whole cache)", &model);
+  flags.add_string("download-dir", "DIR", "Cache directory; beats HF_HUB_CACHE and HF_HOME", &download_dir);
+  flags.add_switch("delete", "Delete files that fail, and the snapshot entries naming them", &remove);
+  if (!flags.parse(args)) {
+    std::fputs(flags.help().c_str(), stdout);
+    return 0;
+  }
+  fetchd::verify::VerifyOptions options;
+  options.remove_failures = remove;
+  if (!model.empty()) {
+    const auto ref = fetchd::client::parse_model_reference(model);
+    if (ref.is_local()) throw fetchd::client::UsageError("verify checks the cache; '" + model + "' is a local path");
+    options.repo_id = ref.repo_id;
+  }
+  const auto settings = fetchd::hub::read_hub_settings(fetchd::hub::process_environment(), download_dir);
+  std::size_t failed = 0;
+  const auto reports = fetchd::verify::verify_cache(settings.cache_dir, options, [&](const auto& r) {
+    if (r.ok()) {
+      std::cout << "ok      " << r.path.string() << "  ("
+                << (r.proven_by.empty() ? "nothing to check against" : r.proven_by) << ")\n";
+    } else {
+      ++failed;
+      std::cout << (r.removed ? "DELETED " : "FAILED  ") << r.path.string() << ": " << r.problem << '\n';
+    }
+  });
+  std::cerr << "fetchd: " << reports.size() << " file(s) checked in " << settings.cache_dir.string() << ", " << failed
+            << " failed" << (failed && !remove ? "; run again with --delete to remove them" : "") << '\n';
+  return failed == 0 ? 0 : fetchd::exit_code(fetchd::ErrorKind::Integrity);
+}
+
 int serve(std::span<char* const> args) {
   std::string listen;
   fetchd::client::FlagParser flags("usage: fetchd serve --listen ADDR");
@@ -172,6 +211,7 @@ int main(int argc, char** argv) {
     }
     if (command == "pull") return pull(args.subspan(1));
     if (command == "serve") return serve(args.subspan(1));
+    if (command == "verify") return verify(args.subspan(1));
     throw fetchd::client::UsageError("unknown command '" + std::string(command) + "' (see fetchd --help)");
   } catch (const fetchd::FetchError& e) {
     std::cerr << "fetchd: " << e.what() << '\n';

@@ -12,27 +12,6 @@ namespace {
 constexpr std::size_t kMaxListingPages = 10'000;
 constexpr std::size_t kMaxListingEntries = 1'000'000;
 
-// The target of the `rel="next"` entry of a Link header, if any.
-std::optional<std::string> next_link(const transfer::HttpHeaders& headers) {
-  for (const auto& value : headers.get_all("Link")) {
-    std::string_view rest = value;
-    while (!rest.empty()) {
-      const auto open = rest.find('<');
-      const auto close = rest.find('>', open);
-      if (open == std::string_view::npos || close == std::string_view::npos) break;
-      const auto target = rest.substr(open + 1, close - open - 1);
-      const auto next = rest.find('<', close);
-      const auto params = rest.substr(close, next == std::string_view::npos ? std::string_view::npos : next - close);
-      if (params.find("rel=\"next\"") != std::string_view::npos || params.find("rel=next") != std::string_view::npos) {
-        return std::string(target);
-      }
-      if (next == std::string_view::npos) break;
-      rest = rest.substr(next);
-    }
-  }
-  return std::nullopt;
-}
-
 std::string join_names(const std::vector<std::pair<std::string, std::string>>& refs) {
   std::string out;
   for (const auto& [name, commit] : refs) out += (out.empty() ? "" : ", ") + name;
@@ -225,7 +204,7 @@ std::vector<ListingEntry> HubClient::list_files(std::string_view commit) {
     auto page_entries = parse_tree_page(body, repo_id_);
     entries.insert(entries.end(), std::make_move_iterator(page_entries.begin()),
                    std::make_move_iterator(page_entries.end()));
-    const auto next = next_link(headers);
+    const auto next = transfer::find_link(headers, "next");
     if (!next) break;
     url = transfer::resolve_url(url, *next);
     if (transfer::url_origin(url) != origin) {

@@ -13,6 +13,9 @@
 #include "fetchd/proof/format_proof.h"
 #include "fetchd/resolve/file_plan.h"
 #include "fetchd/transfer/file_download.h"
+#include "fetchd/xet/chunker.h"
+#include "fetchd/xet/xet_download.h"
+#include "fetchd/xet/xet_hash.h"
 
 namespace fetchd::resolve {
 
@@ -136,7 +139,8 @@ class FileFetcher {
         commit_(std::move(commit)),
         observer_(observer),
         cancel_(cancel),
-        on_copy_mode_(std::move(on_copy_mode)) {}
+        on_copy_mode_(std::move(on_copy_mode)),
+        xet_tokens_(hub.authorization(), hub.policy(), cancel, hub.settings().etag_timeout) {}
 
   std::uint64_t transferred() const { return transferred_; }
 
@@ -173,11 +177,84 @@ class FileFetcher {
 
  private:
   void download(const ListingEntry& entry, ResolvedFile& file, Phase phase) {
+    const fs::path partial = repo_.incomplete_path(file.blob_id);
+    fs::create_directories(partial.parent_path());
+    const auto blob_lock = cache::BlobFileLock::acquire(repo_, file.blob_id, lock_options_);
+
+    bool plain_source_ignores_range = false;
+    if (const auto xet = probe_xet(entry)) {
+      if (download_xet(entry, file, phase, *xet, partial)) {
+        prove_and_publish(entry, file, partial);
+        return;
+      }
+      plain_source_ignores_range = true;  // the hub's plain path for Xet files serves whole bodies
+    }
+    download_plain(entry, file, phase, partial, plain_source_ignores_range);
+    prove_and_publish(entry, file, partial);
+  }
+
+  // Asks the resolve URL (HEAD, not followed) whether the file lives in a Xet store. Xet is skipped when
+  // HF_HUB_DISABLE_XET is set, for files that are not LFS files, and when the probe itself fails (the plain
+  // transfer then tries, with its own retries).
+  std::optional<xet::XetFileInfo> probe_xet(const ListingEntry& entry) {
+    if (hub_.settings().disable_xet || !(entry.is_lfs() || entry.xet_hash)) return std::nullopt;
+    transfer::HttpRequest head;
+    head.method = "HEAD";
+    head.url = hub_.resolve_url(commit_, entry.path);
+    head.connect_timeout = hub_.settings().etag_timeout;
+    head.stall_timeout = hub_.settings().etag_timeout;
+    if (const auto auth = hub_.authorization(); !auth.empty()) head.headers.push_back(auth);
+    const auto result = hub_.http().perform(head);
+    if (result.failure != transfer::TransferFailure::None) return std::nullopt;
+    return xet::xet_info_from_headers(result.response.headers, hub_.settings().endpoint, entry.content_size());
+  }
+
+  // False when the hub will not hand out a Xet read token (401): the caller falls back to the plain path.
+  bool download_xet(const ListingEntry& entry, ResolvedFile& file, Phase phase, const xet::XetFileInfo& info,
+                    const fs::path& partial) {
+    xet::XetDownloadRequest request;
+    request.file = info;
+    request.partial = partial;
+    request.name = entry.path;
+    // OpenWeights-style hubs put the Xet hash where a SHA-256 would be: never compare it as one.
+    if (entry.lfs_oid && *entry.lfs_oid != info.file_hash) request.expected_sha256 = entry.lfs_oid;
+    request.connect_timeout = hub_.settings().etag_timeout;
+    request.stall_timeout = hub_.settings().download_timeout;
+    xet::XetDownloadResult result;
+    try {
+      result = xet::download_xet_file(xet_tokens_, request, hub_.policy(), cancel_,
+                                      [&](std::uint64_t done, std::optional<std::uint64_t> total) {
+                                        observer_.progress(phase, entry.path, done, total.value_or(0));
+                                      });
+    } catch (const FetchError& e) {
+      if (e.kind() != ErrorKind::Auth) throw;
+      observer_.log("'" + entry.path + "': the hub gives no Xet read token (" + e.what() +
+                        "); fetching it through the plain redirect",
+                    false);
+      return false;
+    }
+    transferred_ += result.transferred;
+    file.size = result.size;
+    if (result.resumed_bytes > 0) {
+      observer_.log(
+          "'" + entry.path + "': resumed with " + std::to_string(result.resumed_bytes) + " bytes already rebuilt",
+          true);
+    }
+    file.proofs.push_back(Proof::XetHash);
+    if (request.expected_sha256) file.proofs.push_back(Proof::Sha256);
+    observer_.log("'" + entry.path + "': rebuilt from the Xet store (reconstruction V" +
+                      std::to_string(result.reconstruction_version) + ")",
+                  true);
+    return true;
+  }
+
+  void download_plain(const ListingEntry& entry, ResolvedFile& file, Phase phase, const fs::path& partial,
+                      bool source_ignores_range) {
     transfer::DownloadRequest request;
     request.url = hub_.resolve_url(commit_, entry.path);
     request.credential_origin = hub_.endpoint_origin();
     request.authorization = hub_.authorization();
-    request.partial = repo_.incomplete_path(file.blob_id);
+    request.partial = partial;
     request.size = entry.content_size();
     request.hash = entry.is_lfs()      ? transfer::ContentHash::Sha256
                    : entry.oid.empty() ? transfer::ContentHash::None
@@ -185,8 +262,7 @@ class FileFetcher {
     request.name = entry.path;
     request.connect_timeout = hub_.settings().etag_timeout;
     request.stall_timeout = hub_.settings().download_timeout;
-    fs::create_directories(request.partial.parent_path());
-    const auto blob_lock = cache::BlobFileLock::acquire(repo_, file.blob_id, lock_options_);
+    request.restart_when_range_ignored = source_ignores_range;
 
     const auto result = transfer::download_file(
         hub_.http(), request, hub_.policy(), cancel_,
@@ -200,35 +276,48 @@ class FileFetcher {
       observer_.log("'" + entry.path + "': resumed at byte " + std::to_string(result.resumed_from), true);
     }
     if (auto served = result.first_hop_headers.get("X-Repo-Commit"); served && *served != commit_) {
-      discard(request.partial);
+      discard(partial);
       throw FetchError(ErrorKind::Integrity, "the hub served '" + entry.path + "' from commit " + *served +
                                                  " when asked for commit " + commit_ + "; the download was deleted");
     }
-
     observer_.progress(Phase::Verifying, entry.path, result.size, result.size);
     if (request.hash == transfer::ContentHash::None) {
       observer_.log("'" + entry.path + "': the listing gives no content hash; it is proven by its size and format only",
                     true);
-    } else {
-      const std::string& expected = entry.is_lfs() ? *entry.lfs_oid : entry.oid;
-      const char* kind = entry.is_lfs() ? "SHA-256" : "git blob SHA-1";
-      if (result.digest != expected) {
-        discard(request.partial);
-        throw FetchError(ErrorKind::Integrity, "'" + entry.path + "' arrived with " + kind + " " + result.digest +
-                                                   " but the listing names " + expected +
-                                                   ". The download was deleted; run again, and if this repeats, "
-                                                   "something between the hub and this machine alters the bytes.");
-      }
-      file.proofs.push_back(entry.is_lfs() ? Proof::Sha256 : Proof::GitBlobSha1);
+      return;
     }
+    // A Xet-backed listing may carry the Xet hash as its "SHA-256" (OpenWeights): that is no SHA-256.
+    if (entry.is_lfs() && entry.xet_hash && *entry.lfs_oid == *entry.xet_hash) {
+      file.proofs.push_back(Proof::XetHash);
+      const auto got = xet::to_hex(xet::hash_file_by_chunks(partial));
+      if (got == *entry.xet_hash) return;
+      discard(partial);
+      throw FetchError(ErrorKind::Integrity, "'" + entry.path + "' hashes to Xet hash " + got +
+                                                 " but the listing names " + *entry.xet_hash +
+                                                 "; the download was deleted");
+    }
+    const std::string& expected = entry.is_lfs() ? *entry.lfs_oid : entry.oid;
+    const char* kind = entry.is_lfs() ? "SHA-256" : "git blob SHA-1";
+    if (result.digest != expected) {
+      discard(partial);
+      throw FetchError(ErrorKind::Integrity, "'" + entry.path + "' arrived with " + kind + " " + result.digest +
+                                                 " but the listing names " + expected +
+                                                 ". The download was deleted; run again, and if this repeats, "
+                                                 "something between the hub and this machine alters the bytes.");
+    }
+    file.proofs.push_back(entry.is_lfs() ? Proof::Sha256 : Proof::GitBlobSha1);
+  }
+
+  // The layout proof, then the blob name; both only for a file whose content already proved itself.
+  void prove_and_publish(const ListingEntry& entry, ResolvedFile& file, const fs::path& partial) {
     try {
-      switch (proof::prove_format(request.partial, entry.path)) {
+      switch (proof::prove_format(partial, entry.path)) {
         case proof::FormatProof::Safetensors: file.proofs.push_back(Proof::SafetensorsLayout); break;
         case proof::FormatProof::Gguf: file.proofs.push_back(Proof::GgufLayout); break;
         case proof::FormatProof::None: break;
       }
     } catch (const FetchError&) {
-      discard(request.partial);
+      discard(partial);
       throw;
     }
     if (repo_lock_.lost()) {
@@ -237,7 +326,7 @@ class FileFetcher {
                                                 "' was being fetched (this one could not renew its lease in time); "
                                                 "nothing was published. Run again.");
     }
-    repo_.publish_blob(request.partial, file.blob_id);
+    repo_.publish_blob(partial, file.blob_id);
   }
 
   static void discard(const fs::path& partial) {
@@ -259,6 +348,7 @@ class FileFetcher {
   ResolveObserver& observer_;
   const transfer::CancelToken* cancel_;
   std::function<void()> on_copy_mode_;
+  xet::XetTokenCache xet_tokens_;  // read tokens for this repository, reused across its files
   std::uint64_t transferred_ = 0;
 };
 

@@ -35,7 +35,9 @@ std::optional<std::uint64_t> content_range_start(const HttpHeaders& headers) {
 
 class Hasher {
  public:
-  Hasher(ContentHash kind, std::optional<std::uint64_t> size) {
+  Hasher(ContentHash kind, std::optional<std::uint64_t> size) { reset(kind, size); }
+  void reset(ContentHash kind, std::optional<std::uint64_t> size) {
+    state_ = std::monostate{};
     if (kind == ContentHash::Sha256) state_ = proof::Sha256();
     if (kind == ContentHash::GitBlobSha1) state_ = proof::GitBlobSha1(size.value_or(0));
   }
@@ -89,6 +91,10 @@ class PartialFile {
   }
   void sync() {
     if (::fsync(fd_) != 0) fail("sync");
+  }
+  void truncate() {
+    if (::ftruncate(fd_, 0) != 0) fail("truncate");
+    size_ = 0;
   }
 
  private:
@@ -148,8 +154,12 @@ DownloadResult download_file(HttpClient& client, const DownloadRequest& request,
             return false;
           }
         } else if (r.status == 200 && file.size() > 0) {
-          refusal = Refusal::RangeIgnored;  // appending a whole body to a partial file corrupts it
-          return false;
+          if (!request.restart_when_range_ignored) {
+            refusal = Refusal::RangeIgnored;  // appending a whole body to a partial file corrupts it
+            return false;
+          }
+          file.truncate();  // this source ignores Range: take its whole body from byte 0
+          hasher.reset(request.hash, size);
         }
         body_is_content = r.status == 200 || r.status == 206;
         return true;

@@ -26,6 +26,9 @@ struct DownloadRequest {
   std::string name;  // repository path, for messages
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds stall_timeout{10'000};
+  // Some sources ignore Range by design (a Xet store's plain /xet/files path): then a 200 answer to a
+  // Range request restarts the file from byte 0 instead of being refused.
+  bool restart_when_range_ignored = false;
 };
 
 struct DownloadResult {

@@ -202,6 +202,30 @@ HttpResult HttpClient::perform(const HttpRequest& request, const BodySink* sink,
   return result;
 }
 
+std::optional<std::string> find_link(const HttpHeaders& headers, std::string_view rel) {
+  const std::string quoted = "rel=\"" + std::string(rel) + "\"";
+  const std::string bare = "rel=" + std::string(rel);
+  for (const auto& value : headers.get_all("Link")) {
+    std::string_view rest = value;
+    while (!rest.empty()) {
+      const auto open = rest.find('<');
+      const auto close = rest.find('>', open);
+      if (open == std::string_view::npos || close == std::string_view::npos) break;
+      const auto target = rest.substr(open + 1, close - open - 1);
+      const auto next = rest.find('<', close);
+      const auto params = rest.substr(close, next == std::string_view::npos ? std::string_view::npos : next - close);
+      for (std::size_t at = params.find(';'); at != std::string_view::npos; at = params.find(';', at + 1)) {
+        auto param = trim(params.substr(at + 1, params.find(';', at + 1) - at - 1));
+        while (!param.empty() && param.back() == ',') param.remove_suffix(1);
+        if (param == quoted || param == bare) return std::string(target);
+      }
+      if (next == std::string_view::npos) break;
+      rest = rest.substr(next);
+    }
+  }
+  return std::nullopt;
+}
+
 bool curl_supports_https() {
   global_init();
   const auto* info = curl_version_info(CURLVERSION_NOW);

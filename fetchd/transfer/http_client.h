@@ -84,6 +84,9 @@ class HttpClient {
   std::unique_ptr<Impl> impl_;
 };
 
+// The target of the Link header entry with rel="`rel`" (RFC 8288), if any: `<url>; rel="next"`.
+std::optional<std::string> find_link(const HttpHeaders& headers, std::string_view rel);
+
 // True when this libcurl can speak TLS (it was built with an SSL backend).
 bool curl_supports_https();
 

@@ -38,8 +38,8 @@ std::string boundary_of(std::string_view content_type) {
   std::size_t at = 0;
   while (at < content_type.size()) {
     const auto semicolon = content_type.find(';', at);
-    auto param = trim(content_type.substr(at, semicolon == std::string_view::npos ? std::string_view::npos
-                                                                                   : semicolon - at));
+    auto param =
+        trim(content_type.substr(at, semicolon == std::string_view::npos ? std::string_view::npos : semicolon - at));
     const auto eq = param.find('=');
     if (eq != std::string_view::npos && iequals(trim(param.substr(0, eq)), "boundary")) {
       auto value = trim(param.substr(eq + 1));
@@ -81,7 +81,8 @@ std::optional<ContentRange> parse_content_range(std::string_view value) {
 std::vector<RangePart> parse_byteranges(std::string_view content_type, std::span<const std::byte> body,
                                         std::span<const ByteRange> requested) {
   const std::string boundary = boundary_of(content_type);
-  if (boundary.empty() || boundary.size() > 200) refuse("has no usable boundary in '" + std::string(content_type) + "'");
+  if (boundary.empty() || boundary.size() > 200)
+    refuse("has no usable boundary in '" + std::string(content_type) + "'");
   const std::string_view text(reinterpret_cast<const char*>(body.data()), body.size());
   const std::string delimiter = "--" + boundary;
 
@@ -123,7 +124,8 @@ std::vector<RangePart> parse_byteranges(std::string_view content_type, std::span
     }
     parts.push_back({range->range, body.subspan(data_start, length)});
     at = text.find(delimiter, data_start + length);
-    if (at == std::string_view::npos) refuse("has no delimiter after the part for bytes " + std::to_string(range->range.start) + "-");
+    if (at == std::string_view::npos)
+      refuse("has no delimiter after the part for bytes " + std::to_string(range->range.start) + "-");
   }
   return parts;
 }

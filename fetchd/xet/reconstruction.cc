@@ -16,7 +16,8 @@ constexpr std::uint64_t kMaxChunksPerXorb = 1u << 20;
 
 std::uint64_t u64(const rapidjson::Value& object, const char* name, const std::string& where) {
   const auto it = object.FindMember(name);
-  if (it == object.MemberEnd() || !it->value.IsUint64()) refuse("has no number '" + std::string(name) + "' in " + where);
+  if (it == object.MemberEnd() || !it->value.IsUint64())
+    refuse("has no number '" + std::string(name) + "' in " + where);
   return it->value.GetUint64();
 }
 
@@ -40,7 +41,8 @@ ByteRange byte_range(const rapidjson::Value& value, const std::string& where) {
 
 std::string string_member(const rapidjson::Value& object, const char* name, const std::string& where) {
   const auto it = object.FindMember(name);
-  if (it == object.MemberEnd() || !it->value.IsString()) refuse("has no string '" + std::string(name) + "' in " + where);
+  if (it == object.MemberEnd() || !it->value.IsString())
+    refuse("has no string '" + std::string(name) + "' in " + where);
   return {it->value.GetString(), it->value.GetStringLength()};
 }
 
@@ -115,7 +117,8 @@ Reconstruction parse_reconstruction(std::string_view json) {
         for (const auto& range : ranges->value.GetArray()) {
           const auto chunks = range.FindMember("chunks");
           const auto bytes = range.FindMember("bytes");
-          if (chunks == range.MemberEnd() || bytes == range.MemberEnd()) refuse("has a range without chunks or bytes in " + where);
+          if (chunks == range.MemberEnd() || bytes == range.MemberEnd())
+            refuse("has a range without chunks or bytes in " + where);
           source.ranges.push_back({chunk_range(chunks->value, where), byte_range(bytes->value, where)});
         }
         r.sources[xorb].push_back(std::move(source));

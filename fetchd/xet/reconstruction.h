@@ -30,7 +30,7 @@ struct FetchRange {
   ByteRange bytes;
 };
 struct FetchSource {
-  std::string url;  // signed: fetched without Authorization
+  std::string url;                 // signed: fetched without Authorization
   std::vector<FetchRange> ranges;  // V1: one per source; V2: several, fetched in one multi-range request
 };
 

@@ -216,10 +216,9 @@ std::vector<FetchUnit> plan_units(const Reconstruction& recon, std::uint64_t rec
   // The first term's decoded bytes begin offset_into_first_range before the requested start.
   if (recon.offset_into_first_range > recon_start ||
       (!recon.terms.empty() && recon.offset_into_first_range >= recon.terms.front().unpacked_length)) {
-    throw FetchError(ErrorKind::Integrity, "the reconstruction of '" + name + "' for bytes from " +
-                                               std::to_string(recon_start) + " starts " +
-                                               std::to_string(recon.offset_into_first_range) +
-                                               " bytes into its first term, which cannot be");
+    throw FetchError(ErrorKind::Integrity,
+                     "the reconstruction of '" + name + "' for bytes from " + std::to_string(recon_start) + " starts " +
+                         std::to_string(recon.offset_into_first_range) + " bytes into its first term, which cannot be");
   }
   std::uint64_t cursor = recon_start - recon.offset_into_first_range;
   for (const auto& term : recon.terms) {
@@ -451,10 +450,9 @@ class XetDownload {
     } else {
       const auto cr = parse_content_range(result.response.headers.get("Content-Range").value_or(""));
       if (!cr || requested.size() != 1 || !(cr->range == requested.front()) || cr->range.length() != body.size()) {
-        throw FetchError(ErrorKind::Integrity, "the Xet store answered bytes " +
-                                                   result.response.headers.get("Content-Range").value_or("?") +
-                                                   " of xorb " + unit.xorb + " when asked for " +
-                                                   range_header_value(requested));
+        throw FetchError(ErrorKind::Integrity,
+                         "the Xet store answered bytes " + result.response.headers.get("Content-Range").value_or("?") +
+                             " of xorb " + unit.xorb + " when asked for " + range_header_value(requested));
       }
       parts.push_back({cr->range, body});
     }
@@ -493,8 +491,8 @@ class XetDownload {
           throw FetchError(ErrorKind::Integrity, "chunks [" + std::to_string(w.chunks.start) + ", " +
                                                      std::to_string(w.chunks.end) + ") of xorb " + unit.xorb +
                                                      " decode to " + std::to_string(to - from) +
-                                                     " bytes, but the reconstruction of '" + request_.name +
-                                                     "' says " + std::to_string(w.unpacked_length));
+                                                     " bytes, but the reconstruction of '" + request_.name + "' says " +
+                                                     std::to_string(w.unpacked_length));
         }
         const auto term = std::span(decoded).subspan(from, to - from);
         file_->write_at(w.clip_start, term.subspan(w.clip_start - w.term_start, w.clip_end - w.clip_start));
@@ -628,8 +626,8 @@ XetToken XetTokenCache::get(const std::string& token_url, bool refresh) {
         exp = static_cast<std::int64_t>(parse_u64(*header).value_or(0));
       }
       if (token.access_token.empty() || token.cas_url.empty()) {
-        throw FetchError(ErrorKind::Network, "the hub's Xet read token answer from " + token_url +
-                                                 " has no accessToken or casUrl");
+        throw FetchError(ErrorKind::Network,
+                         "the hub's Xet read token answer from " + token_url + " has no accessToken or casUrl");
       }
       token.expires = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
       token_ = token;
@@ -641,8 +639,8 @@ XetToken XetTokenCache::get(const std::string& token_url, bool refresh) {
     }
     const auto delay = transfer::retry_delay(result, attempt, policy_);
     if (!delay) {
-      throw FetchError(ErrorKind::Network, "cannot get a Xet read token from " + token_url + ": " +
-                                               transfer::describe_failure(result));
+      throw FetchError(ErrorKind::Network,
+                       "cannot get a Xet read token from " + token_url + ": " + transfer::describe_failure(result));
     }
     wait_or_cancel(cancel_, *delay, "waiting for a Xet read token");
   }

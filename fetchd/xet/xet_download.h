@@ -56,13 +56,13 @@ class XetTokenCache {
 
 struct XetDownloadRequest {
   XetFileInfo file;
-  std::filesystem::path partial;  // blobs/{id}.incomplete; its resume state sits beside it (.xet-state)
-  std::string name;               // repository path, for messages
+  std::filesystem::path partial;               // blobs/{id}.incomplete; its resume state sits beside it (.xet-state)
+  std::string name;                            // repository path, for messages
   std::optional<std::string> expected_sha256;  // also checked, when the listing gave a real SHA-256
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds stall_timeout{10'000};
-  std::uint64_t block_size = 256u << 20;  // the reconstruction is asked for this much of the file at a time
-  int max_parallel = 8;                   // concurrent xorb fetches, at most
+  std::uint64_t block_size = 256u << 20;     // the reconstruction is asked for this much of the file at a time
+  int max_parallel = 8;                      // concurrent xorb fetches, at most
   std::uint64_t memory_budget = 512u << 20;  // bytes of fetched and decoded data held at once, at most
 };
 

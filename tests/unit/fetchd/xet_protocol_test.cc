@@ -15,7 +15,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+std::span<const std::byte> bytes_of(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
 
 template <typename F>
 std::string error_of(F&& f) {
@@ -28,7 +30,8 @@ std::string error_of(F&& f) {
   return "";
 }
 
-std::string part(const std::string& boundary, std::uint64_t start, const std::string& data, std::uint64_t total = 1000) {
+std::string part(const std::string& boundary, std::uint64_t start, const std::string& data,
+                 std::uint64_t total = 1000) {
   return "--" + boundary + "\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes " +
          std::to_string(start) + "-" + std::to_string(start + data.size() - 1) + "/" + std::to_string(total) +
          "\r\n\r\n" + data + "\r\n";
@@ -42,8 +45,8 @@ TEST(Byteranges, HeaderValue) {
 TEST(Byteranges, PartsAreMatchedByContentRangeNotOrder) {
   const std::string boundary = "3d6b6a416f9b5";
   // Out of order, and the data contains the boundary text itself.
-  const std::string body = part(boundary, 100, "--3d6b6a416f9b5 inside") + part(boundary, 0, "0123456789") + "--" +
-                           boundary + "--\r\n";
+  const std::string body =
+      part(boundary, 100, "--3d6b6a416f9b5 inside") + part(boundary, 0, "0123456789") + "--" + boundary + "--\r\n";
   const std::vector<ByteRange> asked{{0, 9}, {100, 121}};
   const auto parts = parse_byteranges("multipart/byteranges; boundary=" + boundary, bytes_of(body), asked);
   ASSERT_EQ(parts.size(), 2u);
@@ -75,7 +78,8 @@ TEST(Byteranges, RefusesPartsNotAskedForAndMalformedBodies) {
               }),
               HasSubstr("ends inside the part for bytes 0-9"));
   EXPECT_THAT(error_of([&] {
-                parse_byteranges("multipart/byteranges; boundary=b", bytes_of("--b\r\nX: y\r\n\r\nabc\r\n--b--"), asked);
+                parse_byteranges("multipart/byteranges; boundary=b", bytes_of("--b\r\nX: y\r\n\r\nabc\r\n--b--"),
+                                 asked);
               }),
               HasSubstr("without a valid Content-Range"));
 }
@@ -130,10 +134,16 @@ TEST(Reconstruction, ParsesV2WithOneMultiRangeUrlPerXorb) {
 
 TEST(Reconstruction, RefusesInconsistentAnswers) {
   EXPECT_THAT(error_of([] { parse_reconstruction("{"); }), HasSubstr("not valid JSON"));
-  EXPECT_THAT(error_of([] { parse_reconstruction(R"({"terms":[{"hash":"a","unpacked_length":1,"range":{"start":3,"end":3}}],"xorbs":{}})"); }),
-              HasSubstr("chunk range [3, 3)"));
-  EXPECT_THAT(error_of([] { parse_reconstruction(R"({"terms":[{"hash":"a","unpacked_length":1,"range":{"start":0,"end":1}}],"xorbs":{}})"); }),
-              HasSubstr("gives no source for chunks [0, 1) of xorb a"));
+  EXPECT_THAT(
+      error_of([] {
+        parse_reconstruction(R"({"terms":[{"hash":"a","unpacked_length":1,"range":{"start":3,"end":3}}],"xorbs":{}})");
+      }),
+      HasSubstr("chunk range [3, 3)"));
+  EXPECT_THAT(
+      error_of([] {
+        parse_reconstruction(R"({"terms":[{"hash":"a","unpacked_length":1,"range":{"start":0,"end":1}}],"xorbs":{}})");
+      }),
+      HasSubstr("gives no source for chunks [0, 1) of xorb a"));
   EXPECT_THAT(error_of([] { parse_reconstruction(R"({"terms":[{"hash":"a","range":{"start":0,"end":1}}]})"); }),
               HasSubstr("no number 'unpacked_length'"));
   EXPECT_EQ(parse_reconstruction(R"({"offset_into_first_range":0,"terms":[]})").terms.size(), 0u);  // empty file
@@ -144,8 +154,10 @@ TEST(XetHeaders, ReadsTheLinkFormAndTheOlderRefreshRoute) {
   transfer::HttpHeaders headers;
   headers.add("X-Xet-Hash", hash);
   headers.add("X-Linked-Size", "1234");
-  headers.add("Link", "<https://hub.test/api/models/o/r/xet-read-token/c>; rel=\"xet-auth\", "
-                      "<https://cas.test/v1/reconstructions/" + hash + ">; rel=\"xet-reconstruction-info\"");
+  headers.add("Link",
+              "<https://hub.test/api/models/o/r/xet-read-token/c>; rel=\"xet-auth\", "
+              "<https://cas.test/v1/reconstructions/" +
+                  hash + ">; rel=\"xet-reconstruction-info\"");
   const auto info = xet_info_from_headers(headers, "https://hub.test", std::nullopt);
   ASSERT_TRUE(info);
   EXPECT_EQ(info->file_hash, hash);
