@@ -67,9 +67,10 @@ void HubFaults::set_xet_urls_expired(bool on) {
   settings_.xet_urls_expired = on;
 }
 
-void HubFaults::set_xet_url_max_uses(std::optional<std::uint32_t> uses) {
+void HubFaults::set_xet_urls_expire_after(std::optional<std::uint32_t> gateway_requests) {
   std::lock_guard lock(mutex_);
-  settings_.xet_url_max_uses = uses;
+  settings_.xet_urls_expire_after = gateway_requests;
+  xet_urls_served_ = 0;
 }
 
 void HubFaults::set_xet_v2_disabled(bool on) {
@@ -121,7 +122,8 @@ void HubFaults::reset() {
   failure_rules_.clear();
   tree_overrides_.clear();
   xet_unpinned_left_ = 0;
-  xet_url_uses_.clear();
+  xet_urls_valid_from_ = 0;
+  xet_urls_served_ = 0;
 }
 
 HubFaults::Settings HubFaults::settings() const {
@@ -154,9 +156,16 @@ bool HubFaults::take_xet_unpinned() {
   return true;
 }
 
-std::uint64_t HubFaults::count_xet_url_use(const std::string& signature) {
+bool HubFaults::use_xet_url(std::uint64_t url_serial, std::uint64_t next_serial, std::uint32_t limit) {
   std::lock_guard lock(mutex_);
-  return ++xet_url_uses_[signature];
+  if (url_serial < xet_urls_valid_from_) return false;
+  if (xet_urls_served_ >= limit) {
+    xet_urls_valid_from_ = next_serial;
+    xet_urls_served_ = 0;
+    return false;
+  }
+  ++xet_urls_served_;
+  return true;
 }
 
 }  // namespace testing_support

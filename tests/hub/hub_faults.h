@@ -46,10 +46,13 @@ class HubFaults {
     bool xet_token_in_headers = false;  // the token route answers in X-Xet-* headers, as older hubs did
     bool xet_token_refused = false;     // the token route answers 401
     std::chrono::seconds xet_token_lifetime{3600};
-    bool xet_urls_expired = false;                  // every signed gateway URL is issued already expired
-    std::optional<std::uint32_t> xet_url_max_uses;  // a signed URL answers this many times, then 403
-    bool xet_v2_disabled = false;                   // /v2/reconstructions answers 501
-    bool xet_multipart_reversed = false;            // multipart/byteranges parts in reverse order
+    bool xet_urls_expired = false;  // every signed gateway URL is issued already expired
+    // The gateway serves this many requests, then every URL signed so far has expired (403); URLs signed
+    // afterwards (a fresh reconstruction) are good for as many requests again. Models URLs expiring in the
+    // middle of a long download.
+    std::optional<std::uint32_t> xet_urls_expire_after;
+    bool xet_v2_disabled = false;         // /v2/reconstructions answers 501
+    bool xet_multipart_reversed = false;  // multipart/byteranges parts in reverse order
     std::optional<XetCorruption> xet_corrupt_chunk;
     // The term at this index of every reconstruction answer claims one byte more than its chunks decode to.
     std::optional<std::size_t> xet_short_term;
@@ -75,7 +78,7 @@ class HubFaults {
   void set_xet_token_refused(bool on);
   void set_xet_token_lifetime(std::chrono::seconds lifetime);  // negative: every token is issued expired
   void set_xet_urls_expired(bool on);
-  void set_xet_url_max_uses(std::optional<std::uint32_t> uses);
+  void set_xet_urls_expire_after(std::optional<std::uint32_t> gateway_requests);
   void set_xet_v2_disabled(bool on);
   void set_xet_multipart_reversed(bool on);
   void set_xet_corrupt_chunk(std::optional<XetCorruption> corruption);
@@ -92,7 +95,7 @@ class HubFaults {
   void override_tree(const std::string& repo_id, std::string json_body);
   void clear_tree_override(const std::string& repo_id);
 
-  // Every switch off, every queued failure, tree override and URL use count dropped.
+  // Every switch off, every queued failure, tree override and URL expiry dropped.
   void reset();
 
   // --- What the hub reads ---
@@ -102,8 +105,10 @@ class HubFaults {
   std::optional<std::string> tree_override(const std::string& repo_id) const;
   // Consumes one of the reconstructions set_xet_unpinned_for() refuses; false when none is left.
   bool take_xet_unpinned();
-  // Counts one use of the signed URL with this signature and returns how many it has had, this one included.
-  std::uint64_t count_xet_url_use(const std::string& signature);
+  // Under xet_urls_expire_after: whether the URL with serial number `url_serial` may be served (counting it
+  // when so). `next_serial` is the serial the next signed URL will get; once the limit is reached, every
+  // URL below it has expired.
+  bool use_xet_url(std::uint64_t url_serial, std::uint64_t next_serial, std::uint32_t limit);
 
  private:
   struct FailureRule {
@@ -117,7 +122,8 @@ class HubFaults {
   std::deque<FailureRule> failure_rules_;
   std::map<std::string, std::string> tree_overrides_;
   int xet_unpinned_left_ = 0;
-  std::map<std::string, std::uint64_t> xet_url_uses_;
+  std::uint64_t xet_urls_valid_from_ = 0;  // serial of the oldest signed URL not yet expired
+  std::uint32_t xet_urls_served_ = 0;      // gateway requests served since then
 };
 
 }  // namespace testing_support

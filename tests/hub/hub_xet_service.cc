@@ -493,9 +493,10 @@ HttpResponse XetService::xorb(const HttpRequest& request, const RequestTarget& t
     return text_error(403, "The request signature does not match");
   }
   const auto expires = parse_number(expires_text);
-  const std::uint64_t uses = faults_.count_xet_url_use(signature);
-  if (!expires || static_cast<std::int64_t>(*expires) <= unix_now() ||
-      (settings.xet_url_max_uses && uses > *settings.xet_url_max_uses)) {
+  const auto url_serial = parse_number(serial);
+  if (!expires || !url_serial || static_cast<std::int64_t>(*expires) <= unix_now() ||
+      (settings.xet_urls_expire_after &&
+       !faults_.use_xet_url(*url_serial, serial_.load(), *settings.xet_urls_expire_after))) {
     return text_error(403, "Request has expired");
   }
   std::vector<XorbByteRange> granted;

@@ -60,7 +60,7 @@ class XetService {
   std::string cas_endpoint_;
   std::string gateway_endpoint_;
   std::string secret_;                            // signs tokens and URLs; random per hub
-  mutable std::atomic<std::uint64_t> serial_{0};  // makes every issued URL distinct (per-URL use counts)
+  mutable std::atomic<std::uint64_t> serial_{0};  // numbers signed URLs in issue order (see use_xet_url)
 };
 
 }  // namespace testing_support::hub

@@ -611,15 +611,28 @@ TEST_F(XetHubTest, ExpiredUrlsAnswer403UntilAFreshReconstruction) {
   EXPECT_EQ(http_get_with(url, {"Range: " + range}).status, 206);
 }
 
-TEST_F(XetHubTest, UrlsExpireAfterTheirAllowedUses) {
-  hub_.faults().set_xet_url_max_uses(2);
-  const auto [url, range] = first_v2_entry();
-  EXPECT_EQ(http_get_with(url, {"Range: " + range}).status, 206);
-  EXPECT_EQ(http_get_with(url, {"Range: " + range}).status, 206);
-  EXPECT_EQ(http_get_with(url, {"Range: " + range}).status, 403);
+TEST_F(XetHubTest, UrlsExpireAfterSomeGatewayRequestsUntilAFreshReconstruction) {
+  hub_.faults().set_xet_urls_expire_after(2);
+  const rapidjson::Document answer = parse_json(reconstruction("v1", hash_).body);
+  std::vector<std::pair<std::string, std::string>> urls;  // url, range
+  for (const auto& [xorb, entries] : answer["fetch_info"].GetObject()) {
+    for (const auto& entry : entries.GetArray()) {
+      urls.emplace_back(entry["url"].GetString(), "bytes=" + std::to_string(entry["url_range"]["start"].GetUint64()) +
+                                                      "-" + std::to_string(entry["url_range"]["end"].GetUint64()));
+    }
+  }
+  ASSERT_GE(urls.size(), 3u);
+  EXPECT_EQ(http_get_with(urls[0].first, {"Range: " + urls[0].second}).status, 206);
+  EXPECT_EQ(http_get_with(urls[1].first, {"Range: " + urls[1].second}).status, 206);
+  EXPECT_EQ(http_get_with(urls[2].first, {"Range: " + urls[2].second}).status, 403);
+  EXPECT_EQ(http_get_with(urls[0].first, {"Range: " + urls[0].second}).status, 403);  // all of them expired
   const auto [fresh, fresh_range] = first_v2_entry();  // a new reconstruction signs new URLs
-  EXPECT_NE(fresh, url);
   EXPECT_EQ(http_get_with(fresh, {"Range: " + fresh_range}).status, 206);
+  EXPECT_EQ(http_get_with(fresh, {"Range: " + fresh_range}).status, 206);
+  EXPECT_EQ(http_get_with(fresh, {"Range: " + fresh_range}).status, 403);
+  hub_.faults().set_xet_urls_expire_after(std::nullopt);
+  const auto [again, again_range] = first_v2_entry();
+  EXPECT_EQ(http_get_with(again, {"Range: " + again_range}).status, 206);
 }
 
 TEST_F(XetHubTest, MultipartPartsCanComeInReverseOrder) {
