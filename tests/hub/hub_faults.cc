@@ -42,6 +42,62 @@ void HubFaults::set_tree_page_size(std::size_t entries) {
   settings_.tree_page_size = entries;
 }
 
+void HubFaults::set_xet_headers(XetHeaders style) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_headers = style;
+}
+
+void HubFaults::set_xet_token_in_headers(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_token_in_headers = on;
+}
+
+void HubFaults::set_xet_token_refused(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_token_refused = on;
+}
+
+void HubFaults::set_xet_token_lifetime(std::chrono::seconds lifetime) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_token_lifetime = lifetime;
+}
+
+void HubFaults::set_xet_urls_expired(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_urls_expired = on;
+}
+
+void HubFaults::set_xet_urls_expire_after(std::optional<std::uint32_t> gateway_requests) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_urls_expire_after = gateway_requests;
+  xet_urls_served_ = 0;
+}
+
+void HubFaults::set_xet_v2_disabled(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_v2_disabled = on;
+}
+
+void HubFaults::set_xet_multipart_reversed(bool on) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_multipart_reversed = on;
+}
+
+void HubFaults::set_xet_corrupt_chunk(std::optional<XetCorruption> corruption) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_corrupt_chunk = std::move(corruption);
+}
+
+void HubFaults::set_xet_short_term(std::optional<std::size_t> term_index) {
+  std::lock_guard lock(mutex_);
+  settings_.xet_short_term = term_index;
+}
+
+void HubFaults::set_xet_unpinned_for(int count) {
+  std::lock_guard lock(mutex_);
+  xet_unpinned_left_ = count < 0 ? 0 : count;
+}
+
 void HubFaults::fail_next(std::string path_substring, int count, int status,
                           std::map<std::string, std::string> headers) {
   if (count <= 0) return;
@@ -65,6 +121,9 @@ void HubFaults::reset() {
   settings_ = Settings{};
   failure_rules_.clear();
   tree_overrides_.clear();
+  xet_unpinned_left_ = 0;
+  xet_urls_valid_from_ = 0;
+  xet_urls_served_ = 0;
 }
 
 HubFaults::Settings HubFaults::settings() const {
@@ -88,6 +147,25 @@ std::optional<std::string> HubFaults::tree_override(const std::string& repo_id) 
   const auto found = tree_overrides_.find(repo_id);
   if (found == tree_overrides_.end()) return std::nullopt;
   return found->second;
+}
+
+bool HubFaults::take_xet_unpinned() {
+  std::lock_guard lock(mutex_);
+  if (xet_unpinned_left_ == 0) return false;
+  --xet_unpinned_left_;
+  return true;
+}
+
+bool HubFaults::use_xet_url(std::uint64_t url_serial, std::uint64_t next_serial, std::uint32_t limit) {
+  std::lock_guard lock(mutex_);
+  if (url_serial < xet_urls_valid_from_) return false;
+  if (xet_urls_served_ >= limit) {
+    xet_urls_valid_from_ = next_serial;
+    xet_urls_served_ = 0;
+    return false;
+  }
+  ++xet_urls_served_;
+  return true;
 }
 
 }  // namespace testing_support

@@ -16,12 +16,6 @@
 namespace testing_support::hub {
 namespace {
 
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void write_string(JsonWriter& json, std::string_view text) {
-  json.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
-}
-
 std::string join(const std::vector<std::string>& parts, std::size_t first, std::size_t last, char separator) {
   std::string joined;
   for (std::size_t i = first; i < last; ++i) {
@@ -36,20 +30,6 @@ int hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-// Percent-decoding; a malformed escape stays as it was sent.
-std::string percent_decode(std::string_view text) {
-  std::string decoded;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0 && hex_value(text[i + 2]) >= 0) {
-      decoded.push_back(static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2])));
-      i += 2;
-    } else {
-      decoded.push_back(text[i]);
-    }
-  }
-  return decoded;
 }
 
 std::string hex_encode(std::string_view bytes) {
@@ -72,43 +52,6 @@ std::optional<std::string> hex_decode(std::string_view hex) {
     bytes.push_back(static_cast<char>(high * 16 + low));
   }
   return bytes;
-}
-
-std::optional<std::uint64_t> parse_number(std::string_view text) {
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return value;
-}
-
-std::string quoted(const std::string& text) {
-  return "\"" + text + "\"";
-}
-
-HttpResponse json_response(int status, std::string body) {
-  HttpResponse response;
-  response.status = status;
-  response.add_header("Content-Type", "application/json; charset=utf-8");
-  response.set_body(std::move(body));
-  return response;
-}
-
-// The hub's error shape: X-Error-Code (what clients branch on), X-Error-Message, and {"error": message}.
-HttpResponse hub_error(int status, std::string_view code, const std::string& message) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter json(buffer);
-  json.StartObject();
-  json.Key("error");
-  write_string(json, message);
-  json.EndObject();
-  HttpResponse response = json_response(status, buffer.GetString());
-  if (!code.empty()) response.add_header("X-Error-Code", std::string(code));
-  response.add_header("X-Error-Message", message);
-  return response;
-}
-
-HttpResponse not_found() {
-  return hub_error(404, "", "Not Found");
 }
 
 HttpResponse repository_not_found(const std::string& repo_id) {
@@ -250,6 +193,10 @@ void write_tree_entry(JsonWriter& json, const TreeEntry& entry, const Commit* la
     json.Uint64(entry.file->pointer_size);
     json.EndObject();
   }
+  if (entry.file != nullptr && entry.file->xet != nullptr) {
+    json.Key("xetHash");
+    write_string(json, entry.file->xet->hex);
+  }
   if (last_commit != nullptr) {
     json.Key("lastCommit");
     json.StartObject();
@@ -381,45 +328,21 @@ HttpResponse refs(const Repository& repository, bool include_pull_requests) {
 
 }  // namespace
 
-// A request target split into percent-decoded path segments and query parameters.
-struct HubRouter::Target {
-  std::string raw_path;
-  std::vector<std::string> segments;                           // decoded; empty segments dropped
-  std::vector<std::pair<std::string, std::string>> raw_query;  // as sent, in order
-  std::map<std::string, std::string> query;                    // decoded
-
-  explicit Target(const std::string& target) {
-    const std::size_t question = target.find('?');
-    raw_path = target.substr(0, question);
-    for (std::size_t start = 0; start <= raw_path.size();) {
-      const std::size_t end = std::min(raw_path.find('/', start), raw_path.size());
-      if (end > start) segments.push_back(percent_decode(std::string_view(raw_path).substr(start, end - start)));
-      start = end + 1;
-    }
-    if (question == std::string::npos) return;
-    const std::string_view query_text = std::string_view(target).substr(question + 1);
-    for (std::size_t start = 0; start < query_text.size();) {
-      const std::size_t end = std::min(query_text.find('&', start), query_text.size());
-      const std::string_view pair = query_text.substr(start, end - start);
-      const std::size_t equals = pair.find('=');
-      std::string name(pair.substr(0, equals));
-      std::string value(equals == std::string_view::npos ? std::string_view() : pair.substr(equals + 1));
-      if (!name.empty()) {
-        query[percent_decode(name)] = percent_decode(value);
-        raw_query.emplace_back(std::move(name), std::move(value));
-      }
-      start = end + 1;
-    }
+const char* host_name(HubHost host) {
+  switch (host) {
+    case HubHost::api: return "api";
+    case HubHost::lfs: return "lfs";
+    case HubHost::cas: return "cas";
+    case HubHost::gateway: return "gateway";
   }
+  return "?";
+}
 
-  bool flag(const std::string& name) const {
-    const auto found = query.find(name);
-    return found != query.end() && (found->second == "true" || found->second == "1" || found->second == "True");
-  }
-};
-
-HubRouter::HubRouter(const HubStore& store, HubFaults& faults, std::string api_endpoint, std::string lfs_endpoint)
-    : store_(store), faults_(faults), api_endpoint_(std::move(api_endpoint)), lfs_endpoint_(std::move(lfs_endpoint)) {}
+HubRouter::HubRouter(const HubStore& store, HubFaults& faults, HubEndpoints endpoints)
+    : store_(store),
+      faults_(faults),
+      endpoints_(std::move(endpoints)),
+      xet_(store, faults, endpoints_.api, endpoints_.cas, endpoints_.gateway) {}
 
 HttpResponse HubRouter::handle(HubHost host, const HttpRequest& request) const {
   if (auto failure = faults_.take_failure(request.target)) {
@@ -428,7 +351,7 @@ HttpResponse HubRouter::handle(HubHost host, const HttpRequest& request) const {
     return response;
   }
   const HubFaults::Settings settings = faults_.settings();
-  const Target target(request.target);
+  const RequestTarget target(request.target);
   const bool paths_info_post =
       request.method == "POST" && target.segments.size() >= 5 && target.segments[0] == "api" &&
       std::find(target.segments.begin(), target.segments.end(), "paths-info") != target.segments.end();
@@ -438,11 +361,24 @@ HttpResponse HubRouter::handle(HubHost host, const HttpRequest& request) const {
     return response;
   }
   const std::vector<std::string>& segments = target.segments;
+  if (host == HubHost::cas) {
+    if (segments.size() == 3 && (segments[0] == "v1" || segments[0] == "v2") && segments[1] == "reconstructions") {
+      return xet_.reconstruction(request, target, settings);
+    }
+    return not_found();
+  }
+  if (host == HubHost::gateway) {
+    if (segments.size() == 2 && segments[0] == "xorbs") return xet_.xorb(request, target, settings);
+    return not_found();
+  }
   // Both hosts serve LFS objects: the API host for relative redirects, the LFS host for absolute ones.
   if (segments.size() == 3 && segments[0] == "lfs" && segments[1] == "objects") {
     return lfs_object(request, target, settings);
   }
   if (host == HubHost::lfs) return not_found();
+  if (segments.size() == 3 && segments[0] == "xet" && segments[1] == "files") {
+    return xet_.plain_file(target, settings);
+  }
   if (!segments.empty() && segments[0] == "api") {
     if (settings.redirect_api) {
       HttpResponse response;
@@ -473,7 +409,7 @@ std::optional<HttpResponse> HubRouter::refuse_access(const Repository& repositor
   return std::nullopt;
 }
 
-HttpResponse HubRouter::api_models(const HttpRequest& request, const Target& target,
+HttpResponse HubRouter::api_models(const HttpRequest& request, const RequestTarget& target,
                                    const HubFaults::Settings& settings) const {
   const std::vector<std::string>& segments = target.segments;  // "api", "models", repository id, ...
   // Repository ids are "org/name", or "name" alone for a few old repositories: the store decides which.
@@ -500,13 +436,18 @@ HttpResponse HubRouter::api_models(const HttpRequest& request, const Target& tar
   }
   if (endpoint == "refs" && next + 1 == segments.size()) return refs(*repository, target.flag("include_prs"));
   if (endpoint == "tree" && next + 1 < segments.size()) return tree(*repository, target, next + 1, settings);
+  if (endpoint == "xet-read-token" && next + 1 < segments.size()) {
+    const std::string revision = join(segments, next + 1, segments.size(), '/');
+    if (repository->find_commit(revision) == nullptr) return revision_not_found(*repository, revision);
+    return xet_.read_token(*repository, settings);
+  }
   if (endpoint == "paths-info" && next + 1 < segments.size() && request.method == "POST") {
     return paths_info(*repository, join(segments, next + 1, segments.size(), '/'), request.body);
   }
   return not_found();
 }
 
-HttpResponse HubRouter::tree(const Repository& repository, const Target& target, std::size_t first_segment,
+HttpResponse HubRouter::tree(const Repository& repository, const RequestTarget& target, std::size_t first_segment,
                              const HubFaults::Settings& settings) const {
   if (auto body = faults_.tree_override(repository.id)) return json_response(200, std::move(*body));
   const std::vector<std::string>& segments = target.segments;
@@ -562,12 +503,12 @@ HttpResponse HubRouter::tree(const Repository& repository, const Target& target,
     }
     const std::string cursor = hex_encode(commit->id + ":" + std::to_string(end));
     response.add_header(
-        "Link", "<" + api_endpoint_ + target.raw_path + "?" + next_query + "cursor=" + cursor + ">; rel=\"next\"");
+        "Link", "<" + endpoints_.api + target.raw_path + "?" + next_query + "cursor=" + cursor + ">; rel=\"next\"");
   }
   return response;
 }
 
-HttpResponse HubRouter::resolve(const HttpRequest& request, const Target& target,
+HttpResponse HubRouter::resolve(const HttpRequest& request, const RequestTarget& target,
                                 const HubFaults::Settings& settings) const {
   const std::vector<std::string>& segments = target.segments;  // {org}/{name} or {name}, "resolve", rev, path...
   std::string repo_id;
@@ -604,6 +545,7 @@ HttpResponse HubRouter::resolve(const HttpRequest& request, const Target& target
   response.add_header("X-Repo-Commit", commit->id);
   response.add_header("ETag", quoted(stored.oid));
   if (!stored.lfs) return download(std::move(response), request, stored.content, settings, false);
+  if (stored.xet != nullptr) return xet_.resolve(std::move(response), request, *repository, *commit, stored, settings);
 
   // An LFS file redirects to its object; the redirect's own small body has its own Content-Length, which a
   // client must not mistake for the file's size (X-Linked-Size).
@@ -619,10 +561,10 @@ HttpResponse HubRouter::resolve(const HttpRequest& request, const Target& target
 
 std::string HubRouter::lfs_location(const std::string& sha256, const HubFaults::Settings& settings) const {
   const std::string path = "/lfs/objects/" + sha256 + "?sig=" + lfs_signature(sha256);
-  return settings.relative_lfs_redirect ? path : lfs_endpoint_ + path;
+  return settings.relative_lfs_redirect ? path : endpoints_.lfs + path;
 }
 
-HttpResponse HubRouter::lfs_object(const HttpRequest& request, const Target& target,
+HttpResponse HubRouter::lfs_object(const HttpRequest& request, const RequestTarget& target,
                                    const HubFaults::Settings& settings) const {
   const std::string& sha256 = target.segments[2];
   const auto signature = target.query.find("sig");

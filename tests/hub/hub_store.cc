@@ -31,17 +31,19 @@ void check_path(const std::string& path) {
   }
 }
 
-StoredFile store_file(HubFile file) {
+// `xet_store` is non-null when the file is to be stored as Xet.
+StoredFile store_file(HubFile file, XetStore* xet_store) {
   check_path(file.path);
   StoredFile stored;
   stored.path = std::move(file.path);
-  stored.lfs = file.lfs;
+  stored.lfs = file.lfs || xet_store != nullptr;
   stored.content = std::make_shared<const std::string>(std::move(file.content));
   if (stored.lfs) {
     stored.lfs_sha256 = sha256_hex(*stored.content);
     const std::string pointer = lfs_pointer_text(stored.lfs_sha256, stored.content->size());
     stored.pointer_size = pointer.size();
     stored.oid = git_blob_oid(pointer);
+    if (xet_store != nullptr) stored.xet = xet_store->add(*stored.content);
   } else {
     stored.oid = git_blob_oid(*stored.content);
   }
@@ -82,9 +84,14 @@ std::shared_ptr<Repository> HubStore::copy_for_update(const std::string& repo_id
 std::string HubStore::commit(const std::string& repo_id, const std::string& branch, std::vector<HubFile> files) {
   if (branch.empty()) throw std::invalid_argument("test hub: empty branch name");
   // Hash outside the lock: large files take a while and requests should keep flowing.
+  const bool lfs_as_xet = [&] {
+    std::lock_guard lock(mutex_);
+    return lfs_as_xet_;
+  }();
   auto commit = std::make_shared<Commit>();
   for (HubFile& file : files) {
-    StoredFile stored = store_file(std::move(file));
+    const bool as_xet = file.xet || (file.lfs && lfs_as_xet);
+    StoredFile stored = store_file(std::move(file), as_xet ? &xet_ : nullptr);
     const std::string path = stored.path;
     if (!commit->files.emplace(path, std::move(stored)).second) {
       throw std::invalid_argument("test hub: file path '" + path + "' appears twice in one commit");
@@ -139,6 +146,15 @@ void HubStore::set_gated(const std::string& repo_id, bool gated) {
 void HubStore::set_token(std::string token) {
   std::lock_guard lock(mutex_);
   token_ = std::move(token);
+}
+
+void HubStore::set_store_lfs_as_xet(bool on) {
+  std::lock_guard lock(mutex_);
+  lfs_as_xet_ = on;
+}
+
+void HubStore::set_xet_options(const XetStoreOptions& options) {
+  xet_.set_options(options);
 }
 
 std::shared_ptr<const Repository> HubStore::repository(std::string_view repo_id) const {

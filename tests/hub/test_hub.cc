@@ -1,5 +1,6 @@
 #include "tests/hub/test_hub.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -39,24 +40,35 @@ struct TestHub::Impl {
   explicit Impl(const TestHubOptions& options)
       : api_server(options.host, options.api_port),
         lfs_server(options.host, options.lfs_port),
-        api_endpoint("http://" + options.host + ":" + std::to_string(api_server.port())),
-        lfs_endpoint("http://" + lfs_host_name(options.host) + ":" + std::to_string(lfs_server.port())),
-        router(store, faults, api_endpoint, lfs_endpoint) {
-    api_server.start([this](const hub::HttpRequest& request) { return handle(hub::HubHost::api, request); });
-    lfs_server.start([this](const hub::HttpRequest& request) { return handle(hub::HubHost::lfs, request); });
+        cas_server(options.host, options.cas_port),
+        gateway_server(options.host, options.gateway_port),
+        endpoints{"http://" + options.host + ":" + std::to_string(api_server.port()),
+                  "http://" + lfs_host_name(options.host) + ":" + std::to_string(lfs_server.port()),
+                  "http://" + options.host + ":" + std::to_string(cas_server.port()),
+                  "http://" + lfs_host_name(options.host) + ":" + std::to_string(gateway_server.port())},
+        router(store, faults, endpoints) {
+    start(api_server, hub::HubHost::api);
+    start(lfs_server, hub::HubHost::lfs);
+    start(cas_server, hub::HubHost::cas);
+    start(gateway_server, hub::HubHost::gateway);
   }
 
   // Servers stop before anything their handlers use goes away.
   ~Impl() {
-    api_server.stop();
-    lfs_server.stop();
+    for (hub::LoopbackHttpServer* server : servers()) server->stop();
+  }
+
+  std::vector<hub::LoopbackHttpServer*> servers() { return {&api_server, &lfs_server, &cas_server, &gateway_server}; }
+
+  void start(hub::LoopbackHttpServer& server, hub::HubHost host) {
+    server.start([this, host](const hub::HttpRequest& request) { return handle(host, request); });
   }
 
   hub::HttpResponse handle(hub::HubHost host, const hub::HttpRequest& request) {
     hub::HttpResponse response = router.handle(host, request);
     // Logged before the response is written, so a client that has its answer always finds it in the log.
     std::lock_guard lock(log_mutex);
-    log.push_back({host == hub::HubHost::api ? "api" : "lfs", request.method, request.target, request.header("host"),
+    log.push_back({hub::host_name(host), request.method, request.target, request.header("host"),
                    request.header("range"), request.header("authorization"), response.status});
     return response;
   }
@@ -67,8 +79,9 @@ struct TestHub::Impl {
   std::vector<HubRequest> log;
   hub::LoopbackHttpServer api_server;
   hub::LoopbackHttpServer lfs_server;
-  const std::string api_endpoint;
-  const std::string lfs_endpoint;
+  hub::LoopbackHttpServer cas_server;
+  hub::LoopbackHttpServer gateway_server;
+  const hub::HubEndpoints endpoints;
   const hub::HubRouter router;
 };
 
@@ -79,11 +92,19 @@ TestHub::TestHub(const TestHubOptions& options) : impl_(std::make_unique<Impl>(o
 TestHub::~TestHub() = default;
 
 std::string TestHub::endpoint() const {
-  return impl_->api_endpoint;
+  return impl_->endpoints.api;
 }
 
 std::string TestHub::lfs_endpoint() const {
-  return impl_->lfs_endpoint;
+  return impl_->endpoints.lfs;
+}
+
+std::string TestHub::cas_endpoint() const {
+  return impl_->endpoints.cas;
+}
+
+std::string TestHub::gateway_endpoint() const {
+  return impl_->endpoints.gateway;
 }
 
 std::string TestHub::commit(const std::string& repo_id, const std::string& branch, std::vector<HubFile> files) {
@@ -113,6 +134,26 @@ void TestHub::add_repository_from_folder(const std::string& repo_id, const std::
   commit(repo_id, "main", std::move(files));
 }
 
+void TestHub::set_store_lfs_as_xet(bool on) {
+  impl_->store.set_store_lfs_as_xet(on);
+}
+
+void TestHub::set_xet_chunks_per_xorb(std::size_t chunks) {
+  hub::XetStoreOptions options;
+  options.max_chunks_per_xorb = chunks;
+  impl_->store.set_xet_options(options);
+}
+
+std::optional<std::string> TestHub::xet_hash(const std::string& repo_id, const std::string& revision,
+                                             const std::string& path) const {
+  const auto repository = impl_->store.repository(repo_id);
+  const auto commit = repository == nullptr ? nullptr : repository->find_commit(revision);
+  if (commit == nullptr) return std::nullopt;
+  const auto file = commit->files.find(path);
+  if (file == commit->files.end() || file->second.xet == nullptr) return std::nullopt;
+  return file->second.xet->hex;
+}
+
 void TestHub::set_token(std::string token) {
   impl_->store.set_token(std::move(token));
 }
@@ -140,7 +181,10 @@ bool TestHub::wait_for_no_connections(std::chrono::milliseconds timeout) const {
   const auto left = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   };
-  return impl_->api_server.wait_for_no_connections(timeout) && impl_->lfs_server.wait_for_no_connections(left());
+  for (const hub::LoopbackHttpServer* server : impl_->servers()) {
+    if (!server->wait_for_no_connections(std::max(left(), std::chrono::milliseconds(0)))) return false;
+  }
+  return true;
 }
 
 }  // namespace testing_support
