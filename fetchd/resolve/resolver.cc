@@ -263,6 +263,12 @@ class FileFetcher {
     request.connect_timeout = hub_.settings().etag_timeout;
     request.stall_timeout = hub_.settings().download_timeout;
     request.restart_when_range_ignored = source_ignores_range;
+    // A partial file that an interrupted Xet download wrote holds terms at their offsets, with holes: it is
+    // no prefix to resume from.
+    if (const fs::path xet_state = partial.string() + ".xet-state"; fs::exists(xet_state)) {
+      discard(partial);
+      discard(xet_state);
+    }
 
     const auto result = transfer::download_file(
         hub_.http(), request, hub_.policy(), cancel_,

@@ -259,6 +259,9 @@ class XetDownload {
         state_(fs::path(request.partial.string() + ".xet-state"), request.file.file_hash, request.file.size) {}
 
   XetDownloadResult run() {
+    // The token first: a hub that refuses it (the caller then falls back to the plain path) must find the
+    // partial file as it was.
+    tokens_.get(request_.file.token_url);
     const std::uint64_t size = request_.file.size;
     done_ = state_.load();
     result_.resumed_bytes = done_.total();
