@@ -10,12 +10,14 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fetchd/xet/chunker.h"
