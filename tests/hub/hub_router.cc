@@ -5,7 +5,6 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <optional>
 #include <utility>

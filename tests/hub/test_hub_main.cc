@@ -15,15 +15,18 @@
 namespace {
 
 constexpr std::string_view kUsage =
-    "usage: test-hub --root DIR [--host 127.0.0.1] [--port N] [--lfs-port N] [--token T]\n"
+    "usage: test-hub --root DIR [--host 127.0.0.1] [--port N] [--lfs-port N] [--cas-port N] [--gateway-port N]\n"
+    "                [--token T] [--xet]\n"
     "  Serves every DIR/{org}/{repo}/ folder as a repository with one commit on main. Files of 1 MiB or more\n"
-    "  and *.safetensors, *.gguf, *.bin files are LFS files. With --token, every repository is gated and\n"
-    "  needs 'Authorization: Bearer T'. Runs until SIGINT or SIGTERM.\n";
+    "  and *.safetensors, *.gguf, *.bin files are LFS files; with --xet they are stored and served as Xet\n"
+    "  files. With --token, every repository is gated and needs 'Authorization: Bearer T'. Runs until SIGINT\n"
+    "  or SIGTERM.\n";
 
 struct Arguments {
   std::filesystem::path root;
   testing_support::TestHubOptions options;
   std::optional<std::string> token;
+  bool xet = false;
 };
 
 [[noreturn]] void fail_usage(const std::string& problem) {
@@ -49,6 +52,10 @@ Arguments parse_arguments(int argc, char** argv) {
       std::cout << kUsage;
       std::exit(0);
     }
+    if (flag == "--xet") {
+      arguments.xet = true;
+      continue;
+    }
     if (i + 1 >= argc) fail_usage("missing value for " + flag);
     const std::string value = argv[++i];
     if (flag == "--root") {
@@ -59,6 +66,10 @@ Arguments parse_arguments(int argc, char** argv) {
       arguments.options.api_port = parse_port(value);
     } else if (flag == "--lfs-port") {
       arguments.options.lfs_port = parse_port(value);
+    } else if (flag == "--cas-port") {
+      arguments.options.cas_port = parse_port(value);
+    } else if (flag == "--gateway-port") {
+      arguments.options.gateway_port = parse_port(value);
     } else if (flag == "--token") {
       arguments.token = value;
     } else {
@@ -86,6 +97,7 @@ int main(int argc, char** argv) {
 
   try {
     testing_support::TestHub hub(arguments.options);
+    hub.set_store_lfs_as_xet(arguments.xet);
     for (const auto& org : std::filesystem::directory_iterator(arguments.root)) {
       if (!org.is_directory()) continue;
       for (const auto& repo : std::filesystem::directory_iterator(org.path())) {
@@ -96,7 +108,8 @@ int main(int argc, char** argv) {
       }
     }
     if (arguments.token) hub.set_token(*arguments.token);
-    std::cout << "test-hub: serving " << hub.endpoint() << " (lfs " << hub.lfs_endpoint() << ")" << std::endl;
+    std::cout << "test-hub: serving " << hub.endpoint() << " (lfs " << hub.lfs_endpoint() << ", cas "
+              << hub.cas_endpoint() << ", gateway " << hub.gateway_endpoint() << ")" << std::endl;
 
     int received = 0;
     sigwait(&stop_signals, &received);

@@ -825,6 +825,27 @@ TEST(TestHubBinary, ServesAFolderOfRepositoriesUntilSigterm) {
   EXPECT_EQ(hub.stop(SIGTERM, 15s), 0);
 }
 
+TEST(TestHubBinary, ServesLfsFilesAsXetWithTheXetFlag) {
+  TempDir root;
+  std::filesystem::create_directories(root / "org" / "model");
+  const std::string weights = pattern_bytes(300000);
+  write_file(root / "org" / "model" / "model.safetensors", std::string_view(weights));
+
+  ChildProcess hub({TEST_HUB_BINARY, "--root", root.path().string(), "--xet"});
+  const std::optional<std::string> banner = hub.read_line(30s);
+  ASSERT_TRUE(banner.has_value());
+  EXPECT_THAT(*banner, HasSubstr(", cas http://127.0.0.1:"));
+  EXPECT_THAT(*banner, HasSubstr(", gateway http://localhost:"));
+  const std::string serving = "test-hub: serving ";
+  const std::string endpoint = banner->substr(serving.size(), banner->find(' ', serving.size()) - serving.size());
+  const HttpResult redirect = http_get(endpoint + "/org/model/resolve/main/model.safetensors");
+  EXPECT_EQ(redirect.status, 302);
+  EXPECT_EQ(redirect.header("x-xet-hash").size(), 64u);
+  EXPECT_EQ(redirect.header("location"), endpoint + "/xet/files/" + redirect.header("x-xet-hash"));
+  EXPECT_TRUE(http_get(redirect.header("location")).body == weights);
+  EXPECT_EQ(hub.stop(SIGTERM, 15s), 0);
+}
+
 TEST(TestHubBinary, RefusesAMissingRoot) {
   std::string output;
   EXPECT_EQ(run_command(std::string(TEST_HUB_BINARY) + " --root /nonexistent/test-hub-root", output), 2);
