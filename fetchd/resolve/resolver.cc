@@ -130,8 +130,8 @@ CachedModel cached_model(const cache::RepoCache& repo, const std::string& commit
 class FileFetcher {
  public:
   FileFetcher(hub::HubClient& hub, cache::RepoCache& repo, const cache::RepoLock& repo_lock,
-              const cache::LockOptions& lock_options, std::string commit, ResolveObserver& observer,
-              const transfer::CancelToken* cancel, std::function<void()> on_copy_mode)
+              const cache::LockOptions& lock_options, std::uint64_t xet_block_size, std::string commit,
+              ResolveObserver& observer, const transfer::CancelToken* cancel, std::function<void()> on_copy_mode)
       : hub_(hub),
         repo_(repo),
         repo_lock_(repo_lock),
@@ -140,7 +140,8 @@ class FileFetcher {
         observer_(observer),
         cancel_(cancel),
         on_copy_mode_(std::move(on_copy_mode)),
-        xet_tokens_(hub.authorization(), hub.policy(), cancel, hub.settings().etag_timeout) {}
+        xet_tokens_(hub.authorization(), hub.policy(), cancel, hub.settings().etag_timeout),
+        xet_block_size_(xet_block_size) {}
 
   std::uint64_t transferred() const { return transferred_; }
 
@@ -220,6 +221,7 @@ class FileFetcher {
     if (entry.lfs_oid && *entry.lfs_oid != info.file_hash) request.expected_sha256 = entry.lfs_oid;
     request.connect_timeout = hub_.settings().etag_timeout;
     request.stall_timeout = hub_.settings().download_timeout;
+    request.block_size = xet_block_size_;
     xet::XetDownloadResult result;
     try {
       result = xet::download_xet_file(xet_tokens_, request, hub_.policy(), cancel_,
@@ -355,6 +357,7 @@ class FileFetcher {
   const transfer::CancelToken* cancel_;
   std::function<void()> on_copy_mode_;
   xet::XetTokenCache xet_tokens_;  // read tokens for this repository, reused across its files
+  std::uint64_t xet_block_size_;
   std::uint64_t transferred_ = 0;
 };
 
@@ -439,7 +442,7 @@ Resolution Resolver::resolve(const ResolveRequest& request, ResolveObserver& obs
   lock_options.on_wait = [&](const std::string& line) { observer.log(line, false); };
   auto lock = cache::RepoLock::acquire(repo, lock_options);
 
-  FileFetcher fetcher(hub, repo, lock, lock_options, commit, observer, cancel, [&] {
+  FileFetcher fetcher(hub, repo, lock, lock_options, options_.xet_block_size, commit, observer, cancel, [&] {
     if (first_copy_notice(settings.cache_dir)) {
       observer.log("the cache at " + settings.cache_dir.string() +
                        " cannot hold symbolic links here, so snapshots hold real files",

@@ -56,6 +56,7 @@ struct ResolverOptions {
   hub::Environment environment = hub::process_environment();
   transfer::RetryPolicy retry;
   cache::LockOptions lock;
+  std::uint64_t xet_block_size = 256u << 20;  // bytes of a Xet file asked of the store per reconstruction
 };
 
 // Turns a model reference into a local path whose every file has proven itself, fetching what the cache

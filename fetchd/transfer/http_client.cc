@@ -84,6 +84,14 @@ struct HttpClient::Impl {
     long status = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     result->response.status = status;
+    if (sink == nullptr) {
+      // Collecting: one allocation for an announced body instead of a series of doublings and copies.
+      curl_off_t length = -1;
+      curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+      if (length > 0 && static_cast<std::uint64_t>(length) <= max_collected) {
+        result->response.body.reserve(static_cast<std::size_t>(length));
+      }
+    }
     if (sink != nullptr && sink->on_headers && !sink->on_headers(result->response)) {
       failure = TransferFailure::Refused;
       return false;

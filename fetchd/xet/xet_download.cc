@@ -350,6 +350,7 @@ class XetDownload {
 
     const auto worker = [&] {
       HttpClient http(cancel_);
+      std::vector<std::byte> buffer;  // reused from unit to unit: its pages are touched once
       for (;;) {
         FetchUnit unit;
         std::uint64_t cost = 0;
@@ -368,7 +369,7 @@ class XetDownload {
         }
         bool pushed_back = false;
         try {
-          execute(http, unit, pushed_back);
+          execute(http, buffer, unit, pushed_back);
         } catch (...) {
           std::lock_guard lock(mutex);
           if (!failure) failure = std::current_exception();
@@ -388,7 +389,7 @@ class XetDownload {
     if (failure) std::rethrow_exception(failure);
   }
 
-  void execute(HttpClient& http, FetchUnit unit, bool& pushed_back) {
+  void execute(HttpClient& http, std::vector<std::byte>& buffer, FetchUnit unit, bool& pushed_back) {
     for (int attempt = 1;; ++attempt) {
       if (cancel_ != nullptr && cancel_->cancelled()) throw FetchError(ErrorKind::Network, "cancelled");
       HttpRequest req;
@@ -396,11 +397,27 @@ class XetDownload {
       req.headers = {"Range: " + range_header_value(ranges_of(unit))};
       req.connect_timeout = request_.connect_timeout;
       req.stall_timeout = request_.stall_timeout;
-      auto result = http.perform(req, nullptr, unit.wire_bytes() + 65536 + 512 * unit.ranges.size());
+      const std::uint64_t limit = unit.wire_bytes() + 65536 + 512 * unit.ranges.size();
+      transfer::BodySink sink;
+      sink.on_headers = [&](const transfer::HttpResponse& response) {
+        buffer.clear();
+        if (response.status == 206) buffer.reserve(static_cast<std::size_t>(limit));
+        return true;
+      };
+      sink.on_data = [&](std::span<const std::byte> bytes) {
+        if (buffer.size() + bytes.size() > limit) return false;  // more than was asked for
+        buffer.insert(buffer.end(), bytes.begin(), bytes.end());
+        return true;
+      };
+      auto result = http.perform(req, &sink);
       add_transferred(result.body_bytes);
       const long status = result.response.status;
       if (result.failure == TransferFailure::None && status == 206) {
-        apply(unit, result);
+        if (result.body_bytes != buffer.size()) {
+          throw FetchError(ErrorKind::Integrity,
+                           "the Xet store sent more bytes for xorb " + unit.xorb + " than the ranges asked for");
+        }
+        apply(unit, result.response.headers, buffer);
         return;
       }
       if (result.failure == TransferFailure::None && status == 403) {
@@ -415,7 +432,7 @@ class XetDownload {
         const auto recon = fetch_reconstruction(http, span_start, span_end - 1);
         if (!recon) throw FetchError(ErrorKind::Integrity, "the Xet store no longer describes '" + request_.name + "'");
         auto fresh = plan_units(*recon, span_start, span_start, span_end, done_snapshot(), request_.name);
-        for (auto& u : fresh) execute(http, std::move(u), pushed_back);
+        for (auto& u : fresh) execute(http, buffer, std::move(u), pushed_back);
         return;
       }
       if (result.failure == TransferFailure::Cancelled) throw FetchError(ErrorKind::Network, "cancelled");
@@ -443,19 +460,18 @@ class XetDownload {
   }
 
   // Decodes the unit's chunks and writes every term it serves at its file offset.
-  void apply(const FetchUnit& unit, const HttpResult& result) {
-    const auto body = std::as_bytes(std::span(result.response.body.data(), result.response.body.size()));
+  void apply(const FetchUnit& unit, const transfer::HttpHeaders& headers, std::span<const std::byte> body) {
     const auto requested = ranges_of(unit);
     std::vector<RangePart> parts;
-    const auto content_type = result.response.headers.get("Content-Type").value_or("");
+    const auto content_type = headers.get("Content-Type").value_or("");
     if (content_type.find("multipart/byteranges") != std::string::npos) {
       parts = parse_byteranges(content_type, body, requested);
     } else {
-      const auto cr = parse_content_range(result.response.headers.get("Content-Range").value_or(""));
+      const auto cr = parse_content_range(headers.get("Content-Range").value_or(""));
       if (!cr || requested.size() != 1 || !(cr->range == requested.front()) || cr->range.length() != body.size()) {
-        throw FetchError(ErrorKind::Integrity,
-                         "the Xet store answered bytes " + result.response.headers.get("Content-Range").value_or("?") +
-                             " of xorb " + unit.xorb + " when asked for " + range_header_value(requested));
+        throw FetchError(ErrorKind::Integrity, "the Xet store answered bytes " +
+                                                   headers.get("Content-Range").value_or("?") + " of xorb " +
+                                                   unit.xorb + " when asked for " + range_header_value(requested));
       }
       parts.push_back({cr->range, body});
     }
@@ -471,34 +487,44 @@ class XetDownload {
                                                    std::to_string(range.bytes.end));
       }
       const auto bytes = part->bytes.subspan(range.bytes.start - part->range.start, range.bytes.length());
-      // Decode the run of chunks once, then cut every term that uses it out of the decoded bytes.
-      std::vector<std::byte> decoded;
-      std::vector<std::uint64_t> chunk_offsets{0};
-      ChunkReader reader(bytes, range.chunks.start);
-      while (auto chunk = reader.next()) {
-        decoded.insert(decoded.end(), chunk->bytes.begin(), chunk->bytes.end());
-        chunk_offsets.push_back(decoded.size());
+      // Where each chunk's record starts, from the headers alone; then every term decodes its own chunks
+      // straight into the file, so no decoded copy of the range is ever held.
+      std::vector<std::uint64_t> record_offsets{0};
+      for (std::uint32_t i = range.chunks.start; i < range.chunks.end; ++i) {
+        const auto at = record_offsets.back();
+        if (at >= bytes.size()) break;
+        const auto header = read_chunk_header(bytes.subspan(at), {i, range.bytes.start + at});
+        record_offsets.push_back(at + header.record_size());
       }
-      if (chunk_offsets.size() - 1 != range.chunks.end - range.chunks.start) {
+      if (record_offsets.size() - 1 != range.chunks.end - range.chunks.start || record_offsets.back() != bytes.size()) {
         throw FetchError(ErrorKind::Integrity, "bytes " + std::to_string(range.bytes.start) + "-" +
                                                    std::to_string(range.bytes.end) + " of xorb " + unit.xorb +
-                                                   " hold " + std::to_string(chunk_offsets.size() - 1) +
-                                                   " chunks where the reconstruction promised " +
-                                                   std::to_string(range.chunks.end - range.chunks.start));
+                                                   " do not hold exactly the " +
+                                                   std::to_string(range.chunks.end - range.chunks.start) +
+                                                   " chunk records the reconstruction promised");
       }
       for (const auto& w : unit.writes) {
         if (!range.chunks.contains(w.chunks)) continue;
-        const auto from = chunk_offsets[w.chunks.start - range.chunks.start];
-        const auto to = chunk_offsets[w.chunks.end - range.chunks.start];
-        if (to - from != w.unpacked_length) {
+        const auto from = record_offsets[w.chunks.start - range.chunks.start];
+        const auto to = record_offsets[w.chunks.end - range.chunks.start];
+        ChunkReader reader(bytes.subspan(from, to - from), w.chunks.start);
+        std::uint64_t position = w.term_start;  // file offset of the next decoded byte
+        while (auto chunk = reader.next()) {
+          const std::uint64_t chunk_end = position + chunk->bytes.size();
+          const std::uint64_t write_from = std::max(position, w.clip_start);
+          const std::uint64_t write_to = std::min(chunk_end, w.clip_end);
+          if (write_from < write_to && chunk_end <= w.term_start + w.unpacked_length) {
+            file_->write_at(write_from, chunk->bytes.subspan(write_from - position, write_to - write_from));
+          }
+          position = chunk_end;
+        }
+        if (position - w.term_start != w.unpacked_length) {
           throw FetchError(ErrorKind::Integrity, "chunks [" + std::to_string(w.chunks.start) + ", " +
                                                      std::to_string(w.chunks.end) + ") of xorb " + unit.xorb +
-                                                     " decode to " + std::to_string(to - from) +
+                                                     " decode to " + std::to_string(position - w.term_start) +
                                                      " bytes, but the reconstruction of '" + request_.name + "' says " +
                                                      std::to_string(w.unpacked_length));
         }
-        const auto term = std::span(decoded).subspan(from, to - from);
-        file_->write_at(w.clip_start, term.subspan(w.clip_start - w.term_start, w.clip_end - w.clip_start));
       }
     }
     record(unit);

@@ -266,6 +266,60 @@ TEST_F(XetTest, AnInterruptedDownloadFetchesOnlyWhatIsMissing) {
   EXPECT_TRUE(observer_.said("bytes already rebuilt"));
 }
 
+TEST_F(XetTest, LargeFilesAreReconstructedInBlocksWhoseTermsCrossTheirEdges) {
+  auto o = options();
+  o.xet_block_size = 300'000;  // not a chunk boundary: terms start inside a block's first chunk
+  expect_complete(resolve(o));
+  const auto recon = on("cas", "/reconstructions/");
+  ASSERT_GE(recon.size(), 4u);
+  EXPECT_EQ(recon[0].range, "bytes=0-299999");
+  EXPECT_EQ(recon[1].range, "bytes=300000-599999");
+}
+
+TEST_F(XetTest, ATokenIsReusedUntilItNearlyExpires) {
+  auto o = options();
+  o.xet_block_size = 300'000;
+  expect_complete(resolve(o));
+  EXPECT_EQ(with("/xet-read-token/").size(), 1u);                  // one token for every reconstruction
+  hub_.faults().set_xet_token_lifetime(std::chrono::seconds(30));  // inside the one-minute renewal margin
+  testing_support::TempDir other;
+  env_["HF_HOME"] = other.path().string();
+  hub_.clear_requests();
+  expect_complete(resolve(o));
+  EXPECT_EQ(with("/xet-read-token/").size(), on("cas", "/reconstructions/").size());
+}
+
+TEST_F(XetTest, TheStorePushingBackIsRetried) {
+  hub_.faults().fail_next("/xorbs/", 1, 429, {{"Retry-After", "0"}});
+  hub_.faults().fail_next("/xorbs/", 2, 503);
+  hub_.faults().fail_next("/reconstructions/", 1, 500);
+  expect_complete(resolve());
+}
+
+TEST_F(XetTest, AListedXetHashIsNeverTakenForASha256) {
+  // OpenWeights lists the Xet hash where the SHA-256 would be (lfs.oid, blob id).
+  hub_.faults().override_tree(
+      "org/xet", R"([{"type":"file","oid":"9e26dfeeb6e641a33dae4961196235bdb965b21b","size":2,"path":"config.json"},
+      {"type":"file","oid":"1111111111111111111111111111111111111112","size":)" +
+                     std::to_string(weights_.size()) + R"(,"path":"model.safetensors","lfs":{"oid":")" + xet_hash_ +
+                     R"(","size":)" + std::to_string(weights_.size()) + R"(},"xetHash":")" + xet_hash_ + R"("}])");
+  const auto r = resolve();
+  expect_complete(r);
+  EXPECT_EQ(weights_file(r).proofs, (std::vector<Proof>{Proof::XetHash, Proof::SafetensorsLayout}));
+  EXPECT_EQ(weights_file(r).blob_id, xet_hash_);
+}
+
+TEST_F(XetTest, APlainSourceThatIgnoresRangeRestartsFromZero) {
+  hub_.faults().set_xet_token_refused(true);  // plain path: /xet/files ignores Range
+  const auto blob_partial = partial();
+  fs::create_directories(blob_partial.parent_path());
+  testing_support::write_file(blob_partial, std::string_view(weights_).substr(0, 1000));
+  expect_complete(resolve());
+  const auto plain = with("/xet/files/");
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain.front().range, "bytes=1000-");  // asked to resume, got the whole file, started over
+}
+
 TEST_F(XetTest, APlainFetchNeverResumesFromAnInterruptedXetFile) {
   auto o = options();
   o.retry.max_attempts = 1;
