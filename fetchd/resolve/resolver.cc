@@ -1,6 +1,7 @@
 #include "fetchd/resolve/resolver.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <system_error>
 
@@ -244,8 +245,11 @@ class FileFetcher {
     }
     file.proofs.push_back(Proof::XetHash);
     if (request.expected_sha256) file.proofs.push_back(Proof::Sha256);
+    char timing[96];
+    std::snprintf(timing, sizeof timing, "fetched in %.2f s, proven in %.2f s", result.fetch_seconds,
+                  result.prove_seconds);
     observer_.log("'" + entry.path + "': rebuilt from the Xet store (reconstruction V" +
-                      std::to_string(result.reconstruction_version) + ")",
+                      std::to_string(result.reconstruction_version) + "), " + timing,
                   true);
     return true;
   }

@@ -182,6 +182,7 @@ HttpResult HttpClient::perform(const HttpRequest& request, const BodySink* sink,
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(c, CURLOPT_USERAGENT, "fetchd/0.1");
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.connect_timeout.count()));
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);  // fewer, larger reads on fast links
   if (request.method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Accept-Encoding: identity");  // sizes and hashes are of raw bytes

@@ -192,11 +192,6 @@ struct FetchUnit {
     for (const auto& r : ranges) n += r.bytes.length();
     return n;
   }
-  std::uint64_t decoded_bytes_bound() const {
-    std::uint64_t n = 0;
-    for (const auto& r : ranges) n += std::uint64_t{r.chunks.end - r.chunks.start} * kMaxUncompressedChunkSize;
-    return n;
-  }
   std::uint64_t span_start() const {
     std::uint64_t s = UINT64_MAX;
     for (const auto& w : writes) s = std::min(s, w.clip_start);
@@ -269,6 +264,7 @@ class XetDownload {
       std::error_code ec;
       fs::remove(request_.partial, ec);  // bytes without a record prove nothing: start clean
     }
+    const auto started = std::chrono::steady_clock::now();
     PartialFile file(request_.partial, size);
     file_ = &file;
     HttpClient http(cancel_);
@@ -285,7 +281,10 @@ class XetDownload {
                                                  std::to_string(done_.total()) + " of its " + std::to_string(size) +
                                                  " bytes; the partial file is kept for the next run");
     }
+    const auto fetched = std::chrono::steady_clock::now();
+    result_.fetch_seconds = std::chrono::duration<double>(fetched - started).count();
     prove();
+    result_.prove_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - fetched).count();
     state_.remove();
     result_.size = size;
     return result_;
@@ -358,7 +357,7 @@ class XetDownload {
           std::unique_lock lock(mutex);
           changed.wait(lock, [&] {
             if (failure || queue.empty()) return true;
-            cost = queue.front().wire_bytes() + queue.front().decoded_bytes_bound();
+            cost = queue.front().wire_bytes();  // terms decode straight into the file: the bytes received are all
             return active < limit_ && (active == 0 || memory + cost <= request_.memory_budget);
           });
           if (failure || queue.empty()) return;

@@ -72,6 +72,8 @@ struct XetDownloadResult {
   std::uint64_t resumed_bytes = 0;  // file bytes already written and recorded by an earlier run
   std::string sha256;               // of the whole file, lower-case hex
   int reconstruction_version = 2;   // 1 when the store only speaks V1
+  double fetch_seconds = 0;         // reconstructions, transfers, decoding and writing
+  double prove_seconds = 0;         // reading the file back: Xet hash and SHA-256
 };
 
 // Rebuilds a Xet file into `partial`: reconstruction (V2, else V1), signed byte ranges fetched concurrently
