@@ -485,7 +485,8 @@ bool string_method(Renderer& renderer, const std::string& s, std::string_view na
     std::vector<std::string> parts;
     if (name == "rsplit" && maxsplit >= 0) {
       // rsplit with a limit splits from the right: reverse, split, reverse back.
-      const std::u32string reversed_s(text::decode(s).rbegin(), text::decode(s).rend());
+      const std::u32string forward = text::decode(s);
+      const std::u32string reversed_s(forward.rbegin(), forward.rend());
       std::optional<std::string> reversed_sep;
       if (sep) {
         const std::u32string sep_cps = text::decode(*sep);

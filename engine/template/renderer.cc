@@ -328,7 +328,12 @@ void bind_targets(Scope& scope, const std::vector<std::string>& targets, const V
 
 Renderer::Flow Renderer::exec_for(const Node& node, const ScopePtr& scope, std::string& out) {
   const Value iterable = eval(*node.expr, scope);
-  std::vector<Value> items = iterate(iterable);
+  std::vector<Value> items;
+  try {
+    items = iterate(iterable);
+  } catch (const EvalError& e) {
+    throw TemplateError(e.kind(), node.expr->location, e.what());
+  }
   if (node.filter) {
     // Jinja filters before the loop starts, so loop.length and loop.last see only the kept items.
     std::vector<Value> kept;

@@ -19,10 +19,20 @@ namespace {
 constexpr std::size_t kIndexThreshold = 8;
 }
 
+std::size_t Dict::index_of(std::string_view key) const {
+  if (entries_.size() >= kIndexThreshold) {
+    const auto it = index_.find(std::string(key));
+    return it == index_.end() ? entries_.size() : it->second;
+  }
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].first == key) return i;
+  }
+  return entries_.size();
+}
+
 void Dict::set(std::string key, Value value) {
-  if (const Value* existing = find(key)) {
-    // find() returned a pointer into entries_; replace in place so the key keeps its position.
-    const_cast<Value&>(*existing) = std::move(value);
+  if (const std::size_t at = index_of(key); at < entries_.size()) {
+    entries_[at].second = std::move(value);  // an existing key keeps its position, as in Python
     return;
   }
   entries_.emplace_back(std::move(key), std::move(value));
@@ -34,14 +44,8 @@ void Dict::set(std::string key, Value value) {
 }
 
 const Value* Dict::find(std::string_view key) const {
-  if (entries_.size() >= kIndexThreshold) {
-    const auto it = index_.find(std::string(key));
-    return it == index_.end() ? nullptr : &entries_[it->second].second;
-  }
-  for (const auto& entry : entries_) {
-    if (entry.first == key) return &entry.second;
-  }
-  return nullptr;
+  const std::size_t at = index_of(key);
+  return at < entries_.size() ? &entries_[at].second : nullptr;
 }
 
 // ---- construction ----------------------------------------------------------------------------------------

@@ -126,6 +126,8 @@ class Dict {
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
 
  private:
+  std::size_t index_of(std::string_view key) const;  // entries_.size() when absent
+
   std::vector<std::pair<std::string, Value>> entries_;
   // Built once a dict grows past a few keys, so lookups in large (possibly hostile) objects stay O(1).
   std::unordered_map<std::string, std::size_t> index_;

