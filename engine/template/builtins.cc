@@ -133,6 +133,37 @@ void stable_sort_values(std::vector<Value>& items, const std::vector<Value>& key
   items = std::move(sorted);
 }
 
+// Sizes the result before building it: replacing "" in a long string with a long string multiplies.
+std::string checked_replace(Renderer& renderer, const std::string& s, const std::string& old_text,
+                            const std::string& new_text, std::int64_t count) {
+  std::int64_t n = old_text.empty() ? static_cast<std::int64_t>(text::length(s)) + 1 : text::count(s, old_text);
+  if (count >= 0) n = std::min(n, count);
+  const long double projected =
+      static_cast<long double>(s.size()) + static_cast<long double>(n) * (static_cast<long double>(new_text.size()) -
+                                                                          static_cast<long double>(old_text.size()));
+  renderer.check_string(projected > 0 ? static_cast<std::size_t>(std::min<long double>(projected, 1e18L)) : 0);
+  return text::replace(s, old_text, new_text, count);
+}
+
+// Counts the parts str.split would make, so a huge split fails before it allocates.
+void check_split(Renderer& renderer, const std::string& s, const std::optional<std::string>& sep,
+                 std::int64_t maxsplit) {
+  std::size_t parts = 1;
+  if (sep) {
+    if (!sep->empty()) parts += static_cast<std::size_t>(text::count(s, *sep));
+  } else {
+    bool in_word = false;
+    parts = 0;
+    for (char32_t cp : text::decode(s)) {
+      const bool word = !text::is_space(cp);
+      if (word && !in_word) ++parts;
+      in_word = word;
+    }
+  }
+  if (maxsplit >= 0) parts = std::min(parts, static_cast<std::size_t>(maxsplit) + 1);
+  renderer.check_list(parts);
+}
+
 // ---- Python str.format -----------------------------------------------------------------------------------
 
 std::string format_field(const Value& v, std::string_view spec) {
@@ -295,7 +326,7 @@ std::string python_format(Renderer& renderer, const std::string& pattern, const 
 
 // Python's printf-style `str % args` for the conversions templates use: %s %r %d %i %f (with flags, width
 // and precision) and %%.
-std::string percent_format(const std::string& pattern, const Value& args) {
+std::string percent_format(Renderer& renderer, const std::string& pattern, const Value& args) {
   const std::vector<Value> values = args.is_tuple() ? args.as_list() : std::vector<Value>{args};
   std::size_t next = 0;
   std::string out;
@@ -356,6 +387,7 @@ std::string percent_format(const std::string& pattern, const Value& args) {
         break;
       default: throw EvalError(std::string("unsupported format character '") + conversion + "'");
     }
+    renderer.check_string(out.size());
   }
   if (next < values.size()) throw EvalError("not all arguments converted during string formatting");
   return out;
@@ -482,6 +514,7 @@ bool string_method(Renderer& renderer, const std::string& s, std::string_view na
     Params p(name, args, {"sep", "maxsplit"});
     const auto sep = optional_string(p.get(0), "sep");
     const std::int64_t maxsplit = to_int(p.get(1, Value::integer(-1)), "maxsplit");
+    check_split(renderer, s, sep, maxsplit);
     std::vector<std::string> parts;
     if (name == "rsplit" && maxsplit >= 0) {
       // rsplit with a limit splits from the right: reverse, split, reverse back.
@@ -526,9 +559,9 @@ bool string_method(Renderer& renderer, const std::string& s, std::string_view na
     result = Value::boolean(any);
   } else if (name == "replace") {
     Params p(name, args, {"old", "new", "count"});
-    result = make_string(
-        renderer, text::replace(s, require_string(p.get(0), "replace() old"), require_string(p.get(1), "replace() new"),
-                                to_int(p.get(2, Value::integer(-1)), "replace() count")));
+    result = make_string(renderer, checked_replace(renderer, s, require_string(p.get(0), "replace() old"),
+                                                   require_string(p.get(1), "replace() new"),
+                                                   to_int(p.get(2, Value::integer(-1)), "replace() count")));
   } else if (name == "upper") {
     result = Value::string(text::upper(s));
   } else if (name == "lower") {
@@ -675,7 +708,7 @@ Value filter_map(Renderer& renderer, const Value& operand, CallArgs& args) {
   return Value::list(std::move(out));
 }
 
-Value filter_indent(const std::string& s, const Params& p) {
+Value filter_indent(Renderer& renderer, const std::string& s, const Params& p) {
   const Value width = p.get(0, Value::integer(4));
   std::string indention;
   if (width.is_string()) {
@@ -687,6 +720,9 @@ Value filter_indent(const std::string& s, const Params& p) {
   }
   const bool first = p.get(1, Value::boolean(false)).truthy();
   const bool blank = p.get(2, Value::boolean(false)).truthy();
+  const auto line_count = static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')) + 1;
+  renderer.check_string(s.size() +
+                        (line_count + 1) * std::min<std::size_t>(indention.size(), SIZE_MAX / (line_count + 2)));
   // Jinja appends a newline before splitlines() so a trailing newline survives.
   const std::vector<std::string> lines = text::splitlines(s + "\n", false);
   std::string rv;
@@ -811,6 +847,7 @@ Value filter_tojson(Renderer& renderer, const Value& v, const CallArgs& args) {
     options.separators = std::make_pair(parts[0].as_string(), parts[1].as_string());
   }
   options.sort_keys = p.get(3, Value::boolean(false)).truthy();
+  options.max_bytes = renderer.limits().max_value_bytes;
   return make_string(renderer, v.to_json(options));
 }
 
@@ -841,7 +878,7 @@ Value dispatch_filter(Renderer& renderer, std::string_view name, const Value& v,
   };
   if (name == "tojson") return filter_tojson(renderer, v, args);
   if (name == "safe") return v;
-  if (name == "string") return make_string(renderer, v.str());
+  if (name == "string") return make_string(renderer, v.str(renderer.limits().max_value_bytes));
   if (name == "length" || name == "count") {
     no_arguments();
     switch (v.kind()) {
@@ -884,8 +921,8 @@ Value dispatch_filter(Renderer& renderer, std::string_view name, const Value& v,
   if (name == "replace") {
     Params p(name, args, {"old", "new", "count"});
     const Value count = p.get(2);
-    return make_string(renderer, text::replace(v.str(), p.get(0).str(), p.get(1).str(),
-                                               count.is_none() ? -1 : to_int(count, "replace() count")));
+    return make_string(renderer, checked_replace(renderer, v.str(), p.get(0).str(), p.get(1).str(),
+                                                 count.is_none() ? -1 : to_int(count, "replace() count")));
   }
   if (name == "first") {
     no_arguments();
@@ -948,7 +985,10 @@ Value dispatch_filter(Renderer& renderer, std::string_view name, const Value& v,
     for (const auto& item : list_of(v)) {
       renderer.count_iteration();
       Value key = sort_key(attribute.is_none() ? item : attribute_path(item, attribute.str()), case_sensitive);
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); })) {
+      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) {
+            renderer.count_iteration();
+            return equals(s, key);
+          })) {
         seen.push_back(std::move(key));
         out.push_back(item);
       }
@@ -1003,7 +1043,7 @@ Value dispatch_filter(Renderer& renderer, std::string_view name, const Value& v,
     return Value::string(std::string(static_cast<std::size_t>(left), ' ') + s +
                          std::string(static_cast<std::size_t>(margin - left), ' '));
   }
-  if (name == "indent") return filter_indent(v.str(), Params(name, args, {"width", "first", "blank"}));
+  if (name == "indent") return filter_indent(renderer, v.str(), Params(name, args, {"width", "first", "blank"}));
   if (name == "int") return filter_int(v, Params(name, args, {"default", "base"}));
   if (name == "float") return filter_float(v, Params(name, args, {"default"}));
   if (name == "abs") {
@@ -1301,6 +1341,9 @@ std::vector<Value> iterate(const Value& value) {
       return keys;
     }
     case Value::Kind::kString: {
+      if (text::length(value.as_string()) > Limits{}.max_list_items) {
+        throw EvalError("a string too long to iterate over", TemplateError::Kind::kLimit);
+      }
       std::vector<Value> chars;
       for (char32_t cp : text::decode(value.as_string()))
         chars.push_back(Value::string(text::encode(std::u32string(1, cp))));
@@ -1467,7 +1510,7 @@ Value binary_operation(Renderer& renderer, std::string_view op, const Value& a, 
       return Value::list(std::move(items), sequence->is_tuple());
     }
   }
-  if (op == "%" && a.is_string()) return make_string(renderer, percent_format(a.as_string(), b));
+  if (op == "%" && a.is_string()) return make_string(renderer, percent_format(renderer, a.as_string(), b));
   throw unsupported();
 }
 

@@ -43,6 +43,8 @@ std::string ChatTemplate::render(const Value& context, const RenderOptions& opti
   } catch (const detail::EvalError& e) {
     // Errors always carry a location by the time they leave a statement; this is a safety net.
     throw TemplateError(e.kind(), Location{}, e.what());
+  } catch (const std::invalid_argument& e) {
+    throw TemplateError(TemplateError::Kind::kRender, Location{}, e.what());
   }
 }
 

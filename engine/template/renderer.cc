@@ -209,7 +209,7 @@ Renderer::Flow Renderer::exec(const Node& node, const ScopePtr& scope, std::stri
         if (v.is_string()) {
           append(out, v.as_string());
         } else {
-          append(out, v.str());
+          append(out, v.str(program_.limits.max_value_bytes));
         }
         return Flow::kNormal;
       }
@@ -271,6 +271,8 @@ Renderer::Flow Renderer::exec(const Node& node, const ScopePtr& scope, std::stri
     }
   } catch (const EvalError& e) {
     throw TemplateError(e.kind(), node.location, e.what());
+  } catch (const std::invalid_argument& e) {
+    throw TemplateError(TemplateError::Kind::kRender, node.location, e.what());
   }
   return Flow::kNormal;
 }

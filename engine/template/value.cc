@@ -32,9 +32,11 @@ std::size_t Dict::index_of(std::string_view key) const {
 
 void Dict::set(std::string key, Value value) {
   if (const std::size_t at = index_of(key); at < entries_.size()) {
+    depth_ = std::max(depth_, value.depth() + 1);
     entries_[at].second = std::move(value);  // an existing key keeps its position, as in Python
     return;
   }
+  depth_ = std::max(depth_, value.depth() + 1);
   entries_.emplace_back(std::move(key), std::move(value));
   if (entries_.size() == kIndexThreshold) {
     for (std::size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].first, i);
@@ -70,9 +72,13 @@ Value Value::string(std::string s) {
   return Value(Kind::kString, std::make_shared<const std::string>(std::move(s)));
 }
 Value Value::list(std::vector<Value> items, bool tuple) {
-  return Value(Kind::kList, std::make_shared<const ListData>(ListData{std::move(items), tuple}));
+  std::uint32_t depth = 1;
+  for (const auto& item : items) depth = std::max(depth, item.depth() + 1);
+  if (depth > kMaxNesting) throw std::invalid_argument("lists and dicts nested more than 512 deep");
+  return Value(Kind::kList, std::make_shared<const ListData>(ListData{std::move(items), tuple, depth}));
 }
 Value Value::dict(Dict d) {
+  if (d.depth() > kMaxNesting) throw std::invalid_argument("lists and dicts nested more than 512 deep");
   return Value(Kind::kDict, std::make_shared<const Dict>(std::move(d)));
 }
 Value Value::callable(CallablePtr fn) {
@@ -201,6 +207,12 @@ std::string Value::undefined_name() const {
   return {};
 }
 
+std::uint32_t Value::depth() const {
+  if (kind_ == Kind::kList) return std::get<ListPtr>(payload_)->depth;
+  if (kind_ == Kind::kDict) return std::get<DictPtr>(payload_)->depth();
+  return 0;
+}
+
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
@@ -285,59 +297,101 @@ std::string python_float_repr(double d) {
   return out;
 }
 
-std::string Value::str() const {
-  switch (kind_) {
-    case Kind::kUndefined: return {};
-    case Kind::kString: return as_string();
-    default: return repr();
+namespace {
+
+// repr() with an output budget, and Python's recursion guard for a namespace that contains itself.
+class Printer {
+ public:
+  explicit Printer(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  void repr(const Value& v) {
+    switch (v.kind()) {
+      case Value::Kind::kUndefined: break;
+      case Value::Kind::kNone: out_ += "None"; break;
+      case Value::Kind::kBool: out_ += v.as_bool() ? "True" : "False"; break;
+      case Value::Kind::kInt: out_ += std::to_string(v.as_int()); break;
+      case Value::Kind::kFloat: out_ += python_float_repr(v.as_double()); break;
+      case Value::Kind::kString: out_ += text::repr(v.as_string()); break;
+      case Value::Kind::kList: {
+        const bool tuple = v.is_tuple();
+        out_ += tuple ? '(' : '[';
+        const auto& items = v.as_list();
+        for (std::size_t i = 0; i < items.size(); ++i) {
+          if (i > 0) out_ += ", ";
+          repr(items[i]);
+          check();
+        }
+        if (tuple && items.size() == 1) out_ += ',';
+        out_ += tuple ? ')' : ']';
+        break;
+      }
+      case Value::Kind::kDict: mapping(v.as_dict()); break;
+      case Value::Kind::kNamespace: {
+        const void* self = v.identity();
+        out_ += "<Namespace ";
+        if (std::find(active_.begin(), active_.end(), self) != active_.end()) {
+          out_ += "{...}";
+        } else {
+          active_.push_back(self);
+          mapping(v.as_namespace().attributes);
+          active_.pop_back();
+        }
+        out_ += '>';
+        break;
+      }
+      case Value::Kind::kCallable: out_ += "<function " + std::string(v.as_callable().name()) + ">"; break;
+    }
+    check();
   }
+
+  std::string take() { return std::move(out_); }
+
+ private:
+  void mapping(const Dict& d) {
+    out_ += '{';
+    bool first = true;
+    for (const auto& [key, value] : d.entries()) {
+      if (!first) out_ += ", ";
+      first = false;
+      out_ += text::repr(key);
+      out_ += ": ";
+      repr(value);
+    }
+    out_ += '}';
+  }
+  void check() const {
+    if (out_.size() > max_bytes_) {
+      throw std::invalid_argument("value too large to print (over " + std::to_string(max_bytes_) + " bytes)");
+    }
+  }
+
+  std::size_t max_bytes_;
+  std::vector<const void*> active_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string Value::str(std::size_t max_bytes) const {
+  if (kind_ == Kind::kUndefined) return {};
+  if (kind_ == Kind::kString) return as_string();
+  return repr(max_bytes);
 }
 
-std::string Value::repr() const {
-  switch (kind_) {
-    case Kind::kUndefined: return {};
-    case Kind::kNone: return "None";
-    case Kind::kBool: return as_bool() ? "True" : "False";
-    case Kind::kInt: return std::to_string(as_int());
-    case Kind::kFloat: return python_float_repr(as_double());
-    case Kind::kString: return text::repr(as_string());
-    case Kind::kList: {
-      const bool tuple = is_tuple();
-      std::string out(1, tuple ? '(' : '[');
-      const auto& items = as_list();
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) out += ", ";
-        out += items[i].repr();
-      }
-      if (tuple && items.size() == 1) out += ',';
-      out += tuple ? ')' : ']';
-      return out;
-    }
-    case Kind::kDict:
-    case Kind::kNamespace: {
-      const Dict& d = kind_ == Kind::kDict ? as_dict() : as_namespace().attributes;
-      std::string out = kind_ == Kind::kDict ? "{" : "<Namespace {";
-      bool first = true;
-      for (const auto& [key, value] : d.entries()) {
-        if (!first) out += ", ";
-        first = false;
-        out += text::repr(key);
-        out += ": ";
-        out += value.repr();
-      }
-      out += kind_ == Kind::kDict ? "}" : "}>";
-      return out;
-    }
-    case Kind::kCallable: return "<function " + std::string(as_callable().name()) + ">";
-  }
-  return {};
+std::string Value::repr(std::size_t max_bytes) const {
+  Printer printer(max_bytes);
+  printer.repr(*this);
+  return printer.take();
 }
 
 namespace {
 
 void write_json(const Value& v, const Value::JsonOptions& options, const std::string& item_sep,
                 const std::string& key_sep, int depth, std::string& out) {
-  if (depth > 512) throw std::invalid_argument("value nested too deeply for JSON");
+  if (depth > static_cast<int>(Value::kMaxNesting)) throw std::invalid_argument("value nested too deeply for JSON");
+  if (out.size() > options.max_bytes) {
+    throw std::invalid_argument("JSON too large (over " + std::to_string(options.max_bytes) + " bytes)");
+  }
   auto newline = [&](int level) {
     out += '\n';
     for (int i = 0; i < level; ++i) out += *options.indent;
@@ -415,7 +469,21 @@ std::string Value::to_json(const JsonOptions& options) const {
 
 // ---- comparison ------------------------------------------------------------------------------------------
 
-bool equals(const Value& a, const Value& b) {
+namespace {
+
+bool equals_within(const Value& a, const Value& b, std::size_t& budget);
+
+int compare_within(const Value& a, const Value& b, std::size_t& budget);
+
+constexpr std::size_t kComparisonBudget = std::size_t{1} << 24;
+
+void spend(std::size_t& budget) {
+  if (budget == 0) throw std::invalid_argument("comparison too large");
+  --budget;
+}
+
+bool equals_within(const Value& a, const Value& b, std::size_t& budget) {
+  spend(budget);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -430,8 +498,9 @@ bool equals(const Value& a, const Value& b) {
       const auto& x = a.as_list();
       const auto& y = b.as_list();
       if (x.size() != y.size()) return false;
+      if (a.identity() == b.identity()) return true;
       for (std::size_t i = 0; i < x.size(); ++i) {
-        if (!equals(x[i], y[i])) return false;
+        if (!equals_within(x[i], y[i], budget)) return false;
       }
       return true;
     }
@@ -439,9 +508,10 @@ bool equals(const Value& a, const Value& b) {
       const Dict& x = a.as_dict();
       const Dict& y = b.as_dict();
       if (x.size() != y.size()) return false;
+      if (a.identity() == b.identity()) return true;
       for (const auto& [key, value] : x.entries()) {
         const Value* other = y.find(key);
-        if (other == nullptr || !equals(value, *other)) return false;
+        if (other == nullptr || !equals_within(value, *other, budget)) return false;
       }
       return true;
     }
@@ -449,7 +519,8 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-int compare(const Value& a, const Value& b) {
+int compare_within(const Value& a, const Value& b, std::size_t& budget) {
+  spend(budget);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       const double x = a.as_double(), y = b.as_double();
@@ -467,12 +538,24 @@ int compare(const Value& a, const Value& b) {
     const auto& x = a.as_list();
     const auto& y = b.as_list();
     for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (!equals(x[i], y[i])) return compare(x[i], y[i]);
+      if (!equals_within(x[i], y[i], budget)) return compare_within(x[i], y[i], budget);
     }
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
   throw std::invalid_argument("'<' not supported between instances of '" + std::string(a.type_name()) + "' and '" +
                               std::string(b.type_name()) + "'");
+}
+
+}  // namespace
+
+bool equals(const Value& a, const Value& b) {
+  std::size_t budget = kComparisonBudget;
+  return equals_within(a, b, budget);
+}
+
+int compare(const Value& a, const Value& b) {
+  std::size_t budget = kComparisonBudget;
+  return compare_within(a, b, budget);
 }
 
 }  // namespace engine::template_

@@ -32,7 +32,14 @@ class Value {
   struct ListData {
     std::vector<Value> items;
     bool tuple = false;
+    std::uint32_t depth = 1;  // nesting of lists and dicts below and including this one
   };
+  // Lists and dicts nest at most this deep (JSON inputs included), so printing, comparing and freeing
+  // them cannot exhaust the stack.
+  static constexpr std::uint32_t kMaxNesting = 512;
+  // What str(), repr() and to_json() will produce at most unless told otherwise: shared sub-values can
+  // make a small value print exponentially large.
+  static constexpr std::size_t kDefaultPrintLimit = std::size_t{64} << 20;
   using StringPtr = std::shared_ptr<const std::string>;
   using ListPtr = std::shared_ptr<const ListData>;
   using DictPtr = std::shared_ptr<const Dict>;
@@ -46,6 +53,7 @@ class Value {
   static Value integer(std::int64_t i);
   static Value floating(double d);
   static Value string(std::string s);
+  // Both throw std::invalid_argument when nesting would exceed kMaxNesting.
   static Value list(std::vector<Value> items, bool tuple = false);
   static Value dict(Dict d);
   static Value callable(CallablePtr fn);
@@ -87,10 +95,13 @@ class Value {
 
   // Python truthiness (undefined is false).
   bool truthy() const;
+  // Nesting depth of lists and dicts (0 for scalars, strings, namespaces).
+  std::uint32_t depth() const;
   // str(value) as Jinja prints it: undefined prints empty, None as "None", containers as Python's repr.
-  std::string str() const;
-  // repr(value), as Python prints list items and dict values.
-  std::string repr() const;
+  // Throws std::invalid_argument past max_bytes.
+  std::string str(std::size_t max_bytes = kDefaultPrintLimit) const;
+  // repr(value), as Python prints list items and dict values (a namespace inside itself prints {...}).
+  std::string repr(std::size_t max_bytes = kDefaultPrintLimit) const;
 
   // Python's json.dumps as transformers' tojson calls it (ensure_ascii=False, sort_keys=False by default).
   struct JsonOptions {
@@ -98,6 +109,7 @@ class Value {
     std::optional<std::pair<std::string, std::string>> separators;
     bool ensure_ascii = false;
     bool sort_keys = false;
+    std::size_t max_bytes = kDefaultPrintLimit;
   };
   // Throws std::invalid_argument for values JSON cannot hold (undefined, callables, namespaces).
   std::string to_json(const JsonOptions& options) const;
@@ -124,6 +136,7 @@ class Dict {
   std::size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+  std::uint32_t depth() const { return depth_; }  // 1 + the deepest value
 
  private:
   std::size_t index_of(std::string_view key) const;  // entries_.size() when absent
@@ -131,6 +144,7 @@ class Dict {
   std::vector<std::pair<std::string, Value>> entries_;
   // Built once a dict grows past a few keys, so lookups in large (possibly hostile) objects stay O(1).
   std::unordered_map<std::string, std::size_t> index_;
+  std::uint32_t depth_ = 1;
 };
 
 struct NamespaceData {
@@ -152,6 +166,8 @@ class Callable {
 };
 
 // Python equality (1 == 1.0 == True, deep comparison of lists and dicts, a tuple never equals a list).
+// Deep comparisons visit at most a few million nodes (shared sub-values could make them exponential) and
+// throw std::invalid_argument past that.
 bool equals(const Value& a, const Value& b);
 // Python ordering for <, <=, >, >=: negative, zero or positive. Throws std::invalid_argument for pairs
 // Python cannot order.

@@ -84,6 +84,39 @@ TEST(TemplateLimits, ValueGrowth) {
   EXPECT_EQ(render_error("{{ 2 ** 64 }}").kind(), TemplateError::Kind::kRender);  // int64 overflow is an error
 }
 
+TEST(TemplateLimits, SharedAndNestedValuesStayBounded) {
+  // Each step doubles what printing or comparing the list would visit: bounded, not exponential.
+  const char* dag = "{% set ns = namespace(l=[1]) %}{% for i in range(80) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}";
+  EXPECT_EQ(render_error(std::string(dag) + "{{ ns.l }}").kind(), TemplateError::Kind::kRender);
+  EXPECT_EQ(render_error(std::string(dag) + "{{ ns.l | tojson }}").kind(), TemplateError::Kind::kRender);
+  EXPECT_EQ(render(std::string(dag) + "{{ ns.l == ns.l }}"), "True");
+  // Two equal but separately built structures: the comparison budget stops the exponential walk.
+  EXPECT_EQ(render_error("{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(80) %}{% set ns.a = [ns.a, ns.a] %}"
+                         "{% set ns.b = [ns.b, ns.b] %}{% endfor %}{{ ns.a == ns.b }}")
+                .kind(),
+            TemplateError::Kind::kRender);
+  // Nesting is capped, so printing and freeing cannot overflow the stack.
+  EXPECT_EQ(
+      render_error("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}")
+          .kind(),
+      TemplateError::Kind::kRender);
+  EXPECT_THROW(Value::parse_json(std::string(600, '[') + std::string(600, ']')), std::invalid_argument);
+  // A namespace inside itself prints like Python's recursive repr.
+  EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
+            "<Namespace {'a': 1, 'me': <Namespace {...}>}>");
+}
+
+TEST(TemplateLimits, StringOperationsAreSizedBeforeTheyRun) {
+  const char* big = "{% set s = 'x' * 1000000 %}";
+  EXPECT_EQ(render_error(std::string(big) + "{{ s.replace('', s) | length }}").kind(), TemplateError::Kind::kLimit);
+  EXPECT_EQ(render_error(std::string(big) + "{{ s | replace('x', s) | length }}").kind(), TemplateError::Kind::kLimit);
+  EXPECT_EQ(render_error("{% set s = '\n' * 1000000 %}{{ s | indent(100) | length }}").kind(),
+            TemplateError::Kind::kLimit);
+  EXPECT_EQ(render_error("{% set s = 'a ' * 4000000 %}{{ s.split() | length }}").kind(), TemplateError::Kind::kLimit);
+  EXPECT_EQ(render_error("{% set s = 'x' * 4000000 %}{{ s | list | length }}").kind(), TemplateError::Kind::kLimit);
+  EXPECT_EQ(render_error("{{ range(200000) | unique | list | length }}").kind(), TemplateError::Kind::kLimit);
+}
+
 TEST(TemplateLimits, SelfReferenceDoesNotLeakOrLoop) {
   // A namespace holding itself, a macro stored in a namespace: freed when the render ends.
   EXPECT_EQ(
