@@ -13,8 +13,9 @@ packages=(
   libboost-dev
   # engine: tokenizer regexes and Unicode tables
   libpcre2-dev libutf8proc-dev
-  # tests: GoogleTest, the numpy reference, node for the reference peers from npm
-  libgtest-dev libgmock-dev python3 python3-numpy
+  # tests: GoogleTest, the numpy reference, Jinja2 (transformers' chat-template engine), node for the
+  # reference peers from npm
+  libgtest-dev libgmock-dev python3 python3-numpy python3-jinja2
 )
 
 missing=()
