@@ -397,10 +397,10 @@ TEST_F(ChatTemplateConformance, GeneratedConversationsMatchHuggingFaceJinja) {
 // Python Jinja2 as transformers configures it: the engine the templates were written for.
 TEST_F(ChatTemplateConformance, GeneratedConversationsMatchPythonJinja2) {
   std::string log;
-  ASSERT_EQ(testing_support::run_command("python3 -c 'import jinja2'", log), 0)
+  ASSERT_EQ(testing_support::run_command(std::string("'") + REFERENCE_PYTHON + "' -c 'import jinja2'", log), 0)
       << "Python Jinja2 is missing: run scripts/install-deps.sh (python3-jinja2)\n"
       << log;
-  check_corpus("Python Jinja2", std::string("python3 '") + PYTHON_RENDER_SCRIPT + "'");
+  check_corpus("Python Jinja2", std::string("'") + REFERENCE_PYTHON + "' '" + PYTHON_RENDER_SCRIPT + "'");
 }
 
 }  // namespace
