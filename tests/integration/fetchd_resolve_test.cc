@@ -17,6 +17,7 @@
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/resolve/resolver.h"
 #include "tests/hub/test_hub.h"
+#include "tests/support/environment.h"
 #include "tests/support/temp_dir.h"
 
 namespace fetchd::resolve {
@@ -73,11 +74,7 @@ class ResolveTest : public ::testing::Test {
 
   ResolverOptions options() const {
     ResolverOptions o;
-    o.environment = [env = env_](std::string_view name) -> std::optional<std::string> {
-      const auto it = env.find(std::string(name));
-      if (it == env.end() || it->second.empty()) return std::nullopt;
-      return it->second;
-    };
+    o.environment = testing_support::map_environment(env_);
     o.retry.initial_backoff = std::chrono::milliseconds(10);
     o.retry.max_backoff = std::chrono::milliseconds(50);
     o.retry.max_attempts = 4;

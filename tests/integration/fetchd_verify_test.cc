@@ -14,6 +14,7 @@
 #include "fetchd/verify/cache_verifier.h"
 #include "fetchd/xet/chunker.h"
 #include "tests/hub/test_hub.h"
+#include "tests/support/environment.h"
 #include "tests/support/temp_dir.h"
 
 namespace fetchd::verify {
@@ -45,10 +46,7 @@ class VerifyTest : public ::testing::Test {
   resolve::Resolution pull() {
     resolve::ResolverOptions options;
     std::map<std::string, std::string> env{{"HF_HUB_CACHE", cache_.path().string()}, {"HF_ENDPOINT", hub_.endpoint()}};
-    options.environment = [env](std::string_view name) -> std::optional<std::string> {
-      const auto it = env.find(std::string(name));
-      return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-    };
+    options.environment = testing_support::map_environment(env);
     resolve::ResolveObserver quiet;
     return resolve::Resolver(options).resolve({"org/model", "", ""}, quiet);
   }

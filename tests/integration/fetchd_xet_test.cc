@@ -12,6 +12,7 @@
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/resolve/resolver.h"
 #include "tests/hub/test_hub.h"
+#include "tests/support/environment.h"
 #include "tests/support/temp_dir.h"
 
 namespace fetchd::resolve {
@@ -56,11 +57,7 @@ class XetTest : public ::testing::Test {
 
   ResolverOptions options() const {
     ResolverOptions o;
-    o.environment = [env = env_](std::string_view name) -> std::optional<std::string> {
-      const auto it = env.find(std::string(name));
-      if (it == env.end() || it->second.empty()) return std::nullopt;
-      return it->second;
-    };
+    o.environment = testing_support::map_environment(env_);
     o.retry.initial_backoff = std::chrono::milliseconds(5);
     o.retry.max_backoff = std::chrono::milliseconds(20);
     o.retry.max_attempts = 4;
@@ -238,10 +235,7 @@ TEST_F(XetTest, AnInterruptedDownloadFetchesOnlyWhatIsMissing) {
     auto env = env_;
     env["HF_HOME"] = other.path().string();
     auto o = options();
-    o.environment = [env](std::string_view name) -> std::optional<std::string> {
-      const auto it = env.find(std::string(name));
-      return it == env.end() || it->second.empty() ? std::nullopt : std::optional<std::string>(it->second);
-    };
+    o.environment = testing_support::map_environment(env);
     Observer quiet;
     Resolver(o).resolve({"org/xet", "", ""}, quiet);
   }

@@ -10,6 +10,7 @@
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/resolve/resolver.h"
 #include "tests/hub/test_hub.h"
+#include "tests/support/environment.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -50,11 +51,7 @@ class HubClientInterop : public ::testing::Test {
     std::map<std::string, std::string> env{{"HF_HUB_CACHE", cache_.path().string()},
                                            {"HF_ENDPOINT", hub_.endpoint()},
                                            {"HF_HUB_OFFLINE", offline ? "1" : ""}};
-    options.environment = [env](std::string_view name) -> std::optional<std::string> {
-      const auto it = env.find(std::string(name));
-      if (it == env.end() || it->second.empty()) return std::nullopt;
-      return it->second;
-    };
+    options.environment = testing_support::map_environment(env);
     fetchd::resolve::ResolveObserver quiet;
     return fetchd::resolve::Resolver(options).resolve({"org/model", "", ""}, quiet);
   }

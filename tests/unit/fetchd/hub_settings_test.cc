@@ -6,6 +6,7 @@
 #include <map>
 
 #include "fetchd/client/fetch_error.h"
+#include "tests/support/environment.h"
 #include "tests/support/temp_dir.h"
 
 namespace fetchd::hub {
@@ -13,13 +14,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// An environment made of a map; empty values count as unset, as in the process environment.
 Environment env_of(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-    const auto it = vars.find(std::string(name));
-    if (it == vars.end() || it->second.empty()) return std::nullopt;
-    return it->second;
-  };
+  return testing_support::map_environment(std::move(vars));
 }
 
 TEST(HubSettings, DefaultsFollowHuggingfaceHub) {
