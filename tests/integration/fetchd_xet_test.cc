@@ -270,6 +270,17 @@ TEST_F(XetTest, LargeFilesAreReconstructedInBlocksWhoseTermsCrossTheirEdges) {
   EXPECT_EQ(recon[1].range, "bytes=300000-599999");
 }
 
+TEST_F(XetTest, A416IsReadAsTheEndOfTheData) {
+  auto o = options();
+  o.xet_block_size = 300'000;
+  hub_.faults().fail_next("/reconstructions/", 1, 416, {{"Content-Range", "bytes */0"}});
+  const auto e = error_of(o);
+  // Not retried, not taken for an HTTP failure: the store has no data there, so the file cannot be whole.
+  EXPECT_EQ(on("cas", "/reconstructions/").size(), 1u);
+  EXPECT_EQ(e.kind(), ErrorKind::Integrity);
+  EXPECT_THAT(e.what(), HasSubstr("covers 0 of its " + std::to_string(weights_.size()) + " bytes"));
+}
+
 TEST_F(XetTest, ATokenIsReusedUntilItNearlyExpires) {
   auto o = options();
   o.xet_block_size = 300'000;
