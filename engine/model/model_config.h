@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/format/gguf.h"
+
+namespace engine::model {
+
+// The architectures the engine runs; each is one model graph written once against the backend interface.
+enum class Architecture { Qwen3, Qwen2, Llama };
+std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
+
+// Llama 3's frequency-dependent RoPE scaling ("rope_type": "llama3").
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  std::uint64_t original_max_position_embeddings = 8192;
+};
+
+// How rotary embeddings pair dimensions: half-split (NEOX: i with i + d/2), or adjacent pairs (GGUF llama
+// files, whose Q/K weights were permuted by the converter).
+enum class RopePairing { HalfSplit, Interleaved };
+
+// Everything the model graph needs to know, from config.json or from GGUF metadata.
+struct ModelConfig {
+  Architecture architecture = Architecture::Llama;
+  std::uint64_t vocab_size = 0;
+  std::uint64_t hidden_size = 0;
+  std::uint64_t intermediate_size = 0;
+  std::uint64_t num_layers = 0;
+  std::uint64_t num_heads = 0;
+  std::uint64_t num_kv_heads = 0;
+  std::uint64_t head_dim = 0;  // Qwen3 sets it apart from hidden_size / num_heads
+  std::uint64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  std::optional<Llama3RopeScaling> rope_scaling;
+  RopePairing rope_pairing = RopePairing::HalfSplit;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
+  std::vector<std::int64_t> eos_token_ids;
+  std::optional<std::int64_t> bos_token_id;
+};
+
+// Thrown for a config the engine cannot run: the message names the file, the field and what was expected.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads a Hugging Face config.json. An architecture the engine does not run is refused by name, with the
+// list of those it does.
+ModelConfig parse_hf_config(std::string_view json, std::string_view name);
+ModelConfig read_hf_config(const std::filesystem::path& config_json);
+
+// Reads the hyper-parameters of a GGUF file (general.architecture "llama", "qwen2" or "qwen3" and the
+// "{arch}.*" keys). GGUF llama files pair RoPE dimensions interleaved.
+ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name);
+
+}  // namespace engine::model
