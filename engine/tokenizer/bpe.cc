@@ -152,20 +152,21 @@ std::atomic<std::uint64_t> next_model_number{1};
 BpeModel::BpeModel(const std::vector<std::pair<std::string, std::int32_t>>& vocab,
                    const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options)
     : options_(options), merges_(std::make_unique<MergeTable>(merges.size())), number_(next_model_number++) {
-  // The vocabulary as the merges name tokens (their text) and as words contain them (bytes, for
-  // byte-level models). Where two tokens share an id or text, the first one in the file stands.
-  StringMap<std::int32_t> by_text;
-  by_text.reserve(vocab.size());
-  vocab_.reserve(vocab.size());
-  for (const auto& [token, id] : vocab) {
-    by_text.try_emplace(token, id);
-    if (options_.byte_level) {
-      // Tokens with characters outside the alphabet cannot come out of a word; only the text index keeps them.
-      if (auto bytes = unicode::byte_level_to_bytes(token)) vocab_.try_emplace(std::move(*bytes), id);
-    } else {
-      vocab_.try_emplace(token, id);
+  // The vocabulary as the merges name tokens (their text) and, when a word may be looked up whole, as words
+  // contain them (bytes, for byte-level models). Where two tokens share a text, the first one stands.
+  token_ids_.reserve(vocab.size());
+  for (const auto& [token, id] : vocab) token_ids_.try_emplace(token, id);
+  if (!options_.byte_level) {
+    words_ = &token_ids_;
+  } else if (options_.ignore_merges) {
+    // Tokens with characters outside the alphabet cannot come out of a word; only the text index keeps them.
+    byte_words_.reserve(vocab.size());
+    for (const auto& [token, id] : vocab) {
+      if (auto bytes = unicode::byte_level_to_bytes(token)) byte_words_.try_emplace(std::move(*bytes), id);
     }
+    words_ = &byte_words_;
   }
+  const auto& by_text = token_ids_;
 
   const auto& alphabet = unicode::byte_level_alphabet();
   byte_ids_.fill(-1);
@@ -201,8 +202,14 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, std::int32_t>>& voca
 BpeModel::~BpeModel() = default;
 
 std::optional<std::int32_t> BpeModel::lookup(std::string_view word) const {
-  const auto it = vocab_.find(word);
-  if (it == vocab_.end()) return std::nullopt;
+  const auto it = words_->find(word);
+  if (it == words_->end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::int32_t> BpeModel::token_to_id(std::string_view token) const {
+  const auto it = token_ids_.find(token);
+  if (it == token_ids_.end()) return std::nullopt;
   return it->second;
 }
 

@@ -55,6 +55,8 @@ class BpeModel {
   void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const;
 
   const BpeOptions& options() const { return options_; }
+  // The id of a token spelled as the vocabulary spells it.
+  std::optional<std::int32_t> token_to_id(std::string_view token) const;
 
  private:
   struct MergeTable;
@@ -64,8 +66,11 @@ class BpeModel {
   void merge_word(std::string_view word, std::vector<std::int32_t>& ids) const;
 
   BpeOptions options_;
-  // Tokens keyed by what words contain: raw bytes for byte-level models, the token text otherwise.
-  StringMap<std::int32_t> vocab_;
+  StringMap<std::int32_t> token_ids_;   // by the token's text
+  StringMap<std::int32_t> byte_words_;  // byte-level models with ignore_merges: by the bytes a token stands for
+  // Tokens keyed by what words contain (for whole-word lookups): token_ids_ for character-level models,
+  // byte_words_ for byte-level ones with ignore_merges; unused otherwise.
+  const StringMap<std::int32_t>* words_ = nullptr;
   std::array<std::int32_t, 256> byte_ids_{};  // byte-level: the token of each single byte, or -1
   std::array<std::int32_t, 256> fallback_{};  // byte_fallback: the <0xXX> token of each byte, or -1
   std::unique_ptr<MergeTable> merges_;

@@ -304,9 +304,21 @@ void parse_added_tokens(const Reader& reader, const Value& value, TokenizerParts
   // getting the id its content already has (as an added token, or in the model's vocabulary) or else the
   // next free one after the model's vocabulary, and only warns when that differs from the file.
   // Well-formed files agree; for the others, the reference's ids are the ones the model was trained with.
+  // The model's ids of the added contents, found in one pass over the vocabulary (later duplicates win, as
+  // in the reference's map). New ids start after the model's vocabulary.
   StringMap<std::int32_t> model_ids;
-  for (const auto& [token, id] : parts.vocab) model_ids.insert_or_assign(token, id);
-  std::int32_t next_id = static_cast<std::int32_t>(model_ids.size());
+  for (rapidjson::SizeType i = 0; i < value.Size(); ++i) {
+    if (value[i].IsObject()) {
+      if (const Value* content = reader.find(value[i], "content"); content != nullptr && content->IsString()) {
+        model_ids.try_emplace(std::string(content->GetString(), content->GetStringLength()), -1);
+      }
+    }
+  }
+  for (const auto& [token, id] : parts.vocab) {
+    if (const auto it = model_ids.find(token); it != model_ids.end()) it->second = id;
+  }
+  std::erase_if(model_ids, [](const auto& entry) { return entry.second < 0; });
+  std::int32_t next_id = static_cast<std::int32_t>(parts.vocab.size());
   StringMap<std::int32_t> added_ids;
   std::map<std::int32_t, AddedToken> by_id;
 

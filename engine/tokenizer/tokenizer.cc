@@ -35,7 +35,7 @@ std::shared_ptr<const TokenizerModel> assemble(TokenizerParts parts) {
     if (token.normalized && parts.normalizer) parts.normalizer->normalize(text);
     model->tokens[id] = std::move(text);
     model->flags[id] = TokenizerModel::kKnown;
-    model->token_ids.try_emplace(token.content, token.id);
+    model->added_ids.try_emplace(token.content, token.id);
   }
   for (const auto& [token, id] : parts.vocab) {
     const auto index = static_cast<std::size_t>(id);
@@ -43,7 +43,6 @@ std::shared_ptr<const TokenizerModel> assemble(TokenizerParts parts) {
       model->tokens[index] = token;
       model->flags[index] = TokenizerModel::kKnown;
     }
-    model->token_ids.try_emplace(token, id);
   }
   for (std::size_t id = 0; id < size; ++id) {
     if ((model->flags[id] & TokenizerModel::kKnown) && parts.special_contents.count(model->tokens[id]) != 0) {
@@ -73,9 +72,7 @@ std::shared_ptr<const TokenizerModel> assemble(TokenizerParts parts) {
                            const std::optional<std::string>& name) -> std::optional<std::int32_t> {
     if (explicit_id) return explicit_id;
     if (!name) return std::nullopt;
-    const auto it = model->token_ids.find(*name);
-    if (it == model->token_ids.end()) return std::nullopt;
-    return it->second;
+    return model->token_to_id(*name);
   };
   model->bos_id = resolve(parts.bos_id, model->config.bos_token);
   model->eos_id = resolve(parts.eos_id, model->config.eos_token);
@@ -166,9 +163,7 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
 }
 
 std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  const auto it = model_->token_ids.find(token);
-  if (it == model_->token_ids.end()) return std::nullopt;
-  return it->second;
+  return model_->token_to_id(token);
 }
 
 std::optional<std::string_view> Tokenizer::id_to_token(std::int32_t id) const {

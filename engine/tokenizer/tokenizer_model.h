@@ -44,7 +44,12 @@ struct TokenizerModel {
   std::vector<std::uint8_t> flags;
   std::vector<std::string> decoded;
   std::vector<std::int32_t> special_ids;
-  StringMap<std::int32_t> token_ids;  // added tokens first, then the model's
+  StringMap<std::int32_t> added_ids;  // added tokens by content; the model's own are in `model`
+
+  std::optional<std::int32_t> token_to_id(std::string_view token) const {
+    if (const auto it = added_ids.find(token); it != added_ids.end()) return it->second;
+    return model->token_to_id(token);
+  }
 
   TokenizerConfig config;
   std::optional<std::int32_t> bos_id, eos_id, pad_id;
