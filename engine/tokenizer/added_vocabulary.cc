@@ -63,7 +63,7 @@ bool AddedVocabulary::Trie::find(std::string_view text, std::size_t from, std::s
 
 AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens, const Normalizer* normalizer)
     : tokens_(std::move(tokens)),
-      word_char_(Regex::from_pcre2(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}])")) {
+      word_char_(Regex::from_oniguruma(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}])")) {
   // The reference builds its matchers from the special tokens first, then the others, each by id; that
   // order decides only between tokens with the same content.
   std::vector<std::size_t> order(tokens_.size());

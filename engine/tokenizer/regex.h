@@ -13,7 +13,9 @@ namespace engine::tokenizer {
 //   - \s / \S are White_Space, \d is Nd, \h / \H hex digits;
 //   - \w is Alphabetic, marks, Nd and Pc, plus ¹ ² ³ ¼ ½ ¾ when bare (not inside [...]); \b follows it;
 //   - POSIX brackets take Oniguruma's Unicode meaning ([:punct:] includes symbols);
-//   - ^ and $ are line anchors on \n only, . excludes only \n, (?m) is PCRE2's (?s), {,n} is {0,n}.
+//   - ^ and $ are line anchors on \n only, . excludes only \n, (?m) is PCRE2's (?s), {,n} is {0,n};
+//   - \p{...} general categories and binary properties include what Unicode 15 and 16 added (PCRE2 10.42
+//     knows Unicode 14), and \p{Script} means the Script property, not Script_Extensions.
 // Throws std::invalid_argument for constructs without a faithful translation (nested or intersected
 // classes, \W or \H inside a class, quantifiers stacked on an interval, unknown POSIX brackets).
 // Case-insensitive matching folds single characters as Oniguruma does, but not to several (ß ~ ss).

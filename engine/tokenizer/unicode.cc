@@ -2,9 +2,12 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace engine::tokenizer::unicode {
@@ -126,6 +129,53 @@ std::size_t append_utf8_lossy(std::string_view bytes, std::string& out, bool fin
 
 namespace {
 
+struct CodeRange {
+  char32_t first, last;
+};
+
+bool in_ranges(std::span<const CodeRange> ranges, char32_t c) {
+  const auto it = std::upper_bound(ranges.begin(), ranges.end(), c,
+                                   [](char32_t value, const CodeRange& range) { return value < range.first; });
+  return it != ranges.begin() && c <= std::prev(it)->last;
+}
+
+// The reference normalizes with the unicode-normalization-alignments crate, whose tables are older
+// (Unicode 10 era) than utf8proc's. It does not know the combining classes of these marks, nor the one
+// canonical composition (U+11935 U+11930 = U+11938) added since, so it treats them as plain starters:
+// text is normalized on either side of them and they stay as they are. Found by comparing the two on
+// every code point and on mark sequences; the conformance test checks this again.
+constexpr CodeRange kCanonicalUnknown[] = {
+    {0x7FD, 0x7FD},     {0x898, 0x89F},     {0x8CA, 0x8D3},     {0x9FE, 0x9FE},     {0xC3C, 0xC3C},
+    {0xD3B, 0xD3C},     {0xEBA, 0xEBA},     {0x1715, 0x1715},   {0x1ABF, 0x1ACE},   {0x1DF6, 0x1DFA},
+    {0xA82C, 0xA82C},   {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF}, {0x10F46, 0x10F50},
+    {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x1133B, 0x1133B}, {0x1145E, 0x1145E}, {0x11839, 0x1183A},
+    {0x11930, 0x11930}, {0x11938, 0x11938}, {0x1193D, 0x1193E}, {0x11943, 0x11943}, {0x119E0, 0x119E0},
+    {0x11A34, 0x11A34}, {0x11A47, 0x11A47}, {0x11A99, 0x11A99}, {0x11D42, 0x11D42}, {0x11D44, 0x11D45},
+    {0x11D97, 0x11D97}, {0x11F41, 0x11F42}, {0x16FF0, 0x16FF1}, {0x1E08F, 0x1E08F}, {0x1E130, 0x1E136},
+    {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF}, {0x1E4EC, 0x1E4EF}};
+// Compatibility decompositions added since (NFKC and NFKD only).
+constexpr CodeRange kCompatibilityUnknown[] = {
+    {0x32FF, 0x32FF},   {0xA7F2, 0xA7F4},   {0xAB69, 0xAB69},   {0x10781, 0x10785}, {0x10787, 0x107B0},
+    {0x107B2, 0x107BA}, {0x11938, 0x11938}, {0x1E030, 0x1E06D}, {0x1F16C, 0x1F16C}, {0x1FBF0, 0x1FBF9}};
+// Marks the reference's StripAccents keeps because its table predates them.
+constexpr CodeRange kMarksUnknown[] = {
+    {0x7FD, 0x7FD},     {0x898, 0x89F},     {0x8CA, 0x8D3},     {0x9FE, 0x9FE},     {0xAFA, 0xAFF},
+    {0xB55, 0xB55},     {0xC04, 0xC04},     {0xC3C, 0xC3C},     {0xCF3, 0xCF3},     {0xD00, 0xD00},
+    {0xD3B, 0xD3C},     {0xD81, 0xD81},     {0xEBA, 0xEBA},     {0xECE, 0xECE},     {0x1715, 0x1715},
+    {0x180F, 0x180F},   {0x1ABF, 0x1ACE},   {0x1CF7, 0x1CF7},   {0x1DF6, 0x1DFA},   {0xA82C, 0xA82C},
+    {0xA8FF, 0xA8FF},   {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF}, {0x10F46, 0x10F50},
+    {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x11073, 0x11074}, {0x110C2, 0x110C2}, {0x11145, 0x11146},
+    {0x111C9, 0x111C9}, {0x111CE, 0x111CF}, {0x11241, 0x11241}, {0x1133B, 0x1133B}, {0x1145E, 0x1145E},
+    {0x1182C, 0x1183A}, {0x11930, 0x11935}, {0x11937, 0x11938}, {0x1193B, 0x1193E}, {0x11940, 0x11940},
+    {0x11942, 0x11943}, {0x119D1, 0x119D7}, {0x119DA, 0x119E0}, {0x119E4, 0x119E4}, {0x11A01, 0x11A0A},
+    {0x11A33, 0x11A39}, {0x11A3B, 0x11A3E}, {0x11A47, 0x11A47}, {0x11A51, 0x11A5B}, {0x11A8A, 0x11A99},
+    {0x11D31, 0x11D36}, {0x11D3A, 0x11D3A}, {0x11D3C, 0x11D3D}, {0x11D3F, 0x11D45}, {0x11D47, 0x11D47},
+    {0x11D8A, 0x11D8E}, {0x11D90, 0x11D91}, {0x11D93, 0x11D97}, {0x11EF3, 0x11EF6}, {0x11F00, 0x11F01},
+    {0x11F03, 0x11F03}, {0x11F34, 0x11F3A}, {0x11F3E, 0x11F42}, {0x13440, 0x13440}, {0x13447, 0x13455},
+    {0x16F4F, 0x16F4F}, {0x16F7F, 0x16F87}, {0x16FE4, 0x16FE4}, {0x16FF0, 0x16FF1}, {0x1CF00, 0x1CF2D},
+    {0x1CF30, 0x1CF46}, {0x1E08F, 0x1E08F}, {0x1E130, 0x1E136}, {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF},
+    {0x1E4EC, 0x1E4EF}};
+
 int form_options(NormalForm form) {
   switch (form) {
     case NormalForm::NFC: return UTF8PROC_STABLE | UTF8PROC_COMPOSE;
@@ -190,6 +240,21 @@ class InertCharacters {
   std::vector<std::uint64_t> bits_;
 };
 
+bool unknown_to_reference(char32_t c, NormalForm form) {
+  if (in_ranges(kCanonicalUnknown, c)) return true;
+  return (form == NormalForm::NFKC || form == NormalForm::NFKD) && in_ranges(kCompatibilityUnknown, c);
+}
+
+std::string utf8proc_normalize(std::string_view text, NormalForm form) {
+  utf8proc_uint8_t* result = nullptr;
+  const utf8proc_ssize_t length =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &result, static_cast<utf8proc_option_t>(form_options(form)));
+  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(result, &std::free);
+  if (length < 0) return std::string(text);  // only on invalid UTF-8, which callers never pass
+  return std::string(reinterpret_cast<const char*>(result), static_cast<std::size_t>(length));
+}
+
 const InertCharacters& inert_characters(NormalForm form) {
   static const InertCharacters nfc(NormalForm::NFC);
   switch (form) {
@@ -227,16 +292,53 @@ bool quick_check(std::string_view text, NormalForm form) {
 
 bool normalize(std::string_view text, NormalForm form, std::string& out) {
   if (quick_check(text, form)) return false;
-  const int options = form_options(form);
-  utf8proc_uint8_t* result = nullptr;
-  const utf8proc_ssize_t length =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
-                   &result, static_cast<utf8proc_option_t>(options));
-  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(result, &std::free);
-  if (length < 0) return false;  // only on invalid UTF-8, which callers never pass
-  out.assign(reinterpret_cast<const char*>(result), static_cast<std::size_t>(length));
+  // Characters the reference's tables do not know split the text; each stretch is normalized alone.
+  std::string result;
+  std::size_t stretch = 0, pos = 0;
+  bool split = false;
+  while (pos < text.size()) {
+    const std::size_t start = pos;
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {
+      ++pos;
+      continue;
+    }
+    if (!unknown_to_reference(next_char(text, pos), form)) continue;
+    result += utf8proc_normalize(text.substr(stretch, start - stretch), form);
+    result.append(text, start, pos - start);
+    stretch = pos;
+    split = true;
+  }
+  if (!split) {
+    out = utf8proc_normalize(text, form);
+  } else {
+    result += utf8proc_normalize(text.substr(stretch), form);
+    out = std::move(result);
+  }
   return true;
 }
+
+namespace {
+
+// Lowercase mappings Unicode 16 and 17 added, which utf8proc 2.8 (Unicode 15) lacks and the reference
+// (Rust's char::to_lowercase) has. Found by comparing the two on every code point.
+char32_t newer_lowercase(char32_t c) {
+  switch (c) {
+    case 0x1C89: return 0x1C8A;
+    case 0xA7CB: return 0x0264;
+    case 0xA7CC: return 0xA7CD;
+    case 0xA7CE: return 0xA7CF;
+    case 0xA7D2: return 0xA7D3;
+    case 0xA7D4: return 0xA7D5;
+    case 0xA7DA: return 0xA7DB;
+    case 0xA7DC: return 0x019B;
+    default: break;
+  }
+  if (c >= 0x10D50 && c <= 0x10D65) return c + 0x20;  // Garay
+  if (c >= 0x16EA0 && c <= 0x16EB8) return c + 0x1B;  // Beria Erfe
+  return c;
+}
+
+}  // namespace
 
 std::string to_lowercase(std::string_view text) {
   std::string out;
@@ -254,7 +356,8 @@ std::string to_lowercase(std::string_view text) {
       out += "i\xCC\x87";
       continue;
     }
-    append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+    const auto lower = static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)));
+    append_utf8(out, lower != c ? lower : newer_lowercase(c));
   }
   return out;
 }
@@ -267,8 +370,12 @@ bool is_white_space(char32_t c) {
 }
 
 bool is_mark(char32_t c) {
+  // Two Vedic signs were marks in the reference's (older) tables and are letters now.
+  if (c == 0x1CF2 || c == 0x1CF3) return true;
   const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_MC || category == UTF8PROC_CATEGORY_ME;
+  const bool mark =
+      category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_MC || category == UTF8PROC_CATEGORY_ME;
+  return mark && !in_ranges(kMarksUnknown, c);
 }
 
 std::optional<std::uint8_t> ByteLevelAlphabet::char_to_byte(char32_t c) const {

@@ -5,11 +5,13 @@
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <utf8proc.h>
 
 #include <atomic>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -17,6 +19,8 @@
 
 #include "engine/format/gguf.h"
 #include "engine/format/gguf_writer.h"
+#include "engine/tokenizer/normalizer.h"
+#include "engine/tokenizer/regex.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 #include "tests/interop/tokenizer_corpus.h"
@@ -191,77 +195,78 @@ struct Variant {
   // Whether tokenizers.js must agree too. Where it does not, it is the one that departs from the Rust
   // reference: it lacks Prepend and the MergedWith* / Contiguous split behaviors, lowercases with
   // JavaScript's final-sigma rule, takes JavaScript's whitespace (U+FEFF, not U+0085) in ByteLevel's
-  // pattern and in Strip, keeps added-token ids from the file where Rust reassigns them, and handles
-  // unknown characters differently.
+  // pattern and in Strip, keeps added-token ids from the file where Rust reassigns them, handles unknown
+  // characters differently, and its own translation of Oniguruma patterns parts from Oniguruma in corners
+  // (word boundaries between scripts).
   bool js_must_agree;
   std::vector<std::pair<const char*, const char*>> edits;  // JSON pointer, new JSON value
 };
 
+// clang-format off
 const std::vector<Variant>& variants() {
-  static const std::
-      vector<Variant>
-          all =
-              {
-                  {"gpt2-bytelevel",
-                   false,
-                   {{"/normalizer", "null"},
-                    {"/pre_tokenizer",
-                     R"({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true})"}}},
-                  {"llama3-style",
-                   true,
-                   {{"/normalizer", "null"},
-                    {"/pre_tokenizer",
-                     R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})"},
-                    {"/model/ignore_merges", "true"},
-                    {"/post_processor",
-                     R"({"type": "Sequence", "processors": [{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true}, {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}], "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [151643], "tokens": ["<|endoftext|>"]}, "<|im_end|>": {"id": "<|im_end|>", "ids": [151645], "tokens": ["<|im_end|>"]}}}]})"}}},
-                  {"normalizers",
-                   false,
-                   {{"/normalizer",
-                     R"({"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "StripAccents"}, {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}, {"type": "Replace", "pattern": {"String": "ß"}, "content": "ss"}, {"type": "Strip", "strip_left": true, "strip_right": true}, {"type": "NFC"}]})"}}},
-                  {"lowercase-prepend",
-                   false,
-                   {{"/normalizer",
-                     R"({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]})"}}},
-                  {"added-tokens",
-                   false,
-                   {{"/added_tokens/24/lstrip", "true"},
-                    {"/added_tokens/25/rstrip", "true"},
-                    {"/added_tokens/14/single_word", "true"},
-                    {"/added_tokens/1/lstrip", "true"},
-                    {"/added_tokens/1/rstrip", "true"},
-                    {"/added_tokens/-",
-                     R"({"id": 151669, "content": "hello", "single_word": true, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
-                    {"/added_tokens/-",
-                     R"({"id": 151670, "content": "\u2126", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
-                    {"/added_tokens/-",
-                     R"({"id": 151671, "content": " world", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": false})"},
-                    {"/added_tokens/-",
-                     R"({"id": 151672, "content": "<|user|>", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false, "special": true})"},
-                    {"/added_tokens/-",
-                     R"({"id": 151673, "content": "ab", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
-                    {"/added_tokens/-",
-                     R"({"id": 151674, "content": "東京", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": false})"}}},
-                  {"split-behaviors",
-                   false,
-                   {{"/pre_tokenizer",
-                     R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"String": "\n"}, "behavior": "MergedWithPrevious", "invert": false}, {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "MergedWithNext", "invert": false}, {"type": "Split", "pattern": {"Regex": "[aeiou]+"}, "behavior": "Contiguous", "invert": true}, {"type": "Split", "pattern": {"Regex": "\\s*"}, "behavior": "Isolated", "invert": false}, {"type": "Split", "pattern": {"String": "!"}, "behavior": "Removed", "invert": false}, {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": false}]})"}}},
-                  {"regex-dialect",
-                   true,
-                   {{"/pre_tokenizer",
-                     R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\b\\w+\\b|\\d+|\\h+|(?i:straße|é|ǅ)|[[:punct:]]+|\\x{1F600}|\\S{1,3}|.{1,3}"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]})"}}},
-                  {"char-level-unk",
-                   false,
-                   {{"/normalizer", "null"},
-                    {"/pre_tokenizer",
-                     R"({"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": false})"},
-                    {"/model/unk_token", R"("!")"},
-                    {"/model/fuse_unk", "true"},
-                    {"/decoder", "null"},
-                    {"/post_processor", "null"}}},
-              };
+  static const std::vector<Variant> all = {
+    {"gpt2-bytelevel", false, {
+      {"/normalizer", "null"},
+      {"/pre_tokenizer", R"({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true})"}}},
+    {"llama3-style", true, {
+      {"/normalizer", "null"},
+      {"/pre_tokenizer", R"({"type": "Sequence", "pretokenizers": [
+         {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+          "behavior": "Isolated", "invert": false},
+         {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})"},
+      {"/model/ignore_merges", "true"},
+      {"/post_processor", R"({"type": "Sequence", "processors": [
+         {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+         {"type": "TemplateProcessing",
+          "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}],
+          "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+          "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [151643], "tokens": ["<|endoftext|>"]},
+                             "<|im_end|>": {"id": "<|im_end|>", "ids": [151645], "tokens": ["<|im_end|>"]}}}]})"}}},
+    {"normalizers", false, {
+      {"/normalizer", R"({"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "StripAccents"},
+         {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+         {"type": "Replace", "pattern": {"String": "ß"}, "content": "ss"},
+         {"type": "Strip", "strip_left": true, "strip_right": true}, {"type": "NFC"}]})"}}},
+    {"lowercase-prepend", false, {
+      {"/normalizer", R"({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"},
+         {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]})"}}},
+    {"added-tokens", false, {
+      {"/added_tokens/24/lstrip", "true"},  // <think>
+      {"/added_tokens/25/rstrip", "true"},  // </think>
+      {"/added_tokens/14/single_word", "true"},  // <tool_call>
+      {"/added_tokens/1/lstrip", "true"},  // <|im_start|>
+      {"/added_tokens/1/rstrip", "true"},
+      {"/added_tokens/-", R"({"id": 151669, "content": "hello", "single_word": true, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
+      {"/added_tokens/-", R"({"id": 151670, "content": "\u2126", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
+      {"/added_tokens/-", R"({"id": 151671, "content": " world", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": false})"},
+      {"/added_tokens/-", R"({"id": 151672, "content": "<|user|>", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false, "special": true})"},
+      {"/added_tokens/-", R"({"id": 151673, "content": "ab", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false})"},
+      {"/added_tokens/-", R"({"id": 151674, "content": "東京", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": false})"}}},
+    {"split-behaviors", false, {
+      {"/pre_tokenizer", R"({"type": "Sequence", "pretokenizers": [
+         {"type": "Split", "pattern": {"String": "\n"}, "behavior": "MergedWithPrevious", "invert": false},
+         {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "MergedWithNext", "invert": false},
+         {"type": "Split", "pattern": {"Regex": "[aeiou]+"}, "behavior": "Contiguous", "invert": true},
+         {"type": "Split", "pattern": {"Regex": "\\s*"}, "behavior": "Isolated", "invert": false},
+         {"type": "Split", "pattern": {"String": "!"}, "behavior": "Removed", "invert": false},
+         {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": false}]})"}}},
+    {"regex-dialect", false, {
+      {"/pre_tokenizer", R"({"type": "Sequence", "pretokenizers": [
+         {"type": "Split", "pattern": {"Regex": "\\b\\w+\\b|\\d+|\\h+|(?i:straße|é|ǅ)|[[:punct:]]+|\\x{1F600}|\\S{1,3}|.{1,3}"},
+          "behavior": "Isolated", "invert": false},
+         {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]})"}}},
+    {"char-level-unk", false, {
+      {"/normalizer", "null"},
+      {"/pre_tokenizer", R"({"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": false})"},
+      {"/model/unk_token", R"("!")"},
+      {"/model/fuse_unk", "true"},
+      {"/decoder", "null"},
+      {"/post_processor", "null"}}},
+  };
   return all;
 }
+// clang-format on
 
 // Applies edits to a parsed tokenizer.json: "/a/b" sets a member (creating it), "/a/-" appends to an array,
 // "/a/3/b" indexes an array.
@@ -328,6 +333,143 @@ TEST_F(TokenizerConformance, ComponentVariantsMatchTheReferences) {
       EXPECT_FALSE(counts.js_refused) << variant.name;
       EXPECT_EQ(counts.js, 0u) << variant.name;
     }
+  }
+}
+
+// The pattern translation against Oniguruma itself: for every code point, each class matches exactly
+// where the Rust reference's does (Unicode 16 there; Debian 12's PCRE2 tables are Unicode 14, and the
+// translation adds what changed).
+TEST(TokenizerPatterns, ClassesMatchTheReferenceForEveryCodePoint) {
+  const std::vector<std::string> patterns = {R"(\p{L})",       R"(\p{N})",        R"(\p{M})",
+                                             R"(\p{P})",       R"(\p{S})",        R"(\p{Lu})",
+                                             R"(\p{Ll})",      R"(\p{Lo})",       R"(\p{Nd})",
+                                             R"(\p{Han})",     R"(\p{Hiragana})", R"(\p{Latin})",
+                                             R"(\s)",          R"(\S)",           R"(\w)",
+                                             R"(\d)",          R"(\h)",           R"([[:punct:]])",
+                                             R"([[:alpha:]])", R"([\w])",         R"([^\s\p{L}\p{N}])",
+                                             R"(\p{Letter})",  R"(\P{L})"};
+  testing_support::TempDir dir;
+  std::string command = std::string("'") + NODE_EXECUTABLE + "' '" + TOKENIZER_CLASSES_SCRIPT + "' '" +
+                        (dir / "classes.json").string() + "'";
+  for (const auto& pattern : patterns) command += " '" + pattern + "'";
+  std::string output;
+  ASSERT_EQ(testing_support::run_command(command, output), 0) << output;
+  const auto bytes = testing_support::read_file(dir / "classes.json");
+  rapidjson::Document reference;
+  reference.Parse(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  ASSERT_TRUE(reference.IsObject());
+
+  std::string all;
+  for (char32_t c = 0; c < 0x110000; ++c) {
+    if (c < 0xD800 || c > 0xDFFF) engine::tokenizer::unicode::append_utf8(all, c);
+  }
+  std::size_t checked = 0;
+  for (const auto& pattern : patterns) {
+    ASSERT_TRUE(reference.HasMember(pattern.c_str())) << pattern;
+    std::vector<bool> theirs(0x110000);
+    for (const auto& range : reference[pattern.c_str()].GetArray()) {
+      for (unsigned c = range[0].GetUint(); c <= range[1].GetUint(); ++c) theirs[c] = true;
+    }
+    // Every code point once, in order: one pass of the pattern over it finds all the members.
+    std::vector<bool> ours(0x110000);
+    const auto regex = engine::tokenizer::Regex::from_oniguruma(pattern);
+    regex.for_each_match(all, [&](std::size_t start, std::size_t) {
+      std::size_t pos = start;
+      ours[engine::tokenizer::unicode::next_char(all, pos)] = true;
+    });
+    std::size_t differ = 0;
+    for (char32_t c = 0; c < 0x110000; ++c) {
+      if (c >= 0xD800 && c <= 0xDFFF) continue;
+      if (ours[c] != theirs[c] && ++differ <= 5) {
+        ADD_FAILURE() << pattern << " differs at U+" << std::hex << static_cast<unsigned>(c) << ": reference "
+                      << (theirs[c] ? "matches" : "does not match");
+      }
+      ++checked;
+    }
+    EXPECT_EQ(differ, 0u) << pattern;
+  }
+  std::printf("%zu patterns compared with Oniguruma on every code point (%zu checks)\n", patterns.size(), checked);
+}
+
+// The normalizers against the Rust reference's, on every code point and on sequences of combining marks
+// (where combining classes decide the order) and the corpus. The reference's normalization tables are
+// older than utf8proc's; the library keeps to the reference's.
+TEST(TokenizerNormalizers, MatchTheReferenceOnEveryCodePoint) {
+  using engine::tokenizer::unicode::append_utf8;
+  std::vector<std::string> probes = testing_support::tokenizer_corpus(2000);
+  for (char32_t c = 0x300; c < 0x110000; ++c) {
+    if (c >= 0xD800 && c <= 0xDFFF) continue;
+    const auto* property = utf8proc_get_property(static_cast<utf8proc_int32_t>(c));
+    const bool mark = property->category == UTF8PROC_CATEGORY_MN || property->category == UTF8PROC_CATEGORY_MC ||
+                      property->category == UTF8PROC_CATEGORY_ME;
+    if (property->combining_class == 0 && !mark) continue;
+    for (const char32_t other : {0x316u, 0x301u, 0x5B0u}) {
+      std::string before = "a", after = "a";
+      append_utf8(before, c);
+      append_utf8(before, other);
+      append_utf8(after, other);
+      append_utf8(after, c);
+      probes.push_back(before);
+      probes.push_back(after);
+    }
+  }
+  probes.push_back("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8");  // conjoining jamo
+  probes.push_back("\xF0\x91\xA4\xB5\xF0\x91\xA4\xB0");      // U+11935 U+11930
+
+  testing_support::TempDir dir;
+  testing_support::write_file(dir / "probes.json", testing_support::corpus_to_json(probes));
+  std::string output;
+  ASSERT_EQ(testing_support::run_command(std::string("'") + NODE_EXECUTABLE + "' '" + TOKENIZER_NORMALIZERS_SCRIPT +
+                                             "' '" + (dir / "probes.json").string() + "' '" +
+                                             (dir / "normalized.json").string() + "'",
+                                         output),
+            0)
+      << output;
+  const auto bytes = testing_support::read_file(dir / "normalized.json");
+  rapidjson::Document reference;
+  reference.Parse(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  ASSERT_TRUE(reference.IsObject());
+
+  using namespace engine::tokenizer;
+  const std::vector<std::pair<const char*, std::shared_ptr<Normalizer>>> normalizers = {
+      {"nfc", std::make_shared<UnicodeNormalizer>(unicode::NormalForm::NFC)},
+      {"nfd", std::make_shared<UnicodeNormalizer>(unicode::NormalForm::NFD)},
+      {"nfkc", std::make_shared<UnicodeNormalizer>(unicode::NormalForm::NFKC)},
+      {"nfkd", std::make_shared<UnicodeNormalizer>(unicode::NormalForm::NFKD)},
+      {"strip_accents", std::make_shared<StripAccentsNormalizer>()},
+      {"lowercase", std::make_shared<LowercaseNormalizer>()},
+  };
+  for (const auto& [name, normalizer] : normalizers) {
+    const auto& theirs = reference[name];
+    std::vector<std::optional<std::string>> expected(0x110000);
+    for (const auto& entry : theirs["changed"].GetArray()) {
+      expected[entry[0].GetUint()] = std::string(entry[1].GetString(), entry[1].GetStringLength());
+    }
+    std::size_t differ = 0;
+    for (char32_t c = 0; c < 0x110000; ++c) {
+      if (c >= 0xD800 && c <= 0xDFFF) continue;
+      std::string text;
+      append_utf8(text, c);
+      const std::string want = expected[c].value_or(text);
+      std::string ours = text;
+      normalizer->normalize(ours);
+      if (ours != want && ++differ <= 5) {
+        ADD_FAILURE() << name << " differs at U+" << std::hex << static_cast<unsigned>(c) << ": " << quote(ours)
+                      << ", reference " << quote(want);
+      }
+    }
+    const auto& normalized_probes = theirs["probes"];
+    for (std::size_t i = 0; i < probes.size(); ++i) {
+      const auto& want = normalized_probes[static_cast<rapidjson::SizeType>(i)];
+      std::string ours = probes[i];
+      normalizer->normalize(ours);
+      if (ours != std::string(want.GetString(), want.GetStringLength()) && ++differ <= 5) {
+        ADD_FAILURE() << name << " differs on " << quote(probes[i]) << ": " << quote(ours) << ", reference "
+                      << quote(want.GetString());
+      }
+    }
+    EXPECT_EQ(differ, 0u) << name;
+    std::printf("%-13s every code point and %zu probes: %zu differ\n", name, probes.size(), differ);
   }
 }
 

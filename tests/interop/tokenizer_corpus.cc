@@ -60,6 +60,24 @@ const std::vector<Script>& scripts() {
       {{{0x3041, 0x3096}, {0x30A1, 0x30FA}, {0x30FC, 0x30FC}}, {{0x3099, 0x309A}}},             // kana
       {{{0xFF21, 0xFF3A}, {0xFF41, 0xFF5A}, {0xFF66, 0xFF9D}}, {}},                             // fullwidth, halfwidth
       {{{0x1D400, 0x1D454}, {0x1D538, 0x1D539}}, {}},                                           // math alphanumerics
+      // Letters and digits Unicode 15 and 16 added (CJK Ext. H and I, Kawi, Nag Mundari, Garay, Sunuwar,
+      // Todhri, Kirat Rai, Egyptian Ext.-A), which Debian 12's PCRE2 tables predate.
+      {{{0x31350, 0x323AF},
+        {0x2EBF0, 0x2EE5D},
+        {0x11F04, 0x11F10},
+        {0x11F50, 0x11F59},
+        {0x1E4D0, 0x1E4EB},
+        {0x1E4F0, 0x1E4F9},
+        {0x10D50, 0x10D65},
+        {0x10D40, 0x10D49},
+        {0x11BC0, 0x11BE0},
+        {0x11BF0, 0x11BF9},
+        {0x105C0, 0x105F3},
+        {0x16D43, 0x16D6A},
+        {0x16D70, 0x16D79},
+        {0x13460, 0x143FA},
+        {0x1CCF0, 0x1CCF9}},
+       {}},
   };
   return all;
 }
