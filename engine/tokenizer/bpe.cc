@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <span>
 #include <stdexcept>
 
@@ -11,9 +12,28 @@
 
 namespace engine::tokenizer {
 
+namespace {
+
+// A per-process seed, so that a crafted vocabulary cannot pick keys that collide in the maps built from it.
+std::uint64_t process_seed() {
+  static const std::uint64_t seed = []() -> std::uint64_t {
+    try {
+      std::random_device device;
+      return (std::uint64_t{device()} << 32) ^ device();
+    } catch (const std::exception&) {
+      // No entropy source: the address of this code still varies with ASLR.
+      return reinterpret_cast<std::uintptr_t>(&process_seed) * 0x9E3779B97F4A7C15ull;
+    }
+  }();
+  return seed;
+}
+
+}  // namespace
+
 std::uint64_t hash_bytes(std::string_view text) noexcept {
   constexpr std::uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
-  std::uint64_t hash = text.size() * kMultiplier;
+  static const std::uint64_t seed = process_seed();
+  std::uint64_t hash = (seed ^ text.size()) * kMultiplier;
   std::size_t pos = 0;
   for (; pos + 8 <= text.size(); pos += 8) {
     std::uint64_t word;

@@ -18,7 +18,7 @@ namespace engine::tokenizer {
 
 namespace {
 
-// Oniguruma's classes, spelled for PCRE2. Bare sets go inside [...]; the *_CLASS forms stand alone.
+// Oniguruma's classes as PCRE2 set items, to go inside [...].
 constexpr std::string_view kSpaceSet = "\\p{White_Space}";
 constexpr std::string_view kNotSpaceSet = "\\P{White_Space}";
 constexpr std::string_view kHexSet = "0-9a-fA-F";
