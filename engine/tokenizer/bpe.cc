@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <span>
 #include <stdexcept>
 
@@ -11,9 +12,28 @@
 
 namespace engine::tokenizer {
 
+namespace {
+
+// A per-process seed, so that a crafted vocabulary cannot pick keys that collide in the maps built from it.
+std::uint64_t process_seed() {
+  static const std::uint64_t seed = []() -> std::uint64_t {
+    try {
+      std::random_device device;
+      return (std::uint64_t{device()} << 32) ^ device();
+    } catch (const std::exception&) {
+      // No entropy source: the address of this code still varies with ASLR.
+      return reinterpret_cast<std::uintptr_t>(&process_seed) * 0x9E3779B97F4A7C15ull;
+    }
+  }();
+  return seed;
+}
+
+}  // namespace
+
 std::uint64_t hash_bytes(std::string_view text) noexcept {
   constexpr std::uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
-  std::uint64_t hash = text.size() * kMultiplier;
+  static const std::uint64_t seed = process_seed();
+  std::uint64_t hash = (seed ^ text.size()) * kMultiplier;
   std::size_t pos = 0;
   for (; pos + 8 <= text.size(); pos += 8) {
     std::uint64_t word;
@@ -89,11 +109,13 @@ struct BpeModel::MergeTable {
   std::size_t mask = 0;
 };
 
-// Ids of recently seen words, one cache per thread and model, so lookups take no lock. Direct-mapped:
-// a word evicts whatever shared its slot. The cache never changes results, only skips merge_word.
+// Ids of recently seen words, one cache per thread and model, so lookups take no lock. Direct-mapped, with
+// words and ids stored in the entry (no allocation after the first use): a word evicts whatever shared
+// its slot. The cache never changes results, only skips merge_word.
 class BpeModel::WordCache {
  public:
-  static constexpr std::size_t kMaxWordBytes = 128;
+  static constexpr std::size_t kMaxWordBytes = 22;
+  static constexpr std::size_t kMaxIds = 8;
 
   // The calling thread's cache for the model numbered `owner`. A thread keeps caches for a few models;
   // owner numbers are never reused, so a cache cannot outlive its model's identity.
@@ -122,26 +144,34 @@ class BpeModel::WordCache {
 
   bool find(std::string_view word, std::uint64_t hash, std::vector<std::int32_t>& ids) const {
     const Entry& entry = entries_[hash & kMask];
-    if (entry.hash != hash || entry.word != word) return false;
-    ids.insert(ids.end(), entry.ids.begin(), entry.ids.end());
+    if (entry.hash != hash || entry.length != word.size() || std::memcmp(entry.word, word.data(), word.size()) != 0) {
+      return false;
+    }
+    ids.insert(ids.end(), entry.ids, entry.ids + entry.count);
     return true;
   }
 
   void insert(std::string_view word, std::uint64_t hash, std::span<const std::int32_t> ids) {
+    if (ids.size() > kMaxIds) return;
     Entry& entry = entries_[hash & kMask];
     entry.hash = hash;
-    entry.word.assign(word);
-    entry.ids.assign(ids.begin(), ids.end());
+    entry.length = static_cast<std::uint8_t>(word.size());
+    entry.count = static_cast<std::uint8_t>(ids.size());
+    std::memcpy(entry.word, word.data(), word.size());
+    std::copy(ids.begin(), ids.end(), entry.ids);
   }
 
  private:
-  static constexpr std::size_t kEntries = 16384;
+  static constexpr std::size_t kEntries = 8192;  // 512 KiB
   static constexpr std::size_t kMask = kEntries - 1;
   struct Entry {
     std::uint64_t hash = 0;
-    std::string word;  // empty never matches: empty words are not tokenized
-    std::vector<std::int32_t> ids;
+    std::uint8_t length = 0;  // 0: empty (empty words are never tokenized)
+    std::uint8_t count = 0;
+    char word[kMaxWordBytes];
+    std::int32_t ids[kMaxIds];
   };
+  static_assert(sizeof(Entry) == 64);
   std::vector<Entry> entries_ = std::vector<Entry>(kEntries);
 };
 

@@ -15,8 +15,7 @@
 namespace engine::tokenizer {
 
 // A fast hash for the short strings tokenizers look up (words, tokens): eight bytes at a time, mixed by
-// multiplication. Not for untrusted keys in long-lived maps an attacker could fill (the maps here are
-// built from the model's own vocabulary, or are bounded caches).
+// multiplication, from a per-process random seed.
 std::uint64_t hash_bytes(std::string_view text) noexcept;
 
 // Hashing for string-keyed maps that look up by string_view without building a string.

@@ -134,6 +134,8 @@ Regex compile(const Reader& reader, const Value& pattern, const std::string& pat
     if (const Value* literal = reader.find(pattern, "String")) {
       const std::string text = reader.string(*literal, Reader::join(path, "String"));
       if (text.empty() && !allow_empty) reader.fail(Reader::join(path, "String"), "an empty pattern is not supported");
+      // The reference's Split treats an empty string as matching nowhere.
+      if (text.empty()) return Regex::from_pcre2("(?!)");
       return Regex::literal(text);
     }
   } catch (const std::invalid_argument& e) {

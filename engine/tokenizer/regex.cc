@@ -3,10 +3,14 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "engine/tokenizer/unicode.h"
 
@@ -14,7 +18,7 @@ namespace engine::tokenizer {
 
 namespace {
 
-// Oniguruma's classes, spelled for PCRE2. Bare sets go inside [...]; the *_CLASS forms stand alone.
+// Oniguruma's classes as PCRE2 set items, to go inside [...].
 constexpr std::string_view kSpaceSet = "\\p{White_Space}";
 constexpr std::string_view kNotSpaceSet = "\\P{White_Space}";
 constexpr std::string_view kHexSet = "0-9a-fA-F";
@@ -221,8 +225,10 @@ constexpr PosixClass kPosixClasses[] = {
     {"ascii", "\\x00-\\x7F"},
 };
 
-// A set written with \\p{X} items, each followed by the characters Unicode 15 and 16 added to X.
-std::string with_additions(std::string_view set) {
+// A set written with \\p{X} items, each followed by the characters Unicode 15 and 16 added to X (when
+// `additions` is not null, which also collects what was added).
+std::string with_additions(std::string_view set, std::vector<std::string_view>* additions) {
+  if (additions == nullptr) return std::string(set);
   std::string out;
   std::size_t pos = 0;
   while (pos < set.size()) {
@@ -235,7 +241,10 @@ std::string with_additions(std::string_view set) {
     out += set.substr(pos, end + 1 - pos);
     const std::string_view name = set.substr(start + 3, end - start - 3);
     for (const auto& addition : kUnicode16Additions) {
-      if (addition.property == name) out += addition.members;
+      if (addition.property == name) {
+        out += addition.members;
+        additions->push_back(addition.members);
+      }
     }
     pos = end + 1;
   }
@@ -254,7 +263,9 @@ bool is_hex(char c) {
 
 class Translator {
  public:
-  explicit Translator(std::string_view pattern) : p_(pattern) {}
+  // With `additions` null the translation leaves Unicode 15 and 16 additions out (a faster pattern for
+  // text without such characters); otherwise it collects the sets of added characters it used.
+  Translator(std::string_view pattern, std::vector<std::string_view>* additions) : p_(pattern), additions_(additions) {}
 
   std::string run() {
     while (i_ < p_.size()) {
@@ -285,7 +296,7 @@ class Translator {
     if (i_ + 1 >= p_.size()) fail("trailing backslash");
     const char e = p_[i_ + 1];
     const auto set = [&](std::string_view set_members, bool negated) {
-      const std::string members = with_additions(set_members);
+      const std::string members = with_additions(set_members, additions_);
       if (in_class) {
         if (negated) fail(std::string("\\") + e + " inside a character class is not supported");
         out_ += members;
@@ -313,7 +324,7 @@ class Translator {
           return;
         }
         // A boundary by Oniguruma's word characters, not PCRE2's.
-        const std::string w = "[" + with_additions(kBareWordSet) + "]";
+        const std::string w = "[" + with_additions(kBareWordSet, additions_) + "]";
         out_ += e == 'b' ? "(?:(?<=" + w + ")(?!" + w + ")|(?<!" + w + ")(?=" + w + "))"
                          : "(?:(?<=" + w + ")(?=" + w + ")|(?<!" + w + ")(?!" + w + "))";
         i_ += 2;
@@ -388,17 +399,17 @@ class Translator {
     if (pcre2_name.empty()) {
       members = "\\p{sc:" + name + "}";
       for (const auto& addition : kUnicode16Additions) {
-        if (addition.property.substr(0, 3) != "sc:") continue;
+        if (addition.property.substr(0, 3) != "sc:" || additions_ == nullptr) continue;
         std::string script;
         for (const char c : addition.property.substr(3))
           script += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        if (script == loose) members += addition.members;
+        if (script == loose) {
+          members += addition.members;
+          additions_->push_back(addition.members);
+        }
       }
     } else {
-      members = "\\p{" + std::string(pcre2_name) + "}";
-      for (const auto& addition : kUnicode16Additions) {
-        if (addition.property == pcre2_name) members += addition.members;
-      }
+      members = with_additions("\\p{" + std::string(pcre2_name) + "}", additions_);
     }
     const bool single = members.find('\\', 1) == std::string::npos;  // one \p{...}, nothing added
     if (single) {
@@ -466,7 +477,7 @@ class Translator {
         bool known = false;
         for (const auto& posix : kPosixClasses) {
           if (posix.name == name) {
-            out_ += with_additions(posix.members);
+            out_ += with_additions(posix.members, additions_);
             known = true;
           }
         }
@@ -502,9 +513,39 @@ class Translator {
   }
 
   std::string_view p_;
+  std::vector<std::string_view>* additions_;
   std::size_t i_ = 0;
   std::string out_;
 };
+
+// The code point ranges in sets of additions ("\\x{A}-\\x{B}\\x{C}..."), sorted and merged.
+std::vector<std::pair<char32_t, char32_t>> addition_ranges(const std::vector<std::string_view>& sets) {
+  std::vector<std::pair<char32_t, char32_t>> ranges;
+  for (const std::string_view set : sets) {
+    std::size_t pos = 0;
+    const auto next = [&]() {
+      const auto open = set.find('{', pos);
+      const auto close = set.find('}', open);
+      pos = close + 1;
+      return static_cast<char32_t>(std::stoul(std::string(set.substr(open + 1, close - open - 1)), nullptr, 16));
+    };
+    while (set.find('{', pos) != std::string_view::npos) {
+      const char32_t first = next();
+      const char32_t last = pos < set.size() && set[pos] == '-' ? next() : first;
+      ranges.emplace_back(first, last);
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<char32_t, char32_t>> merged;
+  for (const auto& range : ranges) {
+    if (!merged.empty() && range.first <= merged.back().second + 1) {
+      merged.back().second = std::max(merged.back().second, range.second);
+    } else {
+      merged.push_back(range);
+    }
+  }
+  return merged;
+}
 
 // Match data, match context and JIT stack for one thread, shared by every Regex that thread runs.
 class ThreadMatchState {
@@ -546,7 +587,8 @@ struct Regex::Code {
 };
 
 std::string translate_oniguruma_pattern(std::string_view pattern) {
-  return Translator(pattern).run();
+  std::vector<std::string_view> additions;
+  return Translator(pattern, &additions).run();
 }
 
 Regex::Regex(std::string pattern, std::unique_ptr<Code> code) : pattern_(std::move(pattern)), code_(std::move(code)) {}
@@ -555,7 +597,30 @@ Regex& Regex::operator=(Regex&&) noexcept = default;
 Regex::~Regex() = default;
 
 Regex Regex::from_oniguruma(std::string_view pattern) {
-  return from_pcre2(translate_oniguruma_pattern(pattern));
+  std::vector<std::string_view> additions;
+  Regex regex = from_pcre2(Translator(pattern, &additions).run());
+  if (!additions.empty()) {
+    // PCRE2 tests long lists of ranges one by one; text without any added character (nearly all text)
+    // runs the same pattern without them.
+    regex.plain_ = std::make_unique<Regex>(from_pcre2(Translator(pattern, nullptr).run()));
+    regex.added_ = addition_ranges(additions);
+  }
+  return regex;
+}
+
+bool Regex::has_added_characters(std::string_view text) const {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {
+      ++pos;
+      continue;
+    }
+    const char32_t c = unicode::next_char(text, pos);
+    const auto it = std::upper_bound(added_.begin(), added_.end(), c,
+                                     [](char32_t value, const auto& range) { return value < range.first; });
+    if (it != added_.begin() && c <= std::prev(it)->second) return true;
+  }
+  return false;
 }
 
 Regex Regex::from_pcre2(std::string_view pattern) {
@@ -611,6 +676,7 @@ bool Regex::find(std::string_view text, std::size_t start, std::size_t& match_st
 }
 
 void Regex::for_each_match(std::string_view text, const std::function<void(std::size_t, std::size_t)>& on_match) const {
+  if (plain_ && !has_added_characters(text)) return plain_->for_each_match(text, on_match);
   std::size_t search_from = 0;
   std::optional<std::size_t> last_match_end;
   while (search_from <= text.size()) {

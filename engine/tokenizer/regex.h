@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace engine::tokenizer {
 
@@ -54,8 +56,15 @@ class Regex {
   bool find(std::string_view text, std::size_t start, std::size_t& match_start, std::size_t& match_end,
             bool anchored) const;
 
+  // Whether `text` holds a character in added_.
+  bool has_added_characters(std::string_view text) const;
+
   std::string pattern_;  // as compiled (PCRE2 syntax)
   std::unique_ptr<Code> code_;
+  // When the pattern names properties that gained characters in Unicode 15 and 16 (which the translation
+  // adds by hand): the same pattern without them, and the added characters.
+  std::unique_ptr<Regex> plain_;
+  std::vector<std::pair<char32_t, char32_t>> added_;
 };
 
 }  // namespace engine::tokenizer

@@ -82,7 +82,8 @@ std::shared_ptr<const TokenizerModel> assemble(TokenizerParts parts) {
 
 namespace {
 
-// Per-call working state for encode, so concurrent calls share nothing mutable but the BPE cache.
+// Per-call working state for encode; concurrent calls share nothing mutable (the BPE word cache and the
+// regex match data are per thread).
 class Encoder {
  public:
   Encoder(const TokenizerModel& model, std::vector<std::int32_t>& ids) : model_(model), ids_(ids) {}

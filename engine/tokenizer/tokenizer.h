@@ -56,8 +56,13 @@ class Tokenizer {
   static Tokenizer from_json(std::string_view tokenizer_json, std::string_view name,
                              std::optional<std::string_view> tokenizer_config = std::nullopt,
                              const LoadLimits& limits = {});
-  // Builds the tokenizer a GGUF file describes (tokenizer.ggml.model "gpt2"), equal to the one its
-  // tokenizer.json would give. Throws TokenizerError naming `name` and the key.
+  // Builds the tokenizer a GGUF file describes (tokenizer.ggml.model "gpt2", byte-level BPE): the pipeline
+  // its tokenizer.ggml.pre names (qwen2, llama3 / llama-v3 / llama-bpe, gpt-2; others are refused by name)
+  // around the file's tokens and merges. CONTROL tokens become special added tokens, USER_DEFINED ones
+  // plain added tokens, UNUSED ones (padding rows) name nothing. That is the tokenizer.json's tokenizer
+  // when the converter marked exactly its special tokens CONTROL (llama.cpp also marks tokens that look
+  // special, like <|fim_prefix|>, which then count as special in decode). Throws TokenizerError naming
+  // `name` and the key.
   static Tokenizer from_gguf(const engine::format::GgufLayout& layout, std::string_view name = "GGUF metadata");
 
   // Text to ids. Invalid UTF-8 is read as String::from_utf8_lossy would (U+FFFD per bad sequence).
@@ -73,7 +78,8 @@ class Tokenizer {
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
   // The token's text as the vocabulary spells it (byte-level tokens in their mapped form, e.g. "Ġthe").
   std::optional<std::string_view> id_to_token(std::int32_t id) const;
-  // One past the largest id (model vocabulary and added tokens; for GGUF, the length of the token list).
+  // One past the largest id: the model's vocabulary and the added tokens (for GGUF, the length of the
+  // token list, padding rows included). The model's embedding may have more rows.
   std::size_t vocab_size() const;
   bool is_special(std::int32_t id) const;
   // Ids of the special added tokens, ascending.

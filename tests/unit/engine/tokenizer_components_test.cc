@@ -199,6 +199,21 @@ TEST(Regex, EmptyMatchesFollowTheReference) {
   EXPECT_EQ(spans(Regex::from_oniguruma("x*"), "é"), (Spans{{0, 0}, {2, 2}}));
 }
 
+// PCRE2 10.42 knows Unicode 14; the translation adds what Unicode 15 and 16 gave each property, and uses
+// the Script property for scripts as Oniguruma does.
+TEST(Regex, PropertiesIncludeNewerUnicode) {
+  const auto letters = Regex::from_oniguruma(R"(\p{L}+)");
+  const std::string cjk_h = utf8({0x31350, 0x31351});  // CJK Unified Ideographs Extension H (Unicode 15)
+  EXPECT_THAT(matches(letters, "ab " + cjk_h + "!"), ElementsAre("ab", cjk_h));
+  EXPECT_THAT(matches(Regex::from_oniguruma(R"(\d+)"), utf8({0x11F50, 0x11F51}) + "x1"),
+              ElementsAre(utf8({0x11F50, 0x11F51}), "1"));  // Kawi digits
+  EXPECT_THAT(matches(Regex::from_oniguruma(R"([^\p{L}\s]+)"), "a" + cjk_h + "-b"), ElementsAre("-"));
+  // U+3001 (、) has Han among its script extensions, but its script is Common.
+  EXPECT_THAT(matches(Regex::from_oniguruma(R"(\p{Han}+)"), utf8({0x4E2D, 0x3001, 0x6587})),
+              ElementsAre(utf8({0x4E2D}), utf8({0x6587})));
+  EXPECT_THAT(translate_oniguruma_pattern(R"(\p{L})"), HasSubstr("\\x{31350}-\\x{323AF}"));
+}
+
 TEST(Regex, LiteralPatternsMatchExactly) {
   EXPECT_THAT(matches(Regex::literal("a.b*"), "a.b* axbb a.b*"), ElementsAre("a.b*", "a.b*"));
 }

@@ -113,6 +113,15 @@ TEST(ByteLevel, DecodingBrokenUtf8GivesReplacementCharacters) {
   EXPECT_EQ(tokenizer.decode(std::vector<std::int32_t>{100000, 'h'}), "h");  // unknown ids are dropped
 }
 
+TEST(PreTokenizer, AnEmptyStringPatternSplitsNothing) {
+  tiny::Spec spec = hello_world();
+  spec.pre_tokenizer = R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"String": ""}, "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]})";
+  const Tokenizer tokenizer = tiny::load(spec);
+  EXPECT_EQ(tokenizer.encode("hello world"), tiny::ids(tokenizer, {"hello", " world"}));
+}
+
 TEST(Encode, InvalidUtf8IsReadAsReplacementCharacters) {
   const Tokenizer tokenizer = tiny::load(hello_world());
   EXPECT_EQ(tokenizer.encode("h\xFFi"), tokenizer.encode("h" + utf8({0xFFFD}) + "i"));
