@@ -2,7 +2,7 @@
 
 // The Xet read path of the test hub: the Xet headers of a resolve, the read-token route, the CAS
 // (reconstructions), the gateway that serves xorb byte ranges to signed URLs, and the plain /xet/files path.
-// What each answers is described in tests/hub/README.md and /work/shared/spec/xet.md.
+// What each answers is described in tests/hub/README.md.
 
 #include <atomic>
 #include <cstdint>
