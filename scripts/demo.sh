@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs fetchd end to end: a loopback test hub serves a small model,
+# Installs what is missing, builds, and runs fetchd end to end: a loopback test hub serves a small model as Xet,
 # `fetchd pull` fetches and proves it into a fresh Hugging Face cache, and a second, offline pull answers
 # from the cache without the network. (The served OpenAI API joins this demo once serverd loads models.)
 set -euo pipefail
@@ -30,11 +30,11 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<Q", len(header)) + header.encode() + data)
 PY
 
-"$bin"/tests/hub/test-hub --root "$work/repos" >"$work/hub.log" &
+"$bin"/tests/hub/test-hub --root "$work/repos" --xet >"$work/hub.log" &
 hub_pid=$!
 for _ in $(seq 200); do grep -q serving "$work/hub.log" && break; sleep 0.05; done
 endpoint=$(sed -n 's/^test-hub: serving \([^ ]*\).*/\1/p' "$work/hub.log")
-echo "test hub at $endpoint serving demo/tiny-model"
+echo "test hub at $endpoint serving demo/tiny-model (weights stored as Xet)"
 
 export HF_HOME=$work/home HF_ENDPOINT=$endpoint
 echo "== fetchd pull --model demo/tiny-model --verbose"
