@@ -130,9 +130,7 @@ std::string HubClient::get_api(const std::string& url, std::string_view what, tr
                                                std::to_string(attempt) +
                                                " attempt(s): " + transfer::describe_failure(result));
     }
-    if (cancel_ == nullptr) {
-      std::this_thread::sleep_for(*delay);
-    } else if (!cancel_->wait_for(*delay)) {
+    if (!transfer::wait_unless_cancelled(cancel_, *delay)) {
       throw FetchError(ErrorKind::Network, "cancelled while waiting to retry the hub");
     }
   }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 namespace fetchd::transfer {
 
@@ -32,5 +33,12 @@ class CancelToken {
   mutable std::condition_variable changed_;
   bool cancelled_ = false;
 };
+
+// Waits `duration` before a retry; false when `cancel` fired first. Without a token it simply sleeps.
+inline bool wait_unless_cancelled(const CancelToken* cancel, std::chrono::milliseconds duration) {
+  if (cancel != nullptr) return cancel->wait_for(duration);
+  std::this_thread::sleep_for(duration);
+  return true;
+}
 
 }  // namespace fetchd::transfer

@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "fetchd/proof/content_hash.h"
+#include "fetchd/transfer/partial_file.h"
 
 namespace fetchd::transfer {
 
@@ -64,49 +65,6 @@ class Hasher {
   std::variant<std::monostate, proof::Sha256, proof::GitBlobSha1> state_;
 };
 
-class PartialFile {
- public:
-  explicit PartialFile(const std::filesystem::path& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("open");
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) fail("stat");
-    size_ = static_cast<std::uint64_t>(st.st_size);
-  }
-  ~PartialFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  PartialFile(const PartialFile&) = delete;
-  PartialFile& operator=(const PartialFile&) = delete;
-
-  std::uint64_t size() const { return size_; }
-  void append(std::span<const std::byte> bytes) {
-    while (!bytes.empty()) {
-      const ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(size_));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail("write");
-      size_ += static_cast<std::uint64_t>(n);
-      bytes = bytes.subspan(static_cast<std::size_t>(n));
-    }
-  }
-  void sync() {
-    if (::fsync(fd_) != 0) fail("sync");
-  }
-  void truncate() {
-    if (::ftruncate(fd_, 0) != 0) fail("truncate");
-    size_ = 0;
-  }
-
- private:
-  [[noreturn]] void fail(const char* what) const {
-    throw FetchError(ErrorKind::Internal, "cannot " + std::string(what) + " " + path_.string() + ": " +
-                                              std::strerror(errno) + " (check free space and permissions)");
-  }
-  std::filesystem::path path_;
-  int fd_ = -1;
-  std::uint64_t size_ = 0;
-};
-
 // What one hop's response meant for the download.
 enum class Refusal { None, RangeIgnored, WrongRangeStart, TooLong };
 
@@ -158,7 +116,7 @@ DownloadResult download_file(HttpClient& client, const DownloadRequest& request,
             refusal = Refusal::RangeIgnored;  // appending a whole body to a partial file corrupts it
             return false;
           }
-          file.truncate();  // this source ignores Range: take its whole body from byte 0
+          file.resize(0);  // this source ignores Range: take its whole body from byte 0
           hasher.reset(request.hash, size);
         }
         body_is_content = r.status == 200 || r.status == 206;
@@ -246,9 +204,7 @@ DownloadResult download_file(HttpClient& client, const DownloadRequest& request,
                                                std::to_string(file.size()) + " bytes received are kept in " +
                                                request.partial.string() + " for the next run");
     }
-    if (cancel == nullptr) {
-      std::this_thread::sleep_for(*delay);
-    } else if (!cancel->wait_for(*delay)) {
+    if (!wait_unless_cancelled(cancel, *delay)) {
       file.sync();
       throw FetchError(ErrorKind::Network, "cancelled while waiting to retry '" + request.name + "'");
     }

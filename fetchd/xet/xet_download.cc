@@ -19,6 +19,7 @@
 #include "engine/format/json.h"
 #include "fetchd/client/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
+#include "fetchd/transfer/partial_file.h"
 #include "fetchd/xet/chunker.h"
 #include "fetchd/xet/reconstruction.h"
 #include "fetchd/xet/xet_hash.h"
@@ -42,9 +43,7 @@ std::optional<std::uint64_t> parse_u64(std::string_view text) {
 }
 
 void wait_or_cancel(const transfer::CancelToken* cancel, std::chrono::milliseconds delay, const std::string& what) {
-  if (cancel == nullptr) {
-    std::this_thread::sleep_for(delay);
-  } else if (!cancel->wait_for(delay)) {
+  if (!transfer::wait_unless_cancelled(cancel, delay)) {
     throw FetchError(ErrorKind::Network, "cancelled while " + what);
   }
 }
@@ -131,43 +130,6 @@ class ResumeState {
   fs::path path_;
   std::string file_hash_;
   std::uint64_t size_;
-};
-
-class PartialFile {
- public:
-  PartialFile(const fs::path& path, std::uint64_t size) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("open");
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) fail("stat");
-    if (static_cast<std::uint64_t>(st.st_size) != size && ::ftruncate(fd_, static_cast<off_t>(size)) != 0) fail("size");
-  }
-  ~PartialFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  PartialFile(const PartialFile&) = delete;
-  PartialFile& operator=(const PartialFile&) = delete;
-
-  void write_at(std::uint64_t offset, std::span<const std::byte> bytes) const {
-    while (!bytes.empty()) {
-      const ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail("write");
-      offset += static_cast<std::uint64_t>(n);
-      bytes = bytes.subspan(static_cast<std::size_t>(n));
-    }
-  }
-  void sync() const {
-    if (::fsync(fd_) != 0) fail("sync");
-  }
-
- private:
-  [[noreturn]] void fail(const char* what) const {
-    throw FetchError(ErrorKind::Internal, "cannot " + std::string(what) + " " + path_.string() + ": " +
-                                              std::strerror(errno) + " (check free space and permissions)");
-  }
-  fs::path path_;
-  int fd_ = -1;
 };
 
 // One term's bytes that land in the file: the term starts at `term_start`, and [clip_start, clip_end) of the
@@ -265,7 +227,8 @@ class XetDownload {
       fs::remove(request_.partial, ec);  // bytes without a record prove nothing: start clean
     }
     const auto started = std::chrono::steady_clock::now();
-    PartialFile file(request_.partial, size);
+    transfer::PartialFile file(request_.partial);
+    file.resize(size);
     file_ = &file;
     HttpClient http(cancel_);
     for (std::uint64_t block = 0; block < size; block += request_.block_size) {
@@ -584,7 +547,7 @@ class XetDownload {
   ResumeState state_;
   DoneRanges done_;
   std::mutex done_mutex_;
-  PartialFile* file_ = nullptr;
+  transfer::PartialFile* file_ = nullptr;
   XetDownloadResult result_;
   int version_ = 2;
   int limit_ = 4;

@@ -12,6 +12,7 @@
 
 #include "fetchd/cache/file_ops.h"
 #include "fetchd/client/fetch_error.h"
+#include "tests/support/fetch_error.h"
 #include "tests/support/temp_dir.h"
 
 namespace fetchd::cache {
@@ -74,16 +75,7 @@ void put_blob(const RepoCache& cache, std::string_view id, std::string_view cont
   cache.publish_blob(cache.incomplete_path(id), id);
 }
 
-template <typename F>
-FetchError error_from(F&& f) {
-  try {
-    f();
-  } catch (const FetchError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no FetchError was thrown";
-  return FetchError(ErrorKind::Internal, "");
-}
+using testing_support::error_from;
 
 class CacheLayout : public ::testing::Test {
  protected:

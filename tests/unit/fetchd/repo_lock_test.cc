@@ -18,6 +18,7 @@
 #include "fetchd/cache/file_ops.h"
 #include "fetchd/cache/lease_file.h"
 #include "fetchd/client/fetch_error.h"
+#include "tests/support/fetch_error.h"
 #include "tests/support/temp_dir.h"
 
 namespace fetchd::cache {
@@ -62,16 +63,7 @@ void write_lease_by_hand(const fs::path& path, std::string_view holder, std::int
   testing_support::write_file(path, LeaseFile::format(holder, expires_unix_ms));
 }
 
-template <typename F>
-FetchError error_from(F&& f) {
-  try {
-    f();
-  } catch (const FetchError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no FetchError was thrown";
-  return FetchError(ErrorKind::Internal, "");
-}
+using testing_support::error_from;
 
 class CacheRepoLock : public ::testing::Test {
  protected:
