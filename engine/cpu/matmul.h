@@ -1,0 +1,39 @@
+#pragma once
+
+// Matrix products against weights as stored (float, bfloat16, half or ggml-quantized blocks), dequantized
+// inside the kernel. The SIMD level (AVX-512 with BF16/VNNI, AVX2+FMA, portable) is chosen once at run
+// time from what the CPU reports.
+
+#include <cstddef>
+#include <string_view>
+
+#include "engine/cpu/thread_pool.h"
+#include "engine/quant/quant.h"
+
+namespace engine::cpu {
+
+// A row-major weight matrix: `rows` output features, each a row of `cols` input features stored as
+// quant::row_bytes(type, cols) bytes. The data is read in place (usually a mapped file).
+struct WeightMatrix {
+  quant::WeightType type = quant::WeightType::F32;
+  const std::byte* data = nullptr;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+};
+
+// out[t * w.rows + n] = dot(x[t * w.cols ...], row n of w) + (bias ? bias[n] : 0), for t < tokens.
+// Accumulates in f32 with the weights converted exactly (bf16, f16) or as ggml dequantizes them.
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,
+            const float* bias = nullptr);
+
+// Rows [first, first + count) of w as f32 (embedding lookups), count * w.cols values.
+void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out);
+
+// The SIMD level in use: "avx512", "avx2" or "portable".
+std::string_view simd_level();
+
+// Measured read bandwidth of main memory in GB/s (10^9 bytes), streaming a buffer much larger than the
+// caches with every thread of the pool: the bound a memory-bound decode step is compared with.
+double measure_memory_bandwidth(ThreadPool& pool);
+
+}  // namespace engine::cpu

@@ -1,0 +1,40 @@
+#pragma once
+
+// The weight storage types the engine computes with directly, and their scalar reference conversions.
+// Block layouts are ggml's (GGUF files store them as is); the SIMD kernels in engine/cpu read the same
+// bytes without expanding a whole tensor.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace engine::quant {
+
+enum class WeightType : std::uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
+
+std::string_view weight_type_name(WeightType type);  // "F32", "Q4_K", ... (ggml's spelling)
+std::optional<WeightType> weight_type_from_name(std::string_view name);
+// The ggml type id (GGUF tensor info) of a weight type, and back; nullopt for ids the engine cannot use.
+std::uint32_t ggml_type_id(WeightType type);
+std::optional<WeightType> weight_type_from_ggml(std::uint32_t ggml_id);
+
+std::size_t block_elements(WeightType type);  // 1 for the float types, 32 or 256 for the quantized ones
+std::size_t block_bytes(WeightType type);
+// Bytes of one row of `cols` elements; nullopt when cols is not a whole number of blocks.
+std::optional<std::size_t> row_bytes(WeightType type, std::size_t cols);
+
+// Scalar reference conversions of one row (`src.size()` / `dst.size()` elements, a whole number of
+// blocks; throws std::invalid_argument otherwise). quantize_row rounds as ggml's reference quantizers
+// do, so files written here read back like files written by llama.cpp's converter.
+void quantize_row(WeightType type, std::span<const float> src, std::span<std::byte> dst);
+void dequantize_row(WeightType type, std::span<const std::byte> src, std::span<float> dst);
+
+// Half and bfloat16 conversions (round to nearest even; NaN stays NaN).
+float f16_to_f32(std::uint16_t bits);
+std::uint16_t f32_to_f16(float value);
+float bf16_to_f32(std::uint16_t bits);
+std::uint16_t f32_to_bf16(float value);
+
+}  // namespace engine::quant
