@@ -64,7 +64,8 @@ class SequenceSampler {
  public:
   SequenceSampler(SamplingParams params, std::span<const std::int32_t> prompt_tokens);
 
-  // Chooses the next token from this step's logits (vocab-sized, modified in place) and records it as output.
+  // Chooses the next token from this step's logits (vocab-sized, modified in place: on return they hold the
+  // logits after bias and penalties, before temperature) and records it as output.
   // Order (vLLM's V1 sampler): logit bias, repetition, frequency and presence penalties; then greedy argmax
   // at temperature 0, else temperature, min-p, top-k, top-p and a draw. Throws SamplingError for empty
   // logits or a logit_bias id outside them.
