@@ -1,8 +1,10 @@
 #include "engine/sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -11,8 +13,12 @@ namespace {
 
 // vLLM's _SAMPLING_EPS: a temperature below it is greedy.
 constexpr float kGreedyTemperature = 1e-5f;
-// Tokens the first widening step of top-p sorts; most top-p cut-offs fall within the first few hundred.
-constexpr std::size_t kTopPFirstChunk = 64;
+// top-p buckets: 1/16 nat wide, 1024 of them spanning 64 nats (a probability ratio of 1e-28); the last
+// takes the tail.
+constexpr std::size_t kTopPBuckets = 1024;
+constexpr float kBucketsPerNat = 16.0f;
+// Tokens the first widening step of top-p sorts within its crossing bucket.
+constexpr std::ptrdiff_t kTopPFirstChunk = 64;
 
 std::string number(float value) {
   char buffer[32];
@@ -24,9 +30,10 @@ std::string number(float value) {
   throw SamplingError(message);
 }
 
+// False for NaN, which every range refuses.
 bool in_closed(float value, float low, float high) {
   return value >= low && value <= high;
-}  // false for NaN
+}
 
 // Best first: the higher logit, then the lower id (so ties resolve like an argmax that keeps the first).
 template <typename T>
@@ -220,6 +227,24 @@ void SequenceSampler::top_logprobs(std::span<const float> logits, double log_nor
   }
 }
 
+float SequenceSampler::kth_largest(std::span<const float> logits, std::size_t k) {
+  // A min-heap of the k largest so far: one pass, and past the first few thousand tokens a logit rarely
+  // enters it, so this costs little more than reading the logits.
+  heap_.clear();
+  for (const float logit : logits) {
+    if (std::isnan(logit)) continue;
+    if (heap_.size() < k) {
+      heap_.push_back(logit);
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+    } else if (logit > heap_.front()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      heap_.back() = logit;
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+    }
+  }
+  return heap_.size() < k ? -std::numeric_limits<float>::infinity() : heap_.front();
+}
+
 std::int32_t SequenceSampler::draw(std::span<const float> logits) {
   float max_logit = -std::numeric_limits<float>::infinity();
   std::size_t argmax = 0;
@@ -232,69 +257,37 @@ std::int32_t SequenceSampler::draw(std::span<const float> logits) {
   // Nothing to normalise (every logit -inf or NaN, or one +inf): the argmax is the only meaningful choice.
   if (!std::isfinite(max_logit)) return static_cast<std::int32_t>(argmax);
 
+  // top-k keeps every token whose logit reaches the k-th largest (ties at the boundary stay, as in vLLM).
+  float lowest_kept = -std::numeric_limits<float>::infinity();
+  if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < logits.size()) {
+    lowest_kept = kth_largest(logits, static_cast<std::size_t>(params_.top_k));
+  }
+
   const float inverse_temperature = 1.0f / temperature_;
-  // min-p keeps p >= min_p * p_max, i.e. (logit - max) / T >= log(min_p): compared in log space so that the
-  // exp below is only paid for the tokens top-k leaves. log(0) = -inf keeps every finite logit.
+  // min-p keeps p >= min_p * p_max, i.e. (logit - max) / T >= log(min_p), compared in log space so that exp
+  // is paid only for the tokens kept. log(0) = -inf keeps every finite logit. (vLLM applies min-p before
+  // top-k and top-p; min-p and top-k commute, top-p sees what both leave.)
   const float log_min_p = std::log(params_.min_p);
   candidates_.clear();
   if (candidates_.capacity() < logits.size()) candidates_.reserve(logits.size());
+  double total = 0.0;
   for (std::size_t i = 0; i < logits.size(); ++i) {
     const float logit = logits[i];
-    if (logit > -std::numeric_limits<float>::infinity() && (logit - max_logit) * inverse_temperature >= log_min_p) {
-      candidates_.push_back({logit, 0.0f, static_cast<std::int32_t>(i)});
-    }
-  }
-  const auto by_rank = [](const Candidate& a, const Candidate& b) { return better(a, b); };
-  auto first = candidates_.begin();
-  std::size_t count = candidates_.size();
-
-  // top-k keeps every token whose logit reaches the k-th largest (ties at the boundary stay, as in vLLM).
-  if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < count) {
-    const auto k = static_cast<std::size_t>(params_.top_k);
-    std::nth_element(first, first + static_cast<std::ptrdiff_t>(k - 1), candidates_.end(), by_rank);
-    const float kth = candidates_[k - 1].logit;
-    const auto end = std::partition(first + static_cast<std::ptrdiff_t>(k), candidates_.end(),
-                                    [&](const Candidate& c) { return c.logit >= kth; });
-    count = static_cast<std::size_t>(end - first);
-  }
-
-  double total = 0.0;
-  for (std::size_t i = 0; i < count; ++i) {
-    Candidate& c = candidates_[i];
-    c.weight = std::exp((c.logit - max_logit) * inverse_temperature);
-    total += c.weight;
-  }
-
-  // top-p keeps the most likely tokens down to the first whose cumulative probability reaches top_p. Rather
-  // than sort every candidate, sort a chunk of the best at a time, doubling it until the mass is reached.
-  std::size_t kept = count;
-  double kept_mass = total;
-  if (params_.top_p < 1.0f) {
-    const double target = static_cast<double>(params_.top_p) * total;
-    double mass = 0.0;
-    bool reached = false;
-    for (std::size_t begin = 0, chunk = kTopPFirstChunk; begin < count && !reached; chunk *= 2) {
-      const std::size_t end = std::min(count, begin + chunk);
-      const auto last = first + static_cast<std::ptrdiff_t>(count);
-      if (end < count)
-        std::nth_element(first + static_cast<std::ptrdiff_t>(begin), first + static_cast<std::ptrdiff_t>(end), last,
-                         by_rank);
-      std::sort(first + static_cast<std::ptrdiff_t>(begin), first + static_cast<std::ptrdiff_t>(end), by_rank);
-      for (std::size_t i = begin; i < end; ++i) {
-        mass += candidates_[i].weight;
-        if (mass >= target) {
-          kept = i + 1;
-          reached = true;
-          break;
-        }
+    if (logit > -std::numeric_limits<float>::infinity() && logit >= lowest_kept) {
+      const float scaled = (logit - max_logit) * inverse_temperature;
+      if (scaled >= log_min_p) {
+        const float weight = std::exp(scaled);
+        candidates_.push_back({logit, weight, static_cast<std::int32_t>(i)});
+        total += weight;
       }
-      begin = end;
     }
-    // Unreached only through rounding with top_p next to 1: everything stays, its mass summed in this order.
-    kept_mass = mass;
   }
 
-  // Inverse CDF over the kept tokens, summed in the same order as their mass, so the walk always ends inside.
+  std::size_t kept = candidates_.size();
+  double kept_mass = total;
+  if (params_.top_p < 1.0f) kept = apply_top_p(total, max_logit, inverse_temperature, kept_mass);
+
+  // Inverse CDF over the kept tokens, summed in the same order as their mass, so the walk ends inside.
   const double u = uniform01(rng_) * kept_mass;
   double cumulative = 0.0;
   for (std::size_t i = 0; i < kept; ++i) {
@@ -302,6 +295,52 @@ std::int32_t SequenceSampler::draw(std::span<const float> logits) {
     if (u < cumulative) return candidates_[i].token;
   }
   return kept > 0 ? candidates_[kept - 1].token : static_cast<std::int32_t>(argmax);
+}
+
+std::size_t SequenceSampler::apply_top_p(double total, float max_logit, float inverse_temperature, double& kept_mass) {
+  // top-p keeps the most likely tokens down to the first whose cumulative probability reaches top_p. Rather
+  // than sort the candidates, bucket them by log-probability below the most likely (a better token never
+  // lands in a later bucket): the buckets before the one where the mass crosses top_p are kept whole, those
+  // after it dropped, and only the crossing bucket is ranked.
+  const double target = static_cast<double>(params_.top_p) * total;
+  const auto bucket_of = [&](const Candidate& c) {
+    const float depth = (max_logit - c.logit) * inverse_temperature * kBucketsPerNat;
+    return depth < static_cast<float>(kTopPBuckets - 1) ? static_cast<std::size_t>(depth) : kTopPBuckets - 1;
+  };
+  std::array<double, kTopPBuckets> bucket_mass{};
+  for (const Candidate& c : candidates_) bucket_mass[bucket_of(c)] += c.weight;
+  std::size_t crossing = 0;
+  double before = 0.0;
+  while (crossing + 1 < kTopPBuckets && before + bucket_mass[crossing] < target) before += bucket_mass[crossing++];
+
+  const auto first = candidates_.begin();
+  const auto crossing_begin =
+      std::partition(first, candidates_.end(), [&](const Candidate& c) { return bucket_of(c) < crossing; });
+  const auto crossing_end =
+      std::partition(crossing_begin, candidates_.end(), [&](const Candidate& c) { return bucket_of(c) == crossing; });
+  double mass = 0.0;
+  for (auto it = first; it != crossing_begin; ++it) mass += it->weight;
+
+  // Within the crossing bucket (all of them when the logits tie), sort a chunk of the best at a time,
+  // doubling it until the mass is reached.
+  const auto by_rank = [](const Candidate& a, const Candidate& b) { return better(a, b); };
+  std::ptrdiff_t chunk = kTopPFirstChunk;
+  for (auto begin = crossing_begin; begin != crossing_end; chunk *= 2) {
+    const auto stop = crossing_end - begin > chunk ? begin + chunk : crossing_end;
+    if (stop != crossing_end) std::nth_element(begin, stop, crossing_end, by_rank);
+    std::sort(begin, stop, by_rank);
+    for (auto it = begin; it != stop; ++it) {
+      mass += it->weight;
+      if (mass >= target) {
+        kept_mass = mass;
+        return static_cast<std::size_t>(it - first) + 1;
+      }
+    }
+    begin = stop;
+  }
+  // Unreached only through rounding (the buckets summed in another order): the crossing bucket stays whole.
+  kept_mass = mass;
+  return static_cast<std::size_t>(crossing_end - first);
 }
 
 }  // namespace engine::sampling

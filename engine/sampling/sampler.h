@@ -88,6 +88,8 @@ class SequenceSampler {
 
   void apply_bias_and_penalties(std::span<float> logits, bool keep_raw);
   std::int32_t draw(std::span<const float> logits);
+  float kth_largest(std::span<const float> logits, std::size_t k);
+  std::size_t apply_top_p(double total, float max_logit, float inverse_temperature, double& kept_mass);
   void top_logprobs(std::span<const float> logits, double log_normaliser, std::vector<TokenLogprob>& out);
   float raw_logit(std::span<const float> logits, std::int32_t token) const;
 
@@ -101,6 +103,7 @@ class SequenceSampler {
   // Scratch reused across steps so that a step allocates nothing once they have grown to the vocabulary.
   std::vector<Candidate> candidates_;
   std::vector<Scored> top_;
+  std::vector<float> heap_;
   std::vector<std::pair<std::int32_t, float>> raw_logits_;  // (token, logit before bias/penalties)
 };
 

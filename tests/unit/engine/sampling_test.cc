@@ -261,34 +261,59 @@ TEST(TopP, DrawsTheRenormalisedKeptDistribution) {
   EXPECT_LT(chi_square({counts[0], counts[1], counts[2]}, normalised({0.4, 0.3, 0.2})), 13.82);  // 2 dof
 }
 
-TEST(TopP, CutDeepInAWideVocabularyMatchesAFullSort) {
-  // 300 heavy tokens of distinct, close logits scattered over 2000 ids, the rest negligible: the cut falls
-  // past the first chunks the sampler sorts, so it has to widen.
-  std::vector<float> logits(2000, -30.0f);
-  for (std::size_t j = 0; j < 300; ++j) logits[(j * 7919) % 2000] = -static_cast<float>(j) * 0.001f;
-  const float top_p = 0.5f;
+// What top-p keeps by a full sort (ties ranked by lower id), in double; `margin` is how far past top_p the
+// kept mass reaches, so a test can rule out a cut that rounding could move.
+struct TopPReference {
+  std::set<std::int32_t> kept;
+  double margin = 0.0;
+};
 
-  // The reference: every token ranked by a full sort, probabilities in double.
+TopPReference top_p_reference(const std::vector<float>& logits, double top_p) {
   std::vector<std::int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
     return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)];
   });
   const auto logprobs = log_softmax(logits);
-  std::set<std::int32_t> expected;
+  TopPReference reference;
   double mass = 0.0;
   for (const std::int32_t token : order) {
-    expected.insert(token);
+    reference.kept.insert(token);
     mass += std::exp(logprobs[static_cast<std::size_t>(token)]);
     if (mass >= top_p) break;
   }
-  ASSERT_GT(mass - top_p, 1e-4);  // not a rounding-sensitive cut
-  ASSERT_GT(expected.size(), 128u);
+  reference.margin = mass - top_p;
+  return reference;
+}
+
+TEST(TopP, CutDeepInAWideVocabularyMatchesAFullSort) {
+  // 300 heavy tokens of distinct, close logits scattered over 2000 ids, the rest negligible: the cut falls
+  // among many close tokens.
+  std::vector<float> logits(2000, -30.0f);
+  for (std::size_t j = 0; j < 300; ++j) logits[(j * 7919) % 2000] = -static_cast<float>(j) * 0.001f;
+  const auto reference = top_p_reference(logits, 0.5);
+  ASSERT_GT(reference.margin, 1e-4);  // not a rounding-sensitive cut
+  ASSERT_GT(reference.kept.size(), 128u);
 
   auto params = seeded(23);
-  params.top_p = top_p;
+  params.top_p = 0.5f;
   SequenceSampler sampler(params, {});
-  EXPECT_EQ(drawn(histogram(sampler, logits, 20000)), expected);
+  EXPECT_EQ(drawn(histogram(sampler, logits, 20000)), reference.kept);
+}
+
+TEST(TopP, CutInsideALargeTieGroupMatchesAFullSort) {
+  // 50 levels 0.2 apart, 100 tokens each, interleaved over the ids: levels 0-2 are kept whole and the cut
+  // falls 80 tokens into level 3, so the 100 tied tokens there are ranked by id past the first chunk.
+  std::vector<float> logits(5000);
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = -0.2f * static_cast<float>(i % 50);
+  const auto reference = top_p_reference(logits, 0.53);
+  ASSERT_GT(reference.margin, 1e-4);
+  ASSERT_EQ(reference.kept.size(), 380u);
+
+  auto params = seeded(25);
+  params.top_p = 0.53f;
+  SequenceSampler sampler(params, {});
+  EXPECT_EQ(drawn(histogram(sampler, logits, 20000)), reference.kept);
 }
 
 TEST(TopP, AppliesToTheTopKSurvivorsRenormalised) {
