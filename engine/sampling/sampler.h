@@ -1,7 +1,7 @@
 #pragma once
 
-// Per-sequence sampling as vLLM's OpenAI server applies it: logit bias, penalties, temperature, top-k,
-// top-p, min-p, then a draw from the sequence's own random stream (so a seeded request gets the same tokens
+// Per-sequence sampling as vLLM's OpenAI server applies it: logit bias, penalties, temperature, min-p,
+// top-k, top-p, then a draw from the sequence's own random stream (so a seeded request gets the same tokens
 // whatever else shares its batch), with the top-N log-probabilities of the model's raw distribution.
 
 #include <cstddef>
