@@ -100,7 +100,8 @@ class SequenceSampler {
   std::unordered_map<std::int32_t, std::uint32_t> output_counts_;
   std::mt19937_64 rng_;
 
-  // Scratch reused across steps so that a step allocates nothing once they have grown to the vocabulary.
+  // Scratch reused across steps: once grown, a step allocates only the result's `top` and a first-seen output
+  // token's count.
   std::vector<Candidate> candidates_;
   std::vector<Scored> top_;
   std::vector<float> heap_;
