@@ -1,0 +1,655 @@
+#include "engine/quant/quant.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace engine::quant {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "block fields are stored little-endian");
+
+constexpr std::size_t kQK = 256;  // elements of a K-quant super-block
+
+struct TypeFacts {
+  WeightType type;
+  std::string_view name;
+  std::uint32_t ggml_id;
+  std::size_t block_elements;
+  std::size_t block_bytes;
+};
+
+// Block sizes are the sums of ggml's block fields (see the layout notes above each codec below).
+constexpr std::array kFacts = {
+    TypeFacts{WeightType::F32, "F32", 0, 1, 4},
+    TypeFacts{WeightType::F16, "F16", 1, 1, 2},
+    TypeFacts{WeightType::BF16, "BF16", 30, 1, 2},
+    TypeFacts{WeightType::Q8_0, "Q8_0", 8, 32, 2 + 32},
+    TypeFacts{WeightType::Q4_0, "Q4_0", 2, 32, 2 + 16},
+    TypeFacts{WeightType::Q4_K, "Q4_K", 12, kQK, 2 + 2 + 12 + kQK / 2},
+    TypeFacts{WeightType::Q5_K, "Q5_K", 13, kQK, 2 + 2 + 12 + kQK / 8 + kQK / 2},
+    TypeFacts{WeightType::Q6_K, "Q6_K", 14, kQK, kQK / 2 + kQK / 4 + kQK / 16 + 2},
+};
+
+const TypeFacts& facts(WeightType type) {
+  for (const auto& f : kFacts) {
+    if (f.type == type) return f;
+  }
+  throw std::invalid_argument("unknown weight type " + std::to_string(static_cast<int>(type)));
+}
+
+std::uint16_t load_u16(const std::byte* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void store_u16(std::byte* p, std::uint16_t v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+const std::uint8_t* as_u8(const std::byte* p) {
+  return reinterpret_cast<const std::uint8_t*>(p);
+}
+std::uint8_t* as_u8(std::byte* p) {
+  return reinterpret_cast<std::uint8_t*>(p);
+}
+
+// ggml's nearest_int: adding 1.5 * 2^23 leaves the rounded integer (ties to even) in the low mantissa bits.
+// Kept bit-for-bit rather than std::lrint so that the quantizers do not depend on the rounding mode.
+int nearest_int(float value) {
+  const float shifted = value + 12582912.f;
+  std::int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+// Stores and reloads a half as the quantizers do: later steps use the rounded scale, not the exact one.
+float round_trip_f16(float value) {
+  return f16_to_f32(f32_to_f16(value));
+}
+
+constexpr float kGroupMaxEps = 1e-15f;
+
+// ---- Q8_0: { f16 d; int8 qs[32]; }, x = qs * d -------------------------------------------------------
+
+void quantize_q8_0(const float* x, std::uint8_t* y) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
+  for (int j = 0; j < 32; ++j) y[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::round(x[j] * id)));
+}
+
+void dequantize_q8_0(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(b[2 + j])) * d;
+}
+
+// ---- Q4_0: { f16 d; u8 qs[16]; }, element j in the low nibble of qs[j], j + 16 in the high nibble;
+// x = (q - 8) * d. The scale is the signed value of largest magnitude over -8, so it maps to exactly -8.
+
+void quantize_q4_0(const float* x, std::uint8_t* y) {
+  float amax = 0.0f;
+  float max = 0.0f;
+  for (int j = 0; j < 32; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
+  for (int j = 0; j < 16; ++j) {
+    // Truncation after adding 8.5 is ggml's rounding (halves away from the low end).
+    const auto q0 = static_cast<std::uint8_t>(std::min<int>(15, static_cast<std::int8_t>(x[j] * id + 8.5f)));
+    const auto q1 = static_cast<std::uint8_t>(std::min<int>(15, static_cast<std::int8_t>(x[16 + j] * id + 8.5f)));
+    y[2 + j] = static_cast<std::uint8_t>(q0 | (q1 << 4));
+  }
+}
+
+void dequantize_q4_0(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>((b[2 + j] & 0x0F) - 8) * d;
+    y[j + 16] = static_cast<float>((b[2 + j] >> 4) - 8) * d;
+  }
+}
+
+// ---- K-quant helpers --------------------------------------------------------------------------------
+
+// 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes of Q4_K / Q5_K: sub-blocks 0-3 keep
+// them in the low 6 bits of bytes j and j+4; sub-blocks 4-7 split them into a nibble in byte j+4 and two
+// high bits in the top of bytes j-4 (scale) and j (min).
+void scale_min_k4(int j, const std::uint8_t* q, int& scale, int& min) {
+  if (j < 4) {
+    scale = q[j] & 63;
+    min = q[j + 4] & 63;
+  } else {
+    scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+void pack_scale_min_k4(int j, std::uint8_t ls, std::uint8_t lm, std::uint8_t* q) {
+  if (j < 4) {
+    q[j] = ls;
+    q[j + 4] = lm;
+  } else {
+    q[j + 4] = static_cast<std::uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+    q[j - 4] = static_cast<std::uint8_t>(q[j - 4] | ((ls >> 4) << 6));
+    q[j] = static_cast<std::uint8_t>(q[j] | ((lm >> 4) << 6));
+  }
+}
+
+// ggml's make_qkx2_quants: an asymmetric n-level fit of x (scale and a non-positive offset) minimising the
+// weighted squared error, tried over nstep + 1 slightly stretched grids. Returns the scale and stores -min.
+float fit_scale_min(int n, int nmax, const float* x, const float* weights, std::uint8_t* levels, float& neg_min,
+                    float rmin, float rdelta, int nstep) {
+  float min = x[0];
+  float max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += weights[i];
+    sum_x += weights[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) levels[i] = 0;
+    neg_min = -min;
+    return 0.f;
+  }
+  float iscale = static_cast<float>(nmax) / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    levels[i] = static_cast<std::uint8_t>(std::max(0, std::min(nmax, l)));
+    float diff = scale * static_cast<float>(levels[i]) + min - x[i];
+    diff = diff * diff;
+    best_error += weights[i] * diff;
+  }
+  std::array<std::uint8_t, 32> aux{};
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * (x[i] - min));
+      l = std::max(0, std::min(nmax, l));
+      aux[i] = static_cast<std::uint8_t>(l);
+      const float w = weights[i];
+      const auto lf = static_cast<float>(l);
+      sum_l += w * lf;
+      sum_l2 += w * lf * lf;
+      sum_xl += w * lf * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (det > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < n; ++i) {
+        float diff = this_scale * static_cast<float>(aux[i]) + this_min - x[i];
+        diff = diff * diff;
+        cur_error += weights[i] * diff;
+      }
+      if (cur_error < best_error) {
+        for (int i = 0; i < n; ++i) levels[i] = aux[i];
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  neg_min = -min;
+  return scale;
+}
+
+// The shared first half of the Q4_K and Q5_K reference quantizers: per 32-element sub-block fits, the
+// 6-bit packed scales/mins and the two f16 super-scales; then the levels re-derived from the stored scales.
+// Returns d and dmin through the header bytes of y (d at 0, dmin at 2, scales at 4).
+void quantize_k_scales(const float* x, int nmax, float rmin, int nstep, std::uint8_t* y, std::uint8_t* levels) {
+  std::array<float, 8> scales{};
+  std::array<float, 8> mins{};
+  std::array<float, 32> weights{};
+  float max_scale = 0;
+  float max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    const float* xs = x + 32 * j;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+    scales[j] = fit_scale_min(32, nmax, xs, weights.data(), levels + 32 * j, mins[j], rmin, 0.1f, nstep);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  std::uint8_t* packed = y + 4;
+  std::memset(packed, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    // The uint8_t truncation before the clamp is ggml's (it only matters for a negative fit).
+    const auto ls = std::min<std::uint8_t>(63, static_cast<std::uint8_t>(nearest_int(inv_scale * scales[j])));
+    const auto lm = std::min<std::uint8_t>(63, static_cast<std::uint8_t>(nearest_int(inv_min * mins[j])));
+    pack_scale_min_k4(j, ls, lm, packed);
+  }
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(max_scale / 63.f));
+  store_u16(reinterpret_cast<std::byte*>(y + 2), f32_to_f16(max_min / 63.f));
+  const float d_all = round_trip_f16(max_scale / 63.f);
+  const float m_all = round_trip_f16(max_min / 63.f);
+  for (int j = 0; j < 8; ++j) {
+    int sc = 0;
+    int m = 0;
+    scale_min_k4(j, packed, sc, m);
+    const float d = d_all * static_cast<float>(sc);
+    if (d == 0.0f) continue;  // keeps the fit's levels, as ggml does
+    const float dm = m_all * static_cast<float>(m);
+    for (int i = 0; i < 32; ++i) {
+      const int l = nearest_int((x[32 * j + i] + dm) / d);
+      levels[32 * j + i] = static_cast<std::uint8_t>(std::max(0, std::min(nmax, l)));
+    }
+  }
+}
+
+// ---- Q4_K: { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; } over 256 elements. Each 64-element chunk c
+// uses 32 bytes qs[32c..32c+31]: low nibbles are elements 64c..64c+31 (sub-block 2c), high nibbles
+// 64c+32..64c+63 (sub-block 2c+1). x = (d * scale) * q - (dmin * min).
+
+void quantize_q4_k(const float* x, std::uint8_t* y) {
+  std::array<std::uint8_t, kQK> levels{};
+  quantize_k_scales(x, 15, -1.f, 20, y, levels.data());
+  std::uint8_t* q = y + 16;
+  for (std::size_t c = 0; c < 4; ++c) {
+    for (std::size_t l = 0; l < 32; ++l) {
+      q[32 * c + l] = static_cast<std::uint8_t>(levels[64 * c + l] | (levels[64 * c + 32 + l] << 4));
+    }
+  }
+}
+
+void dequantize_q4_k(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
+  const float dmin = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b + 2)));
+  const std::uint8_t* scales = b + 4;
+  const std::uint8_t* q = b + 16;
+  for (int c = 0; c < 4; ++c) {
+    int sc = 0, m = 0;
+    scale_min_k4(2 * c, scales, sc, m);
+    const float d1 = d * static_cast<float>(sc);
+    const float m1 = dmin * static_cast<float>(m);
+    scale_min_k4(2 * c + 1, scales, sc, m);
+    const float d2 = d * static_cast<float>(sc);
+    const float m2 = dmin * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) y[64 * c + l] = d1 * static_cast<float>(q[32 * c + l] & 0xF) - m1;
+    for (int l = 0; l < 32; ++l) y[64 * c + 32 + l] = d2 * static_cast<float>(q[32 * c + l] >> 4) - m2;
+  }
+}
+
+// ---- Q5_K: { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; }. As Q4_K plus a fifth bit: for
+// chunk c, bit 2c of qh[l] is the high bit of element 64c + l and bit 2c+1 that of element 64c + 32 + l.
+
+void quantize_q5_k(const float* x, std::uint8_t* y) {
+  std::array<std::uint8_t, kQK> levels{};
+  quantize_k_scales(x, 31, -0.5f, 15, y, levels.data());
+  std::uint8_t* qh = y + 16;
+  std::uint8_t* ql = y + 48;
+  std::memset(qh, 0, 32);
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      int l1 = levels[64 * c + l];
+      int l2 = levels[64 * c + 32 + l];
+      if (l1 > 15) {
+        l1 -= 16;
+        qh[l] = static_cast<std::uint8_t>(qh[l] | (1 << (2 * c)));
+      }
+      if (l2 > 15) {
+        l2 -= 16;
+        qh[l] = static_cast<std::uint8_t>(qh[l] | (2 << (2 * c)));
+      }
+      ql[32 * c + l] = static_cast<std::uint8_t>(l1 | (l2 << 4));
+    }
+  }
+}
+
+void dequantize_q5_k(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
+  const float dmin = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b + 2)));
+  const std::uint8_t* scales = b + 4;
+  const std::uint8_t* qh = b + 16;
+  const std::uint8_t* ql = b + 48;
+  for (int c = 0; c < 4; ++c) {
+    int sc = 0, m = 0;
+    scale_min_k4(2 * c, scales, sc, m);
+    const float d1 = d * static_cast<float>(sc);
+    const float m1 = dmin * static_cast<float>(m);
+    scale_min_k4(2 * c + 1, scales, sc, m);
+    const float d2 = d * static_cast<float>(sc);
+    const float m2 = dmin * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) {
+      const int q = (ql[32 * c + l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4);
+      y[64 * c + l] = d1 * static_cast<float>(q) - m1;
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int q = (ql[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
+      y[64 * c + 32 + l] = d2 * static_cast<float>(q) - m2;
+    }
+  }
+}
+
+// ---- Q6_K: { u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d; }. Each 128-element half h uses ql[64h..],
+// qh[32h..] and scales[8h..]: for l < 32, element 128h + 32k + l (k = 0..3) has its low nibble in
+// ql[64h + l + 32(k&1)] (low nibble for k < 2, high for k >= 2) and its high two bits in bits 2k of
+// qh[32h + l]; its 16-element sub-block scale is scales[8h + 2k + l/16]. x = (d * scale) * (q - 32).
+
+// ggml's make_qx_quants with rmse_type 1 (weights x^2): a symmetric fit with levels -nmax..nmax-1 whose
+// scale is refined over 18 nearby grids. Stores levels + nmax.
+float fit_symmetric(int n, int nmax, const float* x, std::int8_t* levels) {
+  float max = 0;
+  float amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) levels[i] = 0;
+    return 0.f;
+  }
+  const auto nmax_f = static_cast<float>(nmax);
+  float iscale = -nmax_f / max;
+  float sumlx = 0;
+  float suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    levels[i] = static_cast<std::int8_t>(l + nmax);
+    const float w = x[i] * x[i];
+    const auto lf = static_cast<float>(l);
+    sumlx += w * x[i] * lf;
+    suml2 += w * lf * lf;
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax_f + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * x[i]);
+      l = std::max(-nmax, std::min(nmax - 1, l));
+      const float w = x[i] * x[i];
+      const auto lf = static_cast<float>(l);
+      sumlx += w * x[i] * lf;
+      suml2 += w * lf * lf;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * x[i]);
+        levels[i] = static_cast<std::int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+      }
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+void quantize_q6_k(const float* x, std::uint8_t* y) {
+  std::array<std::int8_t, kQK> levels{};
+  std::array<float, 16> scales{};
+  float max_scale = 0;
+  float max_abs_scale = 0;
+  for (int ib = 0; ib < 16; ++ib) {
+    scales[ib] = fit_symmetric(16, 32, x + 16 * ib, levels.data() + 16 * ib);
+    const float abs_scale = std::fabs(scales[ib]);
+    if (abs_scale > max_abs_scale) {
+      max_abs_scale = abs_scale;
+      max_scale = scales[ib];
+    }
+  }
+  std::memset(y, 0, 210);
+  if (max_abs_scale < kGroupMaxEps) return;  // all zero: d = 0, every field zero
+
+  const float iscale = -128.f / max_scale;
+  store_u16(reinterpret_cast<std::byte*>(y + 208), f32_to_f16(1 / iscale));
+  const float d_all = round_trip_f16(1 / iscale);
+  auto* sc = reinterpret_cast<std::int8_t*>(y + 192);
+  for (int ib = 0; ib < 16; ++ib) sc[ib] = static_cast<std::int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+  for (int j = 0; j < 16; ++j) {
+    const float d = d_all * static_cast<float>(sc[j]);
+    if (d == 0.0f) continue;
+    for (int i = 0; i < 16; ++i) {
+      const int l = nearest_int(x[16 * j + i] / d);
+      levels[16 * j + i] = static_cast<std::int8_t>(std::max(-32, std::min(31, l)) + 32);
+    }
+  }
+  std::uint8_t* ql = y;
+  std::uint8_t* qh = y + 128;
+  for (int h = 0; h < 2; ++h) {
+    const std::int8_t* lv = levels.data() + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[64 * h + l] = static_cast<std::uint8_t>((lv[l] & 0xF) | ((lv[l + 64] & 0xF) << 4));
+      ql[64 * h + l + 32] = static_cast<std::uint8_t>((lv[l + 32] & 0xF) | ((lv[l + 96] & 0xF) << 4));
+      qh[32 * h + l] = static_cast<std::uint8_t>((lv[l] >> 4) | ((lv[l + 32] >> 4) << 2) | ((lv[l + 64] >> 4) << 4) |
+                                                 ((lv[l + 96] >> 4) << 6));
+    }
+  }
+}
+
+void dequantize_q6_k(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b + 208)));
+  const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
+  for (int h = 0; h < 2; ++h) {
+    const std::uint8_t* ql = b + 64 * h;
+    const std::uint8_t* qh = b + 128 + 32 * h;
+    const std::int8_t* s = sc + 8 * h;
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[128 * h + l] = d * static_cast<float>(s[is]) * static_cast<float>(q1);
+      y[128 * h + l + 32] = d * static_cast<float>(s[is + 2]) * static_cast<float>(q2);
+      y[128 * h + l + 64] = d * static_cast<float>(s[is + 4]) * static_cast<float>(q3);
+      y[128 * h + l + 96] = d * static_cast<float>(s[is + 6]) * static_cast<float>(q4);
+    }
+  }
+}
+
+using BlockQuantizer = void (*)(const float*, std::uint8_t*);
+using BlockDequantizer = void (*)(const std::uint8_t*, float*);
+
+BlockQuantizer block_quantizer(WeightType type) {
+  switch (type) {
+    case WeightType::Q8_0: return quantize_q8_0;
+    case WeightType::Q4_0: return quantize_q4_0;
+    case WeightType::Q4_K: return quantize_q4_k;
+    case WeightType::Q5_K: return quantize_q5_k;
+    case WeightType::Q6_K: return quantize_q6_k;
+    default: return nullptr;
+  }
+}
+
+BlockDequantizer block_dequantizer(WeightType type) {
+  switch (type) {
+    case WeightType::Q8_0: return dequantize_q8_0;
+    case WeightType::Q4_0: return dequantize_q4_0;
+    case WeightType::Q4_K: return dequantize_q4_k;
+    case WeightType::Q5_K: return dequantize_q5_k;
+    case WeightType::Q6_K: return dequantize_q6_k;
+    default: return nullptr;
+  }
+}
+
+// Validates element and byte counts of a row conversion; returns the number of blocks.
+std::size_t checked_blocks(const TypeFacts& f, std::size_t elements, std::size_t bytes, const char* what) {
+  if (elements % f.block_elements != 0) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(elements) + " elements of " +
+                                std::string(f.name) + " are not a whole number of " + std::to_string(f.block_elements) +
+                                "-element blocks");
+  }
+  const std::size_t blocks = elements / f.block_elements;
+  if (bytes != blocks * f.block_bytes) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(elements) + " elements of " +
+                                std::string(f.name) + " take " + std::to_string(blocks * f.block_bytes) +
+                                " bytes, the buffer has " + std::to_string(bytes));
+  }
+  return blocks;
+}
+
+}  // namespace
+
+std::string_view weight_type_name(WeightType type) {
+  return facts(type).name;
+}
+
+std::optional<WeightType> weight_type_from_name(std::string_view name) {
+  for (const auto& f : kFacts) {
+    if (f.name == name) return f.type;
+  }
+  return std::nullopt;
+}
+
+std::uint32_t ggml_type_id(WeightType type) {
+  return facts(type).ggml_id;
+}
+
+std::optional<WeightType> weight_type_from_ggml(std::uint32_t ggml_id) {
+  for (const auto& f : kFacts) {
+    if (f.ggml_id == ggml_id) return f.type;
+  }
+  return std::nullopt;
+}
+
+std::size_t block_elements(WeightType type) {
+  return facts(type).block_elements;
+}
+std::size_t block_bytes(WeightType type) {
+  return facts(type).block_bytes;
+}
+
+std::optional<std::size_t> row_bytes(WeightType type, std::size_t cols) {
+  const auto& f = facts(type);
+  if (cols % f.block_elements != 0) return std::nullopt;
+  return cols / f.block_elements * f.block_bytes;
+}
+
+void quantize_row(WeightType type, std::span<const float> src, std::span<std::byte> dst) {
+  const auto& f = facts(type);
+  const std::size_t blocks = checked_blocks(f, src.size(), dst.size(), "quantize_row");
+  switch (type) {
+    case WeightType::F32: std::memcpy(dst.data(), src.data(), src.size_bytes()); return;
+    case WeightType::F16:
+      for (std::size_t i = 0; i < blocks; ++i) store_u16(dst.data() + 2 * i, f32_to_f16(src[i]));
+      return;
+    case WeightType::BF16:
+      for (std::size_t i = 0; i < blocks; ++i) store_u16(dst.data() + 2 * i, f32_to_bf16(src[i]));
+      return;
+    default: break;
+  }
+  const BlockQuantizer quantize = block_quantizer(type);
+  for (std::size_t i = 0; i < blocks; ++i) {
+    quantize(src.data() + i * f.block_elements, as_u8(dst.data() + i * f.block_bytes));
+  }
+}
+
+void dequantize_row(WeightType type, std::span<const std::byte> src, std::span<float> dst) {
+  const auto& f = facts(type);
+  const std::size_t blocks = checked_blocks(f, dst.size(), src.size(), "dequantize_row");
+  switch (type) {
+    case WeightType::F32: std::memcpy(dst.data(), src.data(), src.size()); return;
+    case WeightType::F16:
+      for (std::size_t i = 0; i < blocks; ++i) dst[i] = f16_to_f32(load_u16(src.data() + 2 * i));
+      return;
+    case WeightType::BF16:
+      for (std::size_t i = 0; i < blocks; ++i) dst[i] = bf16_to_f32(load_u16(src.data() + 2 * i));
+      return;
+    default: break;
+  }
+  const BlockDequantizer dequantize = block_dequantizer(type);
+  for (std::size_t i = 0; i < blocks; ++i) {
+    dequantize(as_u8(src.data() + i * f.block_bytes), dst.data() + i * f.block_elements);
+  }
+}
+
+float f16_to_f32(std::uint16_t bits) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  const std::uint32_t exponent = (bits >> 10) & 0x1Fu;
+  std::uint32_t mantissa = bits & 0x3FFu;
+  std::uint32_t out = 0;
+  if (exponent == 0x1F) {
+    out = sign | 0x7F800000u | (mantissa << 13);  // inf, or NaN with its payload
+  } else if (exponent != 0) {
+    out = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    out = sign;
+  } else {
+    // Subnormal half: normalise; the value is mantissa * 2^-24, exact in f32.
+    int shift = 0;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    out = sign | (static_cast<std::uint32_t>(113 - shift) << 23) | ((mantissa & 0x3FFu) << 13);
+  }
+  return std::bit_cast<float>(out);
+}
+
+std::uint16_t f32_to_f16(float value) {
+  const auto bits = std::bit_cast<std::uint32_t>(value);
+  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t abs = bits & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) {
+    // NaN: keep the top payload bits and set the quiet bit, as F16C's vcvtps2ph does.
+    return static_cast<std::uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x3FFu));
+  }
+  if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds past 65504: inf
+  if (abs >= 0x38800000u) {
+    // Normal half: drop 13 mantissa bits, rounding to nearest even (a carry may bump the exponent).
+    const std::uint32_t rebased = abs - (112u << 23);
+    const std::uint32_t rounded = rebased + 0x0FFFu + ((rebased >> 13) & 1u);
+    return static_cast<std::uint16_t>(sign | (rounded >> 13));
+  }
+  if (abs < 0x33000000u) return sign;  // below half the smallest subnormal (2^-25): zero
+  // Subnormal half: value / 2^-24 rounded to nearest even, from the full 24-bit significand.
+  const std::uint32_t exponent = abs >> 23;
+  const std::uint32_t significand = (abs & 0x7FFFFFu) | 0x800000u;
+  const std::uint32_t shift = 126 - exponent;  // 14..24 for exponents 102..112
+  const std::uint32_t half_ulp = 1u << (shift - 1);
+  const std::uint32_t remainder = significand & ((1u << shift) - 1);
+  std::uint32_t result = significand >> shift;
+  if (remainder > half_ulp || (remainder == half_ulp && (result & 1u) != 0)) ++result;
+  return static_cast<std::uint16_t>(sign | result);
+}
+
+float bf16_to_f32(std::uint16_t bits) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+std::uint16_t f32_to_bf16(float value) {
+  const auto bits = std::bit_cast<std::uint32_t>(value);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
+    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);  // NaN stays NaN (quiet), sign kept
+  }
+  // Round to nearest even on the dropped 16 bits; overflow carries into inf as it should.
+  return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+}  // namespace engine::quant

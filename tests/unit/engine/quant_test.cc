@@ -1,0 +1,442 @@
+#include "engine/quant/quant.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "engine/format/ggml_types.h"
+
+namespace engine::quant {
+namespace {
+
+constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
+                                    WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+
+std::vector<float> random_row(std::size_t n, std::uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, sigma);
+  std::vector<float> row(n);
+  for (auto& v : row) v = dist(rng);
+  return row;
+}
+
+std::vector<std::byte> quantize(WeightType type, const std::vector<float>& row) {
+  std::vector<std::byte> bytes(*row_bytes(type, row.size()));
+  quantize_row(type, row, bytes);
+  return bytes;
+}
+
+std::vector<float> dequantize(WeightType type, const std::vector<std::byte>& bytes, std::size_t n) {
+  std::vector<float> row(n);
+  dequantize_row(type, bytes, row);
+  return row;
+}
+
+void put_u16(std::vector<std::byte>& b, std::size_t at, std::uint16_t v) {
+  b[at] = static_cast<std::byte>(v & 0xFF);
+  b[at + 1] = static_cast<std::byte>(v >> 8);
+}
+
+std::uint16_t get_u16(const std::vector<std::byte>& b, std::size_t at) {
+  return static_cast<std::uint16_t>(std::to_integer<unsigned>(b[at]) | (std::to_integer<unsigned>(b[at + 1]) << 8));
+}
+
+// ---- type facts ------------------------------------------------------------------------------------
+
+TEST(WeightTypes, AgreeWithTheGgufTypeTable) {
+  for (const WeightType type : kAllTypes) {
+    const auto* info = format::ggml_type_info(ggml_type_id(type));
+    ASSERT_NE(info, nullptr) << weight_type_name(type);
+    EXPECT_EQ(info->name, weight_type_name(type));
+    EXPECT_EQ(info->block_size, block_elements(type));
+    EXPECT_EQ(info->type_size, block_bytes(type));
+    EXPECT_EQ(weight_type_from_name(weight_type_name(type)), type);
+    EXPECT_EQ(weight_type_from_ggml(ggml_type_id(type)), type);
+  }
+  EXPECT_EQ(ggml_type_id(WeightType::BF16), 30u);
+  EXPECT_EQ(ggml_type_id(WeightType::Q4_K), 12u);
+  EXPECT_EQ(block_bytes(WeightType::Q4_K), 144u);
+  EXPECT_EQ(block_bytes(WeightType::Q5_K), 176u);
+  EXPECT_EQ(block_bytes(WeightType::Q6_K), 210u);
+  EXPECT_EQ(weight_type_from_name("Q4_1"), std::nullopt);
+  EXPECT_EQ(weight_type_from_ggml(3), std::nullopt);  // Q4_1: a real ggml type the engine does not use
+}
+
+TEST(WeightTypes, RowBytes) {
+  EXPECT_EQ(row_bytes(WeightType::F32, 7), 28u);
+  EXPECT_EQ(row_bytes(WeightType::BF16, 7), 14u);
+  EXPECT_EQ(row_bytes(WeightType::Q8_0, 1024), 1024u / 32 * 34);
+  EXPECT_EQ(row_bytes(WeightType::Q6_K, 3072), 3072u / 256 * 210);
+  EXPECT_EQ(row_bytes(WeightType::Q8_0, 48), std::nullopt);
+  EXPECT_EQ(row_bytes(WeightType::Q4_K, 128), std::nullopt);
+}
+
+TEST(WeightTypes, RejectsPartialBlocksAndWrongBufferSizes) {
+  for (const WeightType type :
+       {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
+    const std::size_t n = block_elements(type) + 16;  // one block and a half-ish
+    std::vector<float> src(n, 1.0f);
+    std::vector<std::byte> dst(block_bytes(type) * 2);
+    EXPECT_THROW(quantize_row(type, src, dst), std::invalid_argument) << weight_type_name(type);
+    EXPECT_THROW(dequantize_row(type, dst, src), std::invalid_argument) << weight_type_name(type);
+    std::vector<float> whole(block_elements(type), 1.0f);
+    std::vector<std::byte> short_dst(block_bytes(type) - 1);
+    EXPECT_THROW(quantize_row(type, whole, short_dst), std::invalid_argument) << weight_type_name(type);
+    EXPECT_THROW(dequantize_row(type, short_dst, whole), std::invalid_argument) << weight_type_name(type);
+  }
+  std::vector<float> three(3);
+  std::vector<std::byte> five(5);
+  EXPECT_THROW(quantize_row(WeightType::F16, three, five), std::invalid_argument);
+}
+
+// ---- f16 / bf16 ------------------------------------------------------------------------------------
+
+TEST(Half, KnownEncodings) {
+  EXPECT_EQ(f32_to_f16(0.0f), 0x0000);
+  EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
+  EXPECT_EQ(f32_to_f16(1.0f), 0x3C00);
+  EXPECT_EQ(f32_to_f16(-2.0f), 0xC000);
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7BFF);  // largest half
+  EXPECT_EQ(f32_to_f16(65519.0f), 0x7BFF);
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7C00);  // the tie above 65504 rounds to even: infinity
+  EXPECT_EQ(f32_to_f16(1e10f), 0x7C00);
+  EXPECT_EQ(f32_to_f16(std::numeric_limits<float>::infinity()), 0x7C00);
+  EXPECT_EQ(f32_to_f16(-std::numeric_limits<float>::infinity()), 0xFC00);
+  // Ties to even in the normal range: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10.
+  EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);
+  EXPECT_EQ(f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
+  EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3C01);
+  // Carry out of the mantissa into the exponent: 2 - 2^-12 rounds up to 2.
+  EXPECT_EQ(f32_to_f16(2.0f - std::ldexp(1.0f, -12)), 0x4000);
+  // Subnormals: 2^-24 is the smallest; 2^-25 ties to 0 (even); 3 * 2^-25 ties to 2 * 2^-24 (even).
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25) * 1.0001f), 0x0001);
+  EXPECT_EQ(f32_to_f16(3 * std::ldexp(1.0f, -25)), 0x0002);
+  EXPECT_EQ(f32_to_f16(5 * std::ldexp(1.0f, -25)), 0x0002);
+  EXPECT_EQ(f32_to_f16(-std::ldexp(1.0f, -24)), 0x8001);
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25)), 0x0400);  // rounds up to the smallest normal
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -30)), 0x0000);
+  EXPECT_EQ(f32_to_f16(std::numeric_limits<float>::denorm_min()), 0x0000);
+}
+
+TEST(Half, NanStaysNan) {
+  for (const std::uint32_t bits : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7FBFFFFFu, 0xFF800001u}) {
+    const std::uint16_t h = f32_to_f16(std::bit_cast<float>(bits));
+    EXPECT_EQ(h & 0x7C00, 0x7C00) << std::hex << bits;
+    EXPECT_NE(h & 0x03FF, 0) << std::hex << bits;
+    EXPECT_EQ(h & 0x8000, (bits >> 16) & 0x8000) << std::hex << bits;
+    EXPECT_TRUE(std::isnan(f16_to_f32(h)));
+  }
+}
+
+TEST(Half, Decoding) {
+  EXPECT_EQ(f16_to_f32(0x3C00), 1.0f);
+  EXPECT_EQ(f16_to_f32(0xC000), -2.0f);
+  EXPECT_EQ(f16_to_f32(0x7BFF), 65504.0f);
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(f16_to_f32(0x03FF), 1023 * std::ldexp(1.0f, -24));
+  EXPECT_EQ(f16_to_f32(0x0400), std::ldexp(1.0f, -14));
+  EXPECT_EQ(f16_to_f32(0x3555), 0.333251953125f);
+  EXPECT_EQ(f16_to_f32(0x7C00), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(f16_to_f32(0xFC00), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::signbit(f16_to_f32(0x8000)));
+  EXPECT_TRUE(std::isnan(f16_to_f32(0x7E00)));
+  EXPECT_TRUE(std::isnan(f16_to_f32(0x7C01)));
+}
+
+// Every non-NaN half decodes exactly and encodes back to itself; every value halfway between two adjacent
+// halves rounds to the one with an even mantissa.
+TEST(Half, ExhaustiveRoundTripAndTies) {
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const auto bits = static_cast<std::uint16_t>(h);
+    const float f = f16_to_f32(bits);
+    if ((bits & 0x7C00) == 0x7C00 && (bits & 0x03FF) != 0) continue;
+    ASSERT_EQ(f32_to_f16(f), bits) << std::hex << h;
+    // Ties between this half and the next larger magnitude (both finite).
+    if ((bits & 0x7FFF) >= 0x7BFF) continue;
+    const float next = f16_to_f32(static_cast<std::uint16_t>(bits + 1));
+    const double mid = (static_cast<double>(f) + static_cast<double>(next)) / 2;
+    const auto mid_f = static_cast<float>(mid);
+    ASSERT_EQ(static_cast<double>(mid_f), mid);  // halfway points of halves are exact floats
+    const std::uint16_t even = (bits & 1) == 0 ? bits : static_cast<std::uint16_t>(bits + 1);
+    ASSERT_EQ(f32_to_f16(mid_f), even) << std::hex << h;
+    ASSERT_EQ(f32_to_f16(std::nextafter(mid_f, 0.0f)), bits) << std::hex << h;
+    ASSERT_EQ(f32_to_f16(std::nextafter(mid_f, 2 * mid_f)), static_cast<std::uint16_t>(bits + 1)) << std::hex << h;
+  }
+}
+
+TEST(BFloat16, KnownEncodings) {
+  const auto from_bits = [](std::uint32_t b) { return std::bit_cast<float>(b); };
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(f32_to_bf16(-2.0f), 0xC000);
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3F808000u)), 0x3F80);  // tie, even below
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3F818000u)), 0x3F82);  // tie, even above
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3F808001u)), 0x3F81);
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3F807FFFu)), 0x3F80);
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3FFF8000u)), 0x4000);  // carry into the exponent
+  EXPECT_EQ(f32_to_bf16(from_bits(0x7F7FFFFFu)), 0x7F80);  // FLT_MAX rounds to infinity
+  EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_EQ(f32_to_bf16(-std::numeric_limits<float>::infinity()), 0xFF80);
+  EXPECT_EQ(f32_to_bf16(-0.0f), 0x8000);
+  // Subnormals round like any other value (no flushing).
+  EXPECT_EQ(f32_to_bf16(from_bits(0x00010000u)), 0x0001);
+  EXPECT_EQ(f32_to_bf16(from_bits(0x00008000u)), 0x0000);
+  EXPECT_EQ(f32_to_bf16(from_bits(0x00018000u)), 0x0002);
+  EXPECT_EQ(f32_to_bf16(from_bits(0x00008001u)), 0x0001);
+  EXPECT_EQ(f32_to_bf16(from_bits(0x80018000u)), 0x8002);
+  for (const std::uint32_t nan : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7F80FFFFu, 0x7FFFFFFFu}) {
+    const std::uint16_t b = f32_to_bf16(from_bits(nan));
+    EXPECT_TRUE(std::isnan(bf16_to_f32(b))) << std::hex << nan;
+    EXPECT_EQ(b & 0x8000, (nan >> 16) & 0x8000) << std::hex << nan;
+  }
+  EXPECT_EQ(bf16_to_f32(0x3F80), 1.0f);
+  EXPECT_EQ(bf16_to_f32(0x0001), from_bits(0x00010000u));
+  EXPECT_EQ(bf16_to_f32(0xFF80), -std::numeric_limits<float>::infinity());
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const float f = bf16_to_f32(static_cast<std::uint16_t>(b));
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(f), b << 16);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(f32_to_bf16(f), b);
+    }
+  }
+}
+
+TEST(FloatRows, RoundTrip) {
+  const auto row = random_row(37, 1);
+  EXPECT_EQ(dequantize(WeightType::F32, quantize(WeightType::F32, row), row.size()), row);
+  const auto half = dequantize(WeightType::F16, quantize(WeightType::F16, row), row.size());
+  const auto bf = dequantize(WeightType::BF16, quantize(WeightType::BF16, row), row.size());
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    EXPECT_EQ(half[i], f16_to_f32(f32_to_f16(row[i])));
+    EXPECT_NEAR(half[i], row[i], std::fabs(row[i]) * 0x1p-11f + 0x1p-25f);
+    EXPECT_EQ(bf[i], bf16_to_f32(f32_to_bf16(row[i])));
+    EXPECT_NEAR(bf[i], row[i], std::fabs(row[i]) * 0x1p-8f);
+  }
+}
+
+// ---- hand-built blocks: expected values from the layout description, computed independently -------------
+
+TEST(HandBuiltBlocks, Q8_0) {
+  std::vector<std::byte> block(34);
+  put_u16(block, 0, 0xB800);  // d = -0.5
+  std::vector<int> q(32);
+  for (int j = 0; j < 32; ++j) q[j] = (j * 37 + 11) % 256 - 128;  // covers -128 .. 127 spread
+  q[0] = -128;
+  q[31] = 127;
+  for (int j = 0; j < 32; ++j) block[2 + j] = static_cast<std::byte>(static_cast<std::uint8_t>(q[j]));
+  const auto y = dequantize(WeightType::Q8_0, block, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], -0.5f * static_cast<float>(q[j])) << j;
+}
+
+TEST(HandBuiltBlocks, Q4_0) {
+  std::vector<std::byte> block(18);
+  put_u16(block, 0, 0x4100);  // d = 2.5
+  std::vector<int> q(32);
+  for (int j = 0; j < 32; ++j) q[j] = (j * 7 + 3) % 16;
+  // Byte 2 + j holds element j in its low nibble and element j + 16 in its high nibble.
+  for (int j = 0; j < 16; ++j) block[2 + j] = static_cast<std::byte>(q[j] | (q[j + 16] << 4));
+  const auto y = dequantize(WeightType::Q4_0, block, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 2.5f * static_cast<float>(q[j] - 8)) << j;
+}
+
+// Scales and mins of the 8 sub-blocks of a Q4_K / Q5_K block, laid out in its 12 scale bytes: bytes 0-3
+// hold scale 0-3 in bits 0-5 and the top two bits of scale 4-7 in bits 6-7; bytes 4-7 likewise for the
+// mins; bytes 8-11 hold the low nibble of scale 4-7 (bits 0-3) and of min 4-7 (bits 4-7).
+std::vector<std::uint8_t> pack_k_scales(const int (&sc)[8], const int (&mn)[8]) {
+  std::vector<std::uint8_t> b(12, 0);
+  for (int i = 0; i < 4; ++i) {
+    b[i] = static_cast<std::uint8_t>(sc[i] | ((sc[i + 4] >> 4) << 6));
+    b[4 + i] = static_cast<std::uint8_t>(mn[i] | ((mn[i + 4] >> 4) << 6));
+    b[8 + i] = static_cast<std::uint8_t>((sc[i + 4] & 0xF) | ((mn[i + 4] & 0xF) << 4));
+  }
+  return b;
+}
+
+constexpr int kSubScales[8] = {1, 63, 17, 0, 48, 33, 5, 62};
+constexpr int kSubMins[8] = {0, 9, 63, 31, 16, 47, 2, 61};
+
+TEST(HandBuiltBlocks, Q4_K) {
+  std::vector<std::byte> block(144);
+  put_u16(block, 0, 0x3800);  // d = 0.5
+  put_u16(block, 2, 0x3400);  // dmin = 0.25
+  const auto scales = pack_k_scales(kSubScales, kSubMins);
+  for (int i = 0; i < 12; ++i) block[4 + i] = static_cast<std::byte>(scales[i]);
+  std::vector<int> q(256);
+  for (int i = 0; i < 256; ++i) {
+    q[i] = (i * 5 + i / 16) % 16;
+    // Element i sits in byte 16 + 32 * (i / 64) + i % 32; the first 32 of each 64 in the low nibble.
+    const int byte = 16 + 32 * (i / 64) + i % 32;
+    const int shift = (i % 64) < 32 ? 0 : 4;
+    block[byte] |= static_cast<std::byte>(q[i] << shift);
+  }
+  const auto y = dequantize(WeightType::Q4_K, block, 256);
+  for (int i = 0; i < 256; ++i) {
+    const int s = i / 32;
+    const float expected = 0.5f * static_cast<float>(kSubScales[s] * q[i]) - 0.25f * static_cast<float>(kSubMins[s]);
+    EXPECT_EQ(y[i], expected) << i;
+  }
+}
+
+TEST(HandBuiltBlocks, Q5_K) {
+  std::vector<std::byte> block(176);
+  put_u16(block, 0, 0x3400);  // d = 0.25
+  put_u16(block, 2, 0x3C00);  // dmin = 1
+  const auto scales = pack_k_scales(kSubScales, kSubMins);
+  for (int i = 0; i < 12; ++i) block[4 + i] = static_cast<std::byte>(scales[i]);
+  std::vector<int> q(256);
+  for (int i = 0; i < 256; ++i) {
+    q[i] = (i * 11 + i / 32) % 32;
+    // Low 4 bits as in Q4_K (from byte 48); the fifth bit of element i is bit i / 32 of qh[i % 32].
+    const int byte = 48 + 32 * (i / 64) + i % 32;
+    const int shift = (i % 64) < 32 ? 0 : 4;
+    block[byte] |= static_cast<std::byte>((q[i] & 0xF) << shift);
+    if (q[i] >= 16) block[16 + i % 32] |= static_cast<std::byte>(1 << (i / 32));
+  }
+  const auto y = dequantize(WeightType::Q5_K, block, 256);
+  for (int i = 0; i < 256; ++i) {
+    const int s = i / 32;
+    const float expected = 0.25f * static_cast<float>(kSubScales[s] * q[i]) - static_cast<float>(kSubMins[s]);
+    EXPECT_EQ(y[i], expected) << i;
+  }
+}
+
+TEST(HandBuiltBlocks, Q6_K) {
+  std::vector<std::byte> block(210);
+  put_u16(block, 208, 0x3400);  // d = 0.25, stored last
+  const int scales[16] = {1, -1, 127, -128, 0, 5, -7, 64, 3, -3, 100, -100, 2, 9, -50, 33};
+  for (int i = 0; i < 16; ++i) block[192 + i] = static_cast<std::byte>(static_cast<std::uint8_t>(scales[i]));
+  std::vector<int> q(256);
+  for (int i = 0; i < 256; ++i) {
+    q[i] = (i * 13 + i / 64) % 64;
+    // Within each 128-element half h, element 32k + l (k < 4, l < 32) keeps its low nibble in
+    // ql[64h + l + 32 (k odd)] (low nibble for k < 2, high for k >= 2) and its top two bits in bits 2k..2k+1
+    // of qh[32h + l].
+    const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+    const int ql = 64 * h + l + ((k & 1) != 0 ? 32 : 0);
+    block[ql] |= static_cast<std::byte>((q[i] & 0xF) << (k >= 2 ? 4 : 0));
+    block[128 + 32 * h + l] |= static_cast<std::byte>((q[i] >> 4) << (2 * k));
+  }
+  const auto y = dequantize(WeightType::Q6_K, block, 256);
+  for (int i = 0; i < 256; ++i) {
+    const float expected = 0.25f * static_cast<float>(scales[i / 16] * (q[i] - 32));
+    EXPECT_EQ(y[i], expected) << i;
+  }
+}
+
+// ---- quantizer round trips ---------------------------------------------------------------------------
+
+TEST(Quantizers, ZeroRowsStayZero) {
+  for (const WeightType type : kAllTypes) {
+    const std::vector<float> zeros(512, 0.0f);
+    const auto bytes = quantize(type, zeros);
+    // Q4_0 stores zeros as level 8 with d = 0 / -8 = -0 (0x8000), as ggml does.
+    if (type != WeightType::Q4_0) {
+      for (const std::byte b : bytes) EXPECT_EQ(b, std::byte{0}) << weight_type_name(type);
+    } else {
+      EXPECT_EQ(get_u16(bytes, 0), 0x8000);
+      EXPECT_EQ(bytes[2], std::byte{0x88});
+    }
+    EXPECT_EQ(dequantize(type, bytes, zeros.size()), zeros) << weight_type_name(type);
+  }
+}
+
+TEST(Quantizers, Q8_0ErrorWithinHalfAStep) {
+  auto row = random_row(32 * 64, 2, 3.0f);
+  row[5] = 0.0f;
+  const auto bytes = quantize(WeightType::Q8_0, row);
+  const auto back = dequantize(WeightType::Q8_0, bytes, row.size());
+  for (std::size_t b = 0; b < row.size() / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(row[32 * b + j]));
+    const float d = f16_to_f32(get_u16(bytes, 34 * b));
+    EXPECT_NEAR(d, amax / 127, amax / 127 * 0x1p-11f);
+    // Half a step of the exact scale, plus up to 127 times the scale's own f16 rounding.
+    const float bound = 0.5f * (amax / 127) + 127 * std::fabs(d - amax / 127) + 1e-6f;
+    for (int j = 0; j < 32; ++j) ASSERT_LE(std::fabs(back[32 * b + j] - row[32 * b + j]), bound) << b << ":" << j;
+  }
+  EXPECT_EQ(back[5], 0.0f);
+}
+
+TEST(Quantizers, Q4_0ErrorWithinAStep) {
+  const auto row = random_row(32 * 64, 3, 0.5f);
+  const auto bytes = quantize(WeightType::Q4_0, row);
+  const auto back = dequantize(WeightType::Q4_0, bytes, row.size());
+  for (std::size_t b = 0; b < row.size() / 32; ++b) {
+    const float d = f16_to_f32(get_u16(bytes, 18 * b));
+    float max = 0;
+    for (int j = 0; j < 32; ++j) {
+      if (std::fabs(row[32 * b + j]) > std::fabs(max)) max = row[32 * b + j];
+    }
+    // The largest-magnitude value maps to level 0 (-8 steps) exactly, up to d's f16 rounding.
+    EXPECT_NEAR(d, max / -8, std::fabs(max / 8) * 0x1p-11f);
+    // Within half a step, except values at the far end that clamp from level 16 to 15: one step.
+    const float bound = std::fabs(d) + 8 * std::fabs(d - max / -8) + 1e-6f;
+    for (int j = 0; j < 32; ++j) ASSERT_LE(std::fabs(back[32 * b + j] - row[32 * b + j]), bound) << b << ":" << j;
+  }
+}
+
+struct KQuantBounds {
+  WeightType type;
+  double max_rms_ratio;  // RMS error over RMS value, Gaussian rows
+};
+
+class KQuantRoundTrip : public ::testing::TestWithParam<KQuantBounds> {};
+
+TEST_P(KQuantRoundTrip, ErrorWithinBounds) {
+  const auto [type, max_rms_ratio] = GetParam();
+  const auto row = random_row(256 * 32, 4, 0.02f);
+  const auto back = dequantize(type, quantize(type, row), row.size());
+  double err2 = 0, val2 = 0, max_err = 0, max_val = 0;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    const double e = static_cast<double>(back[i]) - row[i];
+    err2 += e * e;
+    val2 += static_cast<double>(row[i]) * row[i];
+    max_err = std::max(max_err, std::fabs(e));
+    max_val = std::max(max_val, static_cast<double>(std::fabs(row[i])));
+  }
+  const double ratio = std::sqrt(err2 / val2);
+  EXPECT_LT(ratio, max_rms_ratio) << weight_type_name(type);
+  EXPECT_GT(ratio, max_rms_ratio / 20) << weight_type_name(type) << ": suspiciously exact";
+  EXPECT_LT(max_err, max_val * max_rms_ratio * 2.5) << weight_type_name(type);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, KQuantRoundTrip,
+                         ::testing::Values(KQuantBounds{WeightType::Q4_K, 0.12}, KQuantBounds{WeightType::Q5_K, 0.06},
+                                           KQuantBounds{WeightType::Q6_K, 0.03}),
+                         [](const auto& param_info) { return std::string(weight_type_name(param_info.param.type)); });
+
+// Values that a block represents exactly come back unchanged: requantizing a dequantized row reproduces it.
+TEST(Quantizers, DequantizedRowsAreFixedPoints) {
+  for (const WeightType type : {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q6_K}) {
+    const auto row = random_row(512, 5);
+    const auto once = dequantize(type, quantize(type, row), row.size());
+    const auto twice = dequantize(type, quantize(type, once), row.size());
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      ASSERT_NEAR(twice[i], once[i], 1e-6f * std::fabs(once[i]) + 1e-7f) << weight_type_name(type) << " " << i;
+    }
+  }
+}
+
+// All-positive data: the K-quant offsets clamp at zero (ggml never uses a positive min), so the levels span
+// [0, max]; a constant sub-block sits among them. The error stays within about half a step of that span.
+TEST(Quantizers, KQuantsOnPositiveData) {
+  for (const auto& [type, levels] :
+       {std::pair{WeightType::Q4_K, 15}, std::pair{WeightType::Q5_K, 31}, std::pair{WeightType::Q6_K, 32}}) {
+    std::vector<float> row(256);
+    for (int i = 0; i < 256; ++i) row[i] = i < 32 ? 0.5f : 1.0f + static_cast<float>(i % 32) / 64.0f;
+    const auto back = dequantize(type, quantize(type, row), row.size());
+    const float bound = 0.6f * 1.5f / static_cast<float>(levels);
+    for (int i = 0; i < 256; ++i) EXPECT_NEAR(back[i], row[i], bound) << weight_type_name(type) << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace engine::quant
