@@ -1,0 +1,68 @@
+#pragma once
+
+// model-writer: writes a model with random weights in the Hugging Face layout (config.json,
+// generation_config.json, tokenizer files, safetensors weights, one file or shards with an index) and as
+// GGUF files, for the engine's tests and benchmarks. Weights are deterministic from the seed. Tensors are
+// generated and written a slice at a time, so a 1.2 GB model never sits in memory.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/model/model_config.h"
+#include "engine/quant/quant.h"
+
+namespace engine::tools {
+
+enum class ModelPreset { Tiny, Qwen3_0_6B };
+
+struct ModelWriterOptions {
+  model::Architecture arch = model::Architecture::Qwen3;
+  ModelPreset preset = ModelPreset::Tiny;
+  std::filesystem::path out_dir;
+  // Storage type of the safetensors weights (F32, F16 or BF16); the default is F32 for tiny, BF16 for
+  // qwen3-0.6b. GGUF files are converted from the stored values, as a converter would read them.
+  std::optional<quant::WeightType> dtype;
+  std::uint32_t shards = 1;
+  std::uint64_t seed = 0;
+  std::vector<quant::WeightType> gguf_types;           // one model-TYPE.gguf each
+  std::optional<std::filesystem::path> tokenizer_dir;  // a real tokenizer to copy instead of the generated one
+  bool safetensors = true;                             // false: no .safetensors files (nor index)
+};
+
+// A command line that cannot be followed; the message names the flag and the value.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::string model_writer_usage();
+// Parses the arguments after the program name. Throws UsageError.
+ModelWriterOptions parse_model_writer_args(std::span<const std::string> args);
+
+struct WrittenModel {
+  model::ModelConfig config;                 // what config.json says
+  std::vector<std::filesystem::path> files;  // every file written, in the order written
+  std::uint64_t parameters = 0;              // elements of the Hugging Face tensors
+};
+
+// Writes the model into options.out_dir (created when missing). Throws UsageError for options that do not
+// fit together (e.g. a preset for another architecture) and std::runtime_error for I/O failures.
+WrittenModel write_model(const ModelWriterOptions& options);
+
+// ---- facts shared with the tests ------------------------------------------------------------------------
+
+// The configuration a preset gives an architecture (vocab_size from the tokenizer size; 0 when unknown).
+model::ModelConfig preset_config(model::Architecture arch, ModelPreset preset, std::uint64_t tokenizer_size);
+
+// "model-00002-of-00003.safetensors"
+std::string shard_file_name(std::uint32_t index, std::uint32_t count);
+// "model-Q4_K.gguf"
+std::string gguf_file_name(quant::WeightType type);
+
+}  // namespace engine::tools

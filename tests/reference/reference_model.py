@@ -1,0 +1,642 @@
+#!/usr/bin/env python3
+"""An independent float64 reference for the engine's decoder-only models (Qwen3, Qwen2, Llama).
+
+Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
+Hugging Face model directory (config.json and safetensors, one file or shards listed by
+model.safetensors.index.json; F32, F16 or BF16) or a GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and
+Q6_K tensors, dequantized here from their block bytes; llama Q/K rows un-permuted back to the Hugging Face
+order), and runs the forward pass in float64.
+
+Commands:
+  logits  --model PATH --tokens 1,2,3[;4,5,...] --out FILE   logits at every position of every sequence
+  greedy  --model PATH --tokens 1,2,3 --steps N --out FILE    N greedy tokens (argmax of float64 logits)
+  dequant --type TYPE --in BLOCKS.bin --out VALUES.bin        raw blocks of a GGUF type to float64
+
+Output files, all little-endian:
+  logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
+           sequence in order L_s x V float64 (position-major: all of position 0's logits, then position 1's)
+  greedy:  b"RGREEDY1", u32 count N, N x i64 token ids
+  dequant: b"RDEQUAN1", u64 count N, N x float64
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+F64 = np.float64
+
+# ---- value conversions --------------------------------------------------------------------------------
+
+
+def f16_values(raw):
+    return np.frombuffer(raw, dtype="<f2").astype(F64)
+
+
+def bf16_values(raw):
+    # bfloat16 is the upper half of a float32.
+    bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+    return bits.view("<f4").astype(F64)
+
+
+def f32_values(raw):
+    return np.frombuffer(raw, dtype="<f4").astype(F64)
+
+
+# ---- GGUF block dequantization (ggml's layouts) -------------------------------------------------------
+
+QK_K = 256
+
+# name: (ggml type id, elements per block, bytes per block)
+GGML_TYPES = {
+    "F32": (0, 1, 4),
+    "F16": (1, 1, 2),
+    "Q4_0": (2, 32, 18),
+    "Q8_0": (8, 32, 34),
+    "Q4_K": (12, QK_K, 144),
+    "Q5_K": (13, QK_K, 176),
+    "Q6_K": (14, QK_K, 210),
+    "BF16": (30, 1, 2),
+}
+GGML_NAMES = {info[0]: name for name, info in GGML_TYPES.items()}
+
+
+def blocks_of(raw, block_bytes):
+    data = np.frombuffer(raw, dtype=np.uint8)
+    if data.size % block_bytes != 0:
+        raise ValueError(f"{data.size} bytes are not a whole number of {block_bytes}-byte blocks")
+    return data.reshape(-1, block_bytes)
+
+
+def half_column(blocks, at):
+    return blocks[:, at : at + 2].copy().view("<f2").astype(F64)  # (nb, 1)
+
+
+def dequant_q8_0(raw):
+    b = blocks_of(raw, 34)
+    d = half_column(b, 0)
+    q = b[:, 2:34].view(np.int8).astype(F64)
+    return (d * q).reshape(-1)
+
+
+def dequant_q4_0(raw):
+    # 32 values: the low nibbles of the 16 bytes are values 0-15, the high nibbles 16-31; zero is 8.
+    b = blocks_of(raw, 18)
+    d = half_column(b, 0)
+    qs = b[:, 2:18].astype(np.int64)
+    q = np.concatenate([(qs & 0xF) - 8, (qs >> 4) - 8], axis=1).astype(F64)
+    return (d * q).reshape(-1)
+
+
+def k_scales_mins(scales):
+    """The eight 6-bit scales and mins of a Q4_K/Q5_K super-block, packed into 12 bytes."""
+    s = scales.astype(np.int64)
+    sc = np.empty((s.shape[0], 8), dtype=np.int64)
+    mn = np.empty((s.shape[0], 8), dtype=np.int64)
+    for j in range(4):
+        sc[:, j] = s[:, j] & 63
+        mn[:, j] = s[:, j + 4] & 63
+    for j in range(4, 8):
+        sc[:, j] = (s[:, j + 4] & 0xF) | ((s[:, j - 4] >> 6) << 4)
+        mn[:, j] = (s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4)
+    return sc.astype(F64), mn.astype(F64)
+
+
+def dequant_q4_k(raw):
+    # d, dmin (f16), 12 bytes of scales/mins, 128 bytes of nibbles. Each 64 values share 32 bytes: low
+    # nibbles are sub-block 2c, high nibbles sub-block 2c+1; value = d*scale*q - dmin*min.
+    b = blocks_of(raw, 144)
+    d, dmin = half_column(b, 0), half_column(b, 2)
+    sc, mn = k_scales_mins(b[:, 4:16])
+    qs = b[:, 16:144].astype(np.int64)
+    out = np.empty((b.shape[0], QK_K), dtype=F64)
+    for c in range(4):
+        q = qs[:, 32 * c : 32 * c + 32]
+        for half, nib in ((0, q & 0xF), (1, q >> 4)):
+            j = 2 * c + half
+            out[:, 64 * c + 32 * half : 64 * c + 32 * half + 32] = (
+                d * sc[:, j : j + 1] * nib - dmin * mn[:, j : j + 1]
+            )
+    return out.reshape(-1)
+
+
+def dequant_q5_k(raw):
+    # Q4_K's layout plus 32 bytes of fifth bits (qh) before the nibbles: bit 2c of qh[l] belongs to value
+    # 64c + l, bit 2c+1 to value 64c + 32 + l.
+    b = blocks_of(raw, 176)
+    d, dmin = half_column(b, 0), half_column(b, 2)
+    sc, mn = k_scales_mins(b[:, 4:16])
+    qh = b[:, 16:48].astype(np.int64)
+    qs = b[:, 48:176].astype(np.int64)
+    out = np.empty((b.shape[0], QK_K), dtype=F64)
+    for c in range(4):
+        q = qs[:, 32 * c : 32 * c + 32]
+        for half, nib in ((0, q & 0xF), (1, q >> 4)):
+            j = 2 * c + half
+            high = ((qh >> j) & 1) * 16
+            out[:, 64 * c + 32 * half : 64 * c + 32 * half + 32] = (
+                d * sc[:, j : j + 1] * (nib + high) - dmin * mn[:, j : j + 1]
+            )
+    return out.reshape(-1)
+
+
+def dequant_q6_k(raw):
+    # 128 bytes of low nibbles (ql), 64 bytes of 2-bit high parts (qh), 16 int8 scales, f16 d. Each half
+    # of 128 values uses 64 ql bytes, 32 qh bytes and 8 scales; value = d * scale * (q - 32), one scale
+    # per 16 values.
+    b = blocks_of(raw, 210)
+    ql = b[:, 0:128].astype(np.int64)
+    qh = b[:, 128:192].astype(np.int64)
+    scales = b[:, 192:208].view(np.int8).astype(F64)
+    d = half_column(b, 208)
+    out = np.empty((b.shape[0], QK_K), dtype=F64)
+    for n in range(2):
+        lo = ql[:, 64 * n : 64 * n + 64]
+        hi = qh[:, 32 * n : 32 * n + 32]
+        sc = scales[:, 8 * n : 8 * n + 8]
+        parts = [
+            (lo[:, 0:32] & 0xF) | (((hi >> 0) & 3) << 4),
+            (lo[:, 32:64] & 0xF) | (((hi >> 2) & 3) << 4),
+            (lo[:, 0:32] >> 4) | (((hi >> 4) & 3) << 4),
+            (lo[:, 32:64] >> 4) | (((hi >> 6) & 3) << 4),
+        ]
+        for k, q in enumerate(parts):
+            # values l = 0..15 use scale 2k, l = 16..31 scale 2k + 1
+            scale = np.repeat(sc[:, 2 * k : 2 * k + 2], 16, axis=1)
+            out[:, 128 * n + 32 * k : 128 * n + 32 * k + 32] = d * scale * (q - 32)
+    return out.reshape(-1)
+
+
+DEQUANT = {
+    "F32": f32_values,
+    "F16": f16_values,
+    "BF16": bf16_values,
+    "Q8_0": dequant_q8_0,
+    "Q4_0": dequant_q4_0,
+    "Q4_K": dequant_q4_k,
+    "Q5_K": dequant_q5_k,
+    "Q6_K": dequant_q6_k,
+}
+
+# ---- safetensors --------------------------------------------------------------------------------------
+
+SAFETENSORS_DTYPES = {"F32": f32_values, "F16": f16_values, "BF16": bf16_values,
+                      "F64": lambda raw: np.frombuffer(raw, dtype="<f8").astype(F64)}
+
+
+class SafetensorsFile:
+    def __init__(self, path):
+        self.path = path
+        self.data = np.memmap(path, dtype=np.uint8, mode="r")
+        (length,) = struct.unpack("<Q", self.data[:8].tobytes())
+        self.header = json.loads(self.data[8 : 8 + length].tobytes().decode("utf-8"))
+        self.header.pop("__metadata__", None)
+        self.base = 8 + length
+
+    def tensor(self, name):
+        info = self.header[name]
+        begin, end = info["data_offsets"]
+        raw = self.data[self.base + begin : self.base + end].tobytes()
+        if info["dtype"] not in SAFETENSORS_DTYPES:
+            raise ValueError(f"{self.path}: {name}: dtype {info['dtype']} is not supported")
+        return SAFETENSORS_DTYPES[info["dtype"]](raw).reshape(info["shape"])
+
+
+# ---- GGUF ---------------------------------------------------------------------------------------------
+
+GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+GGUF_NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1", 10: "<u8", 11: "<i8",
+              12: "<f8"}
+
+
+class GgufFile:
+    def __init__(self, path):
+        self.path = path
+        self.data = np.memmap(path, dtype=np.uint8, mode="r")
+        self.pos = 0
+        if self.read(4) != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file")
+        version = self.unpack("<I")
+        if version not in (2, 3):
+            raise ValueError(f"{path}: GGUF version {version} is not supported")
+        n_tensors = self.unpack("<Q")
+        n_kv = self.unpack("<Q")
+        self.metadata = {}
+        for _ in range(n_kv):
+            key = self.string()
+            self.metadata[key] = self.value(self.unpack("<I"))
+        self.tensors = {}
+        for _ in range(n_tensors):
+            name = self.string()
+            n_dims = self.unpack("<I")
+            dims = [self.unpack("<Q") for _ in range(n_dims)]
+            type_id = self.unpack("<I")
+            offset = self.unpack("<Q")
+            self.tensors[name] = (dims, type_id, offset)
+        alignment = int(self.metadata.get("general.alignment", 32))
+        self.data_start = (self.pos + alignment - 1) // alignment * alignment
+
+    def read(self, n):
+        out = self.data[self.pos : self.pos + n].tobytes()
+        if len(out) != n:
+            raise ValueError(f"{self.path}: truncated at byte {self.pos}")
+        self.pos += n
+        return out
+
+    def unpack(self, fmt):
+        size = struct.calcsize(fmt)
+        return struct.unpack(fmt, self.read(size))[0]
+
+    def string(self):
+        return self.read(self.unpack("<Q")).decode("utf-8")
+
+    def value(self, type_id):
+        if type_id in GGUF_SCALARS:
+            return self.unpack(GGUF_SCALARS[type_id])
+        if type_id == 8:
+            return self.string()
+        if type_id == 9:
+            element = self.unpack("<I")
+            count = self.unpack("<Q")
+            if element in GGUF_NUMPY:
+                dtype = np.dtype(GGUF_NUMPY[element])
+                return np.frombuffer(self.read(count * dtype.itemsize), dtype=dtype).copy()
+            return [self.value(element) for _ in range(count)]
+        raise ValueError(f"{self.path}: unknown metadata type {type_id}")
+
+    def has(self, name):
+        return name in self.tensors
+
+    def tensor(self, name):
+        """The tensor in row-major numpy order (GGUF lists dimensions innermost first)."""
+        dims, type_id, offset = self.tensors[name]
+        if type_id not in GGML_NAMES:
+            raise ValueError(f"{self.path}: {name}: ggml type {type_id} is not supported")
+        type_name = GGML_NAMES[type_id]
+        _, block_elements, block_bytes = GGML_TYPES[type_name]
+        count = int(np.prod(dims))
+        size = count // block_elements * block_bytes
+        start = self.data_start + offset
+        raw = self.data[start : start + size].tobytes()
+        return DEQUANT[type_name](raw).reshape(list(reversed(dims)))
+
+
+# ---- models -------------------------------------------------------------------------------------------
+
+
+class Config:
+    """The hyper-parameters the forward pass needs."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def llama3_inv_freq(inv_freq, scaling):
+    """Llama 3's RoPE frequency scaling: low frequencies slowed by `factor`, high ones kept, a blend between."""
+    factor = scaling["factor"]
+    low = scaling["low_freq_factor"]
+    high = scaling["high_freq_factor"]
+    old_context = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    low_wavelen = old_context / low
+    high_wavelen = old_context / high
+    scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelen - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return np.where(medium, blended, scaled)
+
+
+class Model:
+    def __init__(self, config, fetch, cache):
+        self.config = config
+        self.fetch = fetch
+        self.cache = {} if cache else None
+        c = config
+        inv_freq = c.rope_theta ** (-np.arange(0, c.head_dim, 2, dtype=F64) / c.head_dim)
+        if c.rope_scaling is not None:
+            inv_freq = llama3_inv_freq(inv_freq, c.rope_scaling)
+        elif c.rope_divisors is not None:
+            inv_freq = inv_freq / c.rope_divisors
+        self.inv_freq = inv_freq
+
+    def weight(self, name):
+        if self.cache is None:
+            return self.fetch(name)
+        if name not in self.cache:
+            self.cache[name] = self.fetch(name)
+        return self.cache[name]
+
+
+def hf_model(path, cache):
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    arch = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama"}.get(
+        cfg["architectures"][0])
+    if arch is None:
+        raise ValueError(f"{path}: architecture {cfg['architectures'][0]} is not supported")
+    heads = cfg["num_attention_heads"]
+    scaling = cfg.get("rope_scaling")
+    kind = None if scaling is None else scaling.get("rope_type", scaling.get("type"))
+    if kind not in (None, "default", "llama3"):
+        raise ValueError(f"{path}: rope_scaling of type {kind} is not supported")
+    if kind != "llama3":
+        scaling = None
+    config = Config(
+        arch=arch,
+        hidden=cfg["hidden_size"],
+        layers=cfg["num_hidden_layers"],
+        heads=heads,
+        kv_heads=cfg.get("num_key_value_heads", heads),
+        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+        eps=cfg.get("rms_norm_eps", 1e-6),
+        rope_theta=cfg.get("rope_theta", 10000.0),
+        rope_scaling=scaling,
+        rope_divisors=None,
+        tied=cfg.get("tie_word_embeddings", False),
+        bias=arch == "qwen2" or cfg.get("attention_bias", False),
+        qk_norm=arch == "qwen3",
+        vocab=cfg["vocab_size"],
+    )
+    index_path = os.path.join(path, "model.safetensors.index.json")
+    files = {}
+    if os.path.exists(index_path):
+        with open(index_path, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+        where = {}
+        for name, file in weight_map.items():
+            if file not in files:
+                files[file] = SafetensorsFile(os.path.join(path, file))
+            where[name] = files[file]
+    else:
+        single = SafetensorsFile(os.path.join(path, "model.safetensors"))
+        where = {name: single for name in single.header}
+    count = sum(int(np.prod(f.header[n]["shape"])) for f in set(where.values()) for n in f.header)
+    return Model(config, lambda name: where[name].tensor(name), cache=cache or count < 50_000_000)
+
+
+# Hugging Face name → GGUF name, per layer and global.
+GGUF_LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+GGUF_GLOBAL_NAMES = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+}
+
+
+def unpermute(weights, heads):
+    """Undoes llama.cpp's converter: within each head, rows 2i and 2i+1 go back to i and i + head_dim/2."""
+    rows = weights.shape[0]
+    return weights.reshape(heads, rows // heads // 2, 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
+
+
+def gguf_model(path, cache):
+    g = GgufFile(path)
+    meta = g.metadata
+    arch = meta["general.architecture"]
+    if arch not in ("qwen3", "qwen2", "llama"):
+        raise ValueError(f"{path}: general.architecture {arch} is not supported")
+    p = arch + "."
+    hidden = int(meta[p + "embedding_length"])
+    heads = int(meta[p + "attention.head_count"])
+    kv_heads = int(meta.get(p + "attention.head_count_kv", heads))
+    head_dim = int(meta.get(p + "attention.key_length", hidden // heads))
+    theta = float(meta.get(p + "rope.freq_base", 10000.0))
+    scaling = None
+    if meta.get(p + "rope.scaling.type") == "llama3":
+        # GGUF keeps factor and original context; the frequency factors are Llama 3's (1 and 4).
+        scaling = {
+            "factor": float(meta.get(p + "rope.scaling.factor", 8.0)),
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": int(meta.get(p + "rope.scaling.original_context_length", 8192)),
+        }
+    divisors = g.tensor("rope_freqs.weight").astype(F64) if g.has("rope_freqs.weight") else None
+    if scaling is not None and divisors is not None:
+        base = theta ** (-np.arange(0, head_dim, 2, dtype=F64) / head_dim)
+        expected = base / llama3_inv_freq(base, scaling)
+        if not np.allclose(divisors, expected, rtol=1e-6, atol=0):
+            raise ValueError(f"{path}: rope_freqs.weight disagrees with the rope.scaling keys")
+        divisors = None  # the keys give the frequencies in float64
+    embed_dims = g.tensors["token_embd.weight"][0]
+    config = Config(
+        arch=arch,
+        hidden=hidden,
+        layers=int(meta[p + "block_count"]),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        eps=float(meta.get(p + "attention.layer_norm_rms_epsilon", 1e-6)),
+        rope_theta=theta,
+        rope_scaling=scaling,
+        rope_divisors=divisors,
+        tied=not g.has("output.weight"),
+        bias=g.has("blk.0.attn_q.bias"),
+        qk_norm=g.has("blk.0.attn_q_norm.weight"),
+        vocab=int(embed_dims[1]),
+    )
+
+    def fetch(name):
+        if name.startswith("model.layers."):
+            _, _, layer, rest = name.split(".", 3)
+            gguf_name = f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}"
+        else:
+            gguf_name = GGUF_GLOBAL_NAMES[name]
+        w = g.tensor(gguf_name)
+        if arch == "llama" and rest_is(name, "self_attn.q_proj.weight"):
+            w = unpermute(w, heads)
+        elif arch == "llama" and rest_is(name, "self_attn.k_proj.weight"):
+            w = unpermute(w, kv_heads)
+        return w
+
+    count = sum(int(np.prod(info[0])) for info in g.tensors.values())
+    return Model(config, fetch, cache=cache or count < 50_000_000)
+
+
+def rest_is(name, suffix):
+    return name.startswith("model.layers.") and name.endswith("." + suffix)
+
+
+def load_model(path, cache=False):
+    """Small models keep their float64 weights in memory; large ones re-read them per forward pass unless
+    `cache` (8 bytes per parameter) is asked for."""
+    return hf_model(path, cache) if os.path.isdir(path) else gguf_model(path, cache)
+
+
+# ---- the forward pass ---------------------------------------------------------------------------------
+
+
+def rms_norm(x, weight, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def rope(x, inv_freq):
+    """Rotary embedding, Hugging Face convention: dimension i pairs with i + head_dim/2. x: (T, heads, D)."""
+    positions = np.arange(x.shape[0], dtype=F64)
+    angles = positions[:, None] * inv_freq[None, :]  # (T, D/2)
+    cos = np.cos(angles)[:, None, :]
+    sin = np.sin(angles)[:, None, :]
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def forward(model, tokens):
+    """Logits (T, vocab) at every position of one sequence."""
+    c = model.config
+    w = model.weight
+    tokens = np.asarray(tokens, dtype=np.int64)
+    T = tokens.size
+    embed = w("model.embed_tokens.weight")
+    if tokens.min() < 0 or tokens.max() >= embed.shape[0]:
+        raise ValueError(f"token ids must be below {embed.shape[0]}")
+    x = embed[tokens].astype(F64)
+    group = c.heads // c.kv_heads
+    causal = np.triu(np.ones((T, T), dtype=bool), k=1)
+    for layer in range(c.layers):
+        p = f"model.layers.{layer}."
+        h = rms_norm(x, w(p + "input_layernorm.weight"), c.eps)
+        q = h @ w(p + "self_attn.q_proj.weight").T
+        k = h @ w(p + "self_attn.k_proj.weight").T
+        v = h @ w(p + "self_attn.v_proj.weight").T
+        if c.bias:
+            q = q + w(p + "self_attn.q_proj.bias")
+            k = k + w(p + "self_attn.k_proj.bias")
+            v = v + w(p + "self_attn.v_proj.bias")
+        q = q.reshape(T, c.heads, c.head_dim)
+        k = k.reshape(T, c.kv_heads, c.head_dim)
+        v = v.reshape(T, c.kv_heads, c.head_dim)
+        if c.qk_norm:  # Qwen3: RMSNorm over each head's vector, before RoPE
+            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), c.eps)
+            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), c.eps)
+        q = rope(q, model.inv_freq)
+        k = rope(k, model.inv_freq)
+        out = np.empty((T, c.heads, c.head_dim), dtype=F64)
+        for head in range(c.heads):
+            kv = head // group  # grouped-query attention: consecutive query heads share a KV head
+            scores = q[:, head, :] @ k[:, kv, :].T / math.sqrt(c.head_dim)
+            scores[causal] = -np.inf
+            scores -= scores.max(axis=-1, keepdims=True)
+            probs = np.exp(scores)
+            probs /= probs.sum(axis=-1, keepdims=True)
+            out[:, head, :] = probs @ v[:, kv, :]
+        x = x + out.reshape(T, c.heads * c.head_dim) @ w(p + "self_attn.o_proj.weight").T
+        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), c.eps)
+        gate = h @ w(p + "mlp.gate_proj.weight").T
+        up = h @ w(p + "mlp.up_proj.weight").T
+        x = x + (silu(gate) * up) @ w(p + "mlp.down_proj.weight").T
+    x = rms_norm(x, w("model.norm.weight"), c.eps)
+    head = embed if c.tied else w("lm_head.weight")
+    return x @ head.T
+
+
+# ---- commands -----------------------------------------------------------------------------------------
+
+
+def parse_sequences(text):
+    sequences = []
+    for part in text.split(";"):
+        ids = [int(t) for t in part.split(",") if t.strip() != ""]
+        if not ids:
+            raise ValueError(f"--tokens {text!r}: a sequence is empty")
+        sequences.append(ids)
+    return sequences
+
+
+def write_logits(path, rows):
+    vocab = rows[0].shape[1]
+    with open(path, "wb") as f:
+        f.write(b"RLOGITS1")
+        f.write(struct.pack("<II", len(rows), vocab))
+        for r in rows:
+            f.write(struct.pack("<I", r.shape[0]))
+        for r in rows:
+            f.write(np.ascontiguousarray(r, dtype="<f8").tobytes())
+
+
+def command_logits(args):
+    model = load_model(args.model)
+    rows = [forward(model, seq) for seq in parse_sequences(args.tokens)]
+    write_logits(args.out, rows)
+
+
+def command_greedy(args):
+    model = load_model(args.model, cache=True)  # every step reads every weight
+    (prompt,) = parse_sequences(args.tokens)
+    sequence = list(prompt)
+    generated = []
+    for _ in range(args.steps):
+        logits = forward(model, sequence)[-1]
+        token = int(np.argmax(logits))
+        generated.append(token)
+        sequence.append(token)
+    with open(args.out, "wb") as f:
+        f.write(b"RGREEDY1")
+        f.write(struct.pack("<I", len(generated)))
+        f.write(np.asarray(generated, dtype="<i8").tobytes())
+
+
+def command_dequant(args):
+    if args.type not in DEQUANT:
+        raise ValueError(f"--type {args.type}: expected one of {', '.join(DEQUANT)}")
+    with open(args.input, "rb") as f:
+        raw = f.read()
+    _, _, block_bytes = GGML_TYPES[args.type]
+    if len(raw) % block_bytes != 0:
+        raise ValueError(f"{args.input}: {len(raw)} bytes are not whole {args.type} blocks of {block_bytes} bytes")
+    values = DEQUANT[args.type](raw)
+    with open(args.out, "wb") as f:
+        f.write(b"RDEQUAN1")
+        f.write(struct.pack("<Q", values.size))
+        f.write(np.ascontiguousarray(values, dtype="<f8").tobytes())
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description="float64 reference forward pass (Qwen3, Qwen2, Llama)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    logits = commands.add_parser("logits", help="logits at every position")
+    logits.add_argument("--model", required=True, help="model directory or .gguf file")
+    logits.add_argument("--tokens", required=True, help="comma-separated ids; ';' separates sequences")
+    logits.add_argument("--out", required=True)
+    greedy = commands.add_parser("greedy", help="greedy continuation")
+    greedy.add_argument("--model", required=True)
+    greedy.add_argument("--tokens", required=True)
+    greedy.add_argument("--steps", type=int, required=True)
+    greedy.add_argument("--out", required=True)
+    dequant = commands.add_parser("dequant", help="dequantize raw GGUF blocks")
+    dequant.add_argument("--type", required=True)
+    dequant.add_argument("--in", dest="input", required=True)
+    dequant.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    {"logits": command_logits, "greedy": command_greedy, "dequant": command_dequant}[args.command](args)
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except (ValueError, KeyError, OSError) as error:
+        print(f"reference_model.py: {error}", file=sys.stderr)
+        sys.exit(1)

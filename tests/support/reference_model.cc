@@ -1,0 +1,127 @@
+#include "tests/support/reference_model.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "tests/support/temp_dir.h"
+
+namespace testing_support {
+
+namespace {
+
+std::string shell_quoted(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs the script with `args` and returns its output file's bytes.
+std::vector<std::byte> run_reference(const std::string& args, const TempDir& dir) {
+  const auto out = dir / "reference.out";
+  const std::string command = shell_quoted(reference_python().string()) + " " +
+                              shell_quoted(reference_model_script().string()) + " " + args + " --out " +
+                              shell_quoted(out.string());
+  std::string output;
+  if (const int status = run_command(command, output); status != 0) {
+    throw std::runtime_error("reference model failed (exit " + std::to_string(status) + "): " + command + "\n" +
+                             output);
+  }
+  return read_file(out);
+}
+
+class Cursor {
+ public:
+  Cursor(const std::vector<std::byte>& bytes, std::string_view magic) : bytes_(bytes) {
+    if (bytes.size() < magic.size() || std::memcmp(bytes.data(), magic.data(), magic.size()) != 0) {
+      throw std::runtime_error("reference output does not start with " + std::string(magic));
+    }
+    at_ = magic.size();
+  }
+  template <typename T>
+  T next() {
+    if (at_ + sizeof(T) > bytes_.size()) throw std::runtime_error("reference output is truncated");
+    T value;
+    std::memcpy(&value, bytes_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return value;
+  }
+  template <typename T>
+  std::vector<T> array(std::size_t count) {
+    if (count > (bytes_.size() - at_) / sizeof(T)) throw std::runtime_error("reference output is truncated");
+    std::vector<T> out(count);
+    std::memcpy(out.data(), bytes_.data() + at_, count * sizeof(T));
+    at_ += count * sizeof(T);
+    return out;
+  }
+  void expect_end() const {
+    if (at_ != bytes_.size()) throw std::runtime_error("reference output has trailing bytes");
+  }
+
+ private:
+  const std::vector<std::byte>& bytes_;
+  std::size_t at_ = 0;
+};
+
+std::string token_list(const std::vector<std::int32_t>& ids) {
+  std::string out;
+  for (const auto id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out;
+}
+
+}  // namespace
+
+const std::filesystem::path& reference_python() {
+  static const std::filesystem::path path = REFERENCE_PYTHON;
+  return path;
+}
+
+const std::filesystem::path& reference_model_script() {
+  static const std::filesystem::path path = REFERENCE_MODEL_SCRIPT;
+  return path;
+}
+
+ReferenceLogits reference_logits(const std::filesystem::path& model,
+                                 const std::vector<std::vector<std::int32_t>>& sequences) {
+  if (sequences.empty()) throw std::invalid_argument("reference_logits needs at least one sequence");
+  std::string tokens;
+  for (const auto& sequence : sequences) tokens += (tokens.empty() ? "" : ";") + token_list(sequence);
+  const TempDir dir;
+  const auto bytes =
+      run_reference("logits --model " + shell_quoted(model.string()) + " --tokens " + shell_quoted(tokens), dir);
+  Cursor in(bytes, "RLOGITS1");
+  const auto count = in.next<std::uint32_t>();
+  ReferenceLogits result;
+  result.vocab_size = in.next<std::uint32_t>();
+  if (count != sequences.size()) throw std::runtime_error("reference output has the wrong number of sequences");
+  const auto lengths = in.array<std::uint32_t>(count);
+  for (const auto length : lengths) result.sequences.push_back(in.array<double>(length * result.vocab_size));
+  in.expect_end();
+  return result;
+}
+
+std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model, const std::vector<std::int32_t>& prompt,
+                                           int steps) {
+  const TempDir dir;
+  const auto bytes = run_reference("greedy --model " + shell_quoted(model.string()) + " --tokens " +
+                                       shell_quoted(token_list(prompt)) + " --steps " + std::to_string(steps),
+                                   dir);
+  Cursor in(bytes, "RGREEDY1");
+  const auto ids = in.array<std::int64_t>(in.next<std::uint32_t>());
+  in.expect_end();
+  return {ids.begin(), ids.end()};
+}
+
+std::vector<double> reference_dequant(std::string_view type, std::span<const std::byte> blocks) {
+  const TempDir dir;
+  write_file(dir / "blocks.bin", blocks);
+  const auto bytes = run_reference(
+      "dequant --type " + shell_quoted(std::string(type)) + " --in " + shell_quoted((dir / "blocks.bin").string()),
+      dir);
+  Cursor in(bytes, "RDEQUAN1");
+  auto values = in.array<double>(in.next<std::uint64_t>());
+  in.expect_end();
+  return values;
+}
+
+}  // namespace testing_support

@@ -1,0 +1,41 @@
+#pragma once
+
+// The float64 numpy reference model (tests/reference/reference_model.py) seen from C++: runs the script
+// with the project's reference Python and reads its binary output. Every call starts one Python process.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace testing_support {
+
+// The interpreter (REFERENCE_PYTHON, Debian's python3 with numpy) and the script.
+const std::filesystem::path& reference_python();
+const std::filesystem::path& reference_model_script();
+
+struct ReferenceLogits {
+  std::size_t vocab_size = 0;
+  // Per sequence: positions × vocab_size values, position-major.
+  std::vector<std::vector<double>> sequences;
+
+  std::span<const double> row(std::size_t sequence, std::size_t position) const {
+    return std::span(sequences.at(sequence)).subspan(position * vocab_size, vocab_size);
+  }
+};
+
+// Logits at every position of each sequence; `model` is a model directory or a .gguf file. Throws
+// std::runtime_error with the script's output when it fails.
+ReferenceLogits reference_logits(const std::filesystem::path& model,
+                                 const std::vector<std::vector<std::int32_t>>& sequences);
+
+// `steps` greedy tokens after `prompt` (argmax of float64 logits, the whole sequence recomputed each step).
+std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model, const std::vector<std::int32_t>& prompt,
+                                           int steps);
+
+// Raw GGUF blocks of `type` ("Q4_K", "Q8_0", "F16", ...) dequantized in float64.
+std::vector<double> reference_dequant(std::string_view type, std::span<const std::byte> blocks);
+
+}  // namespace testing_support
