@@ -132,23 +132,23 @@ int run(const RunOptions& o) {
 int main(int argc, char** argv) {
   RunOptions o;
   fetchd::client::FlagParser flags("usage: engine-run --model PATH --prompt TEXT [options]");
-  flags.add_string("--model", "PATH", "a model directory (config.json, safetensors, tokenizer) or a .gguf file",
+  flags.add_string("model", "PATH", "a model directory (config.json, safetensors, tokenizer) or a .gguf file",
                    &o.model);
-  flags.add_string("--prompt", "TEXT", "the prompt", &o.prompt);
-  flags.add_switch("--chat", "wrap the prompt in the model's chat template as a user message", &o.chat);
-  flags.add_string("--system", "TEXT", "a system message (with --chat)", &o.system);
-  flags.add_switch("--no-thinking", "render the chat template with enable_thinking=false", &o.no_thinking);
-  flags.add_uint("--max-tokens", "N", "tokens to generate at most (default 128)", &o.max_tokens, 1);
-  flags.add_double("--temperature", "T", "sampling temperature; 0 is greedy (default: generation_config.json)",
+  flags.add_string("prompt", "TEXT", "the prompt", &o.prompt);
+  flags.add_switch("chat", "wrap the prompt in the model's chat template as a user message", &o.chat);
+  flags.add_string("system", "TEXT", "a system message (with --chat)", &o.system);
+  flags.add_switch("no-thinking", "render the chat template with enable_thinking=false", &o.no_thinking);
+  flags.add_uint("max-tokens", "N", "tokens to generate at most (default 128)", &o.max_tokens, 1);
+  flags.add_double("temperature", "T", "sampling temperature; 0 is greedy (default: generation_config.json)",
                    &o.temperature, 0, 100);
-  flags.add_double("--top-p", "P", "nucleus sampling mass", &o.top_p, 0, 1);
-  flags.add_uint("--top-k", "K", "sample among the K most likely tokens", &o.top_k);
-  flags.add_double("--min-p", "P", "drop tokens below P times the most likely one's probability", &o.min_p, 0, 1);
-  flags.add_uint("--seed", "N", "seed of the sampler's random stream", &o.seed);
-  flags.add_switch("--ignore-eos", "keep generating past end-of-sequence tokens", &o.ignore_eos);
-  flags.add_uint("--threads", "N", "CPU threads (default: one per online CPU)", &o.threads);
-  flags.add_choice("--device", {"auto", "cpu", "cuda"}, "where to run (default auto)", &o.device);
-  flags.add_switch("--verbose", "log loading details", &o.verbose);
+  flags.add_double("top-p", "P", "nucleus sampling mass", &o.top_p, 0, 1);
+  flags.add_uint("top-k", "K", "sample among the K most likely tokens", &o.top_k);
+  flags.add_double("min-p", "P", "drop tokens below P times the most likely one's probability", &o.min_p, 0, 1);
+  flags.add_uint("seed", "N", "seed of the sampler's random stream", &o.seed);
+  flags.add_switch("ignore-eos", "keep generating past end-of-sequence tokens", &o.ignore_eos);
+  flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &o.threads);
+  flags.add_choice("device", {"auto", "cpu", "cuda"}, "where to run (default auto)", &o.device);
+  flags.add_switch("verbose", "log loading details", &o.verbose);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
       std::cout << flags.help();
