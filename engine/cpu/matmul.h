@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string_view>
+#include <vector>
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/quant/quant.h"
@@ -29,11 +30,23 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t
 // Rows [first, first + count) of w as f32 (embedding lookups), count * w.cols values.
 void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out);
 
-// The SIMD level in use: "avx512", "avx2" or "portable".
+// The SIMD level in use: "avx512", "avx2" or "portable": the best this CPU runs, unless the environment
+// variable ENGINE_SIMD (read once, at the first call) names another level it runs.
 std::string_view simd_level();
+
+// Every level this CPU runs, best first, and matmul / dequantize_rows at a given one (tests and benchmarks
+// compare levels within one process; std::invalid_argument for a level the CPU does not run). Within a
+// level, the result for a (row, token) does not depend on `tokens` or on the other rows computed.
+std::vector<std::string_view> supported_simd_levels();
+void matmul_at_level(std::string_view level, ThreadPool& pool, const WeightMatrix& w, const float* x,
+                     std::size_t tokens, float* out, const float* bias = nullptr);
+void dequantize_rows_at_level(std::string_view level, const WeightMatrix& w, std::size_t first, std::size_t count,
+                              float* out);
 
 // Measured read bandwidth of main memory in GB/s (10^9 bytes), streaming a buffer much larger than the
 // caches with every thread of the pool: the bound a memory-bound decode step is compared with.
 double measure_memory_bandwidth(ThreadPool& pool);
+// The same over a buffer of `bytes` (rounded down to whole 4 MiB pieces, at least one); the default is 1 GiB.
+double measure_memory_bandwidth(ThreadPool& pool, std::size_t bytes);
 
 }  // namespace engine::cpu

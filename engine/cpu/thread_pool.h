@@ -19,6 +19,8 @@ class ThreadPool {
 
   // Calls body(begin, end) over disjoint ranges covering [0, count), each at least `grain` long (except
   // the last), spread over the threads; returns when all are done. An exception in a body is rethrown here.
+  // Ranges begin at multiples of `grain`; a loop of at most `grain` runs on the calling thread alone. After
+  // a body throws, ranges not yet started are skipped.
   void parallel_for(std::size_t count, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& body);
 
  private:

@@ -160,13 +160,58 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   return c;
 }
 
-ModelConfig read_hf_config(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json);
-  if (!in) throw ConfigError(config_json.string() + ": cannot be read");
+namespace {
+
+std::string read_small_json(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError(file.string() + ": cannot be read");
   std::stringstream text;
   text << in.rdbuf();
-  if (text.str().size() > (16u << 20)) throw ConfigError(config_json.string() + ": larger than 16 MiB");
-  return parse_hf_config(text.str(), config_json.string());
+  if (text.str().size() > (16u << 20)) throw ConfigError(file.string() + ": larger than 16 MiB");
+  return text.str();
+}
+
+}  // namespace
+
+ModelConfig read_hf_config(const std::filesystem::path& config_json) {
+  return parse_hf_config(read_small_json(config_json), config_json.string());
+}
+
+GenerationDefaults parse_generation_config(std::string_view json, std::string_view name) {
+  std::size_t consumed = 0;
+  std::string error;
+  const auto doc = format::parse_json_prefix(json, consumed, error);
+  if (!error.empty()) throw ConfigError(std::string(name) + ": not valid JSON: " + error);
+  if (!doc.IsObject()) throw ConfigError(std::string(name) + ": not a JSON object");
+  const JsonFields f(doc, name);
+  GenerationDefaults g;
+  auto number = [&](const char* key, std::optional<double>& out) {
+    if (f.find(key) != nullptr) out = f.number_or(key, 0.0);
+  };
+  number("temperature", g.temperature);
+  number("top_p", g.top_p);
+  number("min_p", g.min_p);
+  number("repetition_penalty", g.repetition_penalty);
+  if (const auto* k = f.find("top_k")) {
+    if (!k->IsInt64()) f.fail("'top_k' must be an integer");
+    g.top_k = k->GetInt64();
+  }
+  if (f.find("max_new_tokens") != nullptr) g.max_new_tokens = f.positive("max_new_tokens");
+  // transformers ignores the sampling fields when do_sample is false: generation is greedy.
+  if (!f.flag_or("do_sample", true)) {
+    g.temperature = 0.0;
+    g.top_p.reset();
+    g.top_k.reset();
+    g.min_p.reset();
+  }
+  g.eos_token_ids = f.ids("eos_token_id");
+  return g;
+}
+
+GenerationDefaults read_generation_config(const std::filesystem::path& generation_config_json) {
+  std::error_code ec;
+  if (!std::filesystem::exists(generation_config_json, ec)) return {};
+  return parse_generation_config(read_small_json(generation_config_json), generation_config_json.string());
 }
 
 ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name) {

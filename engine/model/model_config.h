@@ -56,10 +56,22 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Sampling defaults a checkpoint suggests (generation_config.json); unset fields keep the API's defaults.
+struct GenerationDefaults {
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<std::int64_t> top_k;
+  std::optional<std::uint64_t> max_new_tokens;
+  std::vector<std::int64_t> eos_token_ids;
+};
+
 // Reads a Hugging Face config.json. An architecture the engine does not run is refused by name, with the
 // list of those it does.
 ModelConfig parse_hf_config(std::string_view json, std::string_view name);
 ModelConfig read_hf_config(const std::filesystem::path& config_json);
+
+// Reads generation_config.json (a file that is absent gives no defaults). do_sample false means greedy.
+GenerationDefaults parse_generation_config(std::string_view json, std::string_view name);
+GenerationDefaults read_generation_config(const std::filesystem::path& generation_config_json);
 
 // Reads the hyper-parameters of a GGUF file (general.architecture "llama", "qwen2" or "qwen3" and the
 // "{arch}.*" keys). GGUF llama files pair RoPE dimensions interleaved.

@@ -1,9 +1,10 @@
 #pragma once
 
-// Per-sequence sampling as vLLM's OpenAI server applies it: logit bias, penalties, temperature, top-k,
-// top-p, min-p, then a draw from the sequence's own random stream (so a seeded request gets the same tokens
+// Per-sequence sampling as vLLM's OpenAI server applies it: logit bias, penalties, temperature, min-p,
+// top-k, top-p, then a draw from the sequence's own random stream (so a seeded request gets the same tokens
 // whatever else shares its batch), with the top-N log-probabilities of the model's raw distribution.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -15,11 +16,19 @@
 
 namespace engine::sampling {
 
+// vLLM's default max_logprobs: the most `logprobs` a request may ask for.
+inline constexpr int kMaxLogprobs = 20;
+// OpenAI's range for a logit_bias value; vLLM clamps values outside it rather than refusing them.
+inline constexpr float kMaxLogitBias = 100.0f;
+// vLLM raises a temperature in (0, kMinTemperature) to kMinTemperature (smaller ones overflow its float
+// softmax), so only an exact 0 is greedy.
+inline constexpr float kMinTemperature = 0.01f;
+
 struct SamplingParams {
-  float temperature = 1.0f;  // 0: greedy
-  int top_k = 0;             // 0 or -1: all tokens
-  float top_p = 1.0f;        // (0, 1]
-  float min_p = 0.0f;        // [0, 1]
+  float temperature = 1.0f;         // 0: greedy
+  int top_k = 0;                    // 0 or -1: all tokens
+  float top_p = 1.0f;               // (0, 1]
+  float min_p = 0.0f;               // [0, 1]
   float repetition_penalty = 1.0f;  // > 0; over prompt and output tokens (vLLM / transformers semantics)
   float presence_penalty = 0.0f;    // [-2, 2]; over output tokens
   float frequency_penalty = 0.0f;   // [-2, 2]; over output tokens
@@ -34,7 +43,8 @@ class SamplingError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Checks every field against its range (and logit_bias ids against vocab_size). Throws SamplingError.
+// Checks every field against its range (and logit_bias ids against vocab_size). Throws SamplingError. A
+// logit_bias value outside [-kMaxLogitBias, kMaxLogitBias] is accepted and clamped when sampling; NaN is refused.
 void validate(const SamplingParams& params, std::size_t vocab_size);
 
 struct TokenLogprob {
@@ -44,8 +54,8 @@ struct TokenLogprob {
 
 struct SampledToken {
   std::int32_t token = 0;
-  float logprob = 0.0f;             // of the chosen token under the raw (unprocessed) distribution
-  std::vector<TokenLogprob> top;    // the `logprobs` most likely under that distribution, descending
+  float logprob = 0.0f;           // of the chosen token under the raw (unprocessed) distribution
+  std::vector<TokenLogprob> top;  // the `logprobs` most likely under that distribution, descending
 };
 
 // The sampling state of one sequence: its parameters, the token counts the penalties need, its random
@@ -54,16 +64,48 @@ class SequenceSampler {
  public:
   SequenceSampler(SamplingParams params, std::span<const std::int32_t> prompt_tokens);
 
-  // Chooses the next token from this step's logits (vocab-sized, modified in place) and records it as output.
+  // Chooses the next token from this step's logits (vocab-sized, modified in place: on return they hold the
+  // logits after bias and penalties, before temperature) and records it as output.
+  // Order (vLLM's V1 sampler): logit bias, repetition, frequency and presence penalties; then greedy argmax
+  // at temperature 0, else temperature, min-p, top-k, top-p and a draw. Throws SamplingError for empty
+  // logits or a logit_bias id outside them.
   SampledToken sample(std::span<float> logits);
 
   const SamplingParams& params() const { return params_; }
 
  private:
+  // A token still in the running for the draw.
+  struct Candidate {
+    float logit = 0.0f;   // after bias and penalties, before temperature
+    float weight = 0.0f;  // exp((logit - max) / temperature): unnormalised probability
+    std::int32_t token = 0;
+  };
+  // A token and its logit, ordered best first (higher logit, then lower id).
+  struct Scored {
+    float logit = 0.0f;
+    std::int32_t token = 0;
+  };
+
+  void apply_bias_and_penalties(std::span<float> logits, bool keep_raw);
+  std::int32_t draw(std::span<const float> logits);
+  float kth_largest(std::span<const float> logits, std::size_t k);
+  std::size_t apply_top_p(double total, float max_logit, float inverse_temperature, double& kept_mass);
+  void top_logprobs(std::span<const float> logits, double log_normaliser, std::vector<TokenLogprob>& out);
+  float raw_logit(std::span<const float> logits, std::int32_t token) const;
+
   SamplingParams params_;
-  std::unordered_map<std::int32_t, std::uint32_t> prompt_counts_;
+  float temperature_ = 1.0f;                                // params_.temperature as vLLM applies it
+  std::vector<std::pair<std::int32_t, float>> logit_bias_;  // by id, one per id (the last given), clamped
+  std::vector<std::int32_t> prompt_tokens_;                 // distinct, ascending
   std::unordered_map<std::int32_t, std::uint32_t> output_counts_;
   std::mt19937_64 rng_;
+
+  // Scratch reused across steps: once grown, a step allocates only the result's `top` and a first-seen output
+  // token's count.
+  std::vector<Candidate> candidates_;
+  std::vector<Scored> top_;
+  std::vector<float> heap_;
+  std::vector<std::pair<std::int32_t, float>> raw_logits_;  // (token, logit before bias/penalties)
 };
 
 }  // namespace engine::sampling

@@ -1,0 +1,119 @@
+#pragma once
+
+// The interface between the model graph and a device. A backend owns the weights it was given, the
+// paged KV cache and the kernels; the graph (engine/model/transformer) is written once against it and
+// runs unchanged on the CPU and on a GPU.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engine/quant/quant.h"
+
+namespace engine::backend {
+
+// A weight as the checkpoint stores it, in host memory (usually a mapped file that outlives the backend):
+// a matrix of `rows` output features × `cols` input features, or a vector (rows == 1).
+struct WeightSource {
+  quant::WeightType type = quant::WeightType::F32;
+  std::span<const std::byte> bytes;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+};
+
+// A weight the backend holds (in place, or uploaded). Owned by the backend; valid while it lives.
+struct Weight {
+  quant::WeightType type = quant::WeightType::F32;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  const void* handle = nullptr;  // backend-specific
+};
+
+// An f32 row-major activation matrix in the backend's memory, from the step's workspace.
+struct Tensor {
+  float* data = nullptr;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+};
+
+// The KV cache's geometry: `num_blocks` blocks of `block_size` positions, each holding every layer's
+// keys and values for those positions.
+struct KvCacheShape {
+  std::size_t num_layers = 0;
+  std::size_t num_kv_heads = 0;
+  std::size_t head_dim = 0;
+  std::size_t block_size = 16;
+  std::size_t num_blocks = 0;
+
+  std::size_t bytes_per_block() const { return num_layers * 2 * num_kv_heads * block_size * head_dim * sizeof(float); }
+};
+
+// What one forward step computes: for every sequence, its new tokens at consecutive positions starting at
+// `start_position`, written into the KV cache through its block table, attending to every earlier position.
+struct StepSequence {
+  std::size_t start_position = 0;
+  std::size_t num_tokens = 0;
+  std::span<const std::int32_t> block_table;  // covers start_position + num_tokens positions
+};
+
+struct StepLayout {
+  std::vector<StepSequence> sequences;
+  std::vector<std::int32_t> tokens;  // every sequence's new tokens, in order
+};
+
+// Rotary embedding: the inverse frequency of each pair of dimensions and how dimensions pair up.
+struct RopeSpec {
+  std::vector<double> inv_freq;  // head_dim / 2 values, scaling already applied
+  bool interleaved = false;      // pairs (2i, 2i+1) instead of (i, i + head_dim / 2)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;  // "cpu", "cuda:0"
+
+  // Takes a weight for the rest of the backend's life. `source` must stay readable until the backend is
+  // destroyed (the CPU backend computes from it in place).
+  virtual Weight add_weight(const WeightSource& source) = 0;
+
+  // Allocates the KV cache (once, before the first step) and sets the rotary embedding.
+  virtual void init_cache(const KvCacheShape& shape, const RopeSpec& rope) = 0;
+  virtual const KvCacheShape& cache_shape() const = 0;
+
+  // Starts a step: the workspace of the previous step is released, the layout (positions, where each new
+  // token's keys and values go) is made available to the kernels.
+  virtual void begin_step(const StepLayout& layout) = 0;
+  // A workspace tensor that lives until the next begin_step.
+  virtual Tensor alloc(std::size_t rows, std::size_t cols) = 0;
+
+  // ---- kernels; every Tensor comes from alloc() ----
+  // out[t] = table row tokens[t] (every new token of the step).
+  virtual void embed(const Weight& table, Tensor out) = 0;
+  // out[r] = x[r] / rms(x[r]) * weight, row by row; x.cols may be a multiple of weight.cols (per-head
+  // norms: each head_dim slice is normalised on its own). out may be x.
+  virtual void rms_norm(Tensor x, const Weight& weight, float eps, Tensor out) = 0;
+  // out = x · wᵀ (+ bias).
+  virtual void matmul(Tensor x, const Weight& w, const Weight* bias, Tensor out) = 0;
+  // Rotates every head of q and k in place at each token's position.
+  virtual void rope(Tensor q, Tensor k, std::size_t head_dim) = 0;
+  // Stores k and v for the step's tokens into layer `layer` of the cache, then computes causal
+  // attention of q over each sequence's cached positions (grouped-query: q heads share kv heads evenly).
+  virtual void attention(std::size_t layer, Tensor q, Tensor k, Tensor v, float scale, Tensor out) = 0;
+  // out = silu(gate) * up, element-wise. out may be gate.
+  virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;
+  // x += y.
+  virtual void add(Tensor x, Tensor y) = 0;
+  // out[i] = x[rows[i]].
+  virtual void gather_rows(Tensor x, std::span<const std::size_t> rows, Tensor out) = 0;
+  // Copies a tensor to host memory (rows × cols floats).
+  virtual void read(Tensor x, std::span<float> out) = 0;
+};
+
+// The CPU backend: `threads` 0 means one per online CPU.
+std::unique_ptr<Backend> make_cpu_backend(std::size_t threads = 0);
+
+}  // namespace engine::backend

@@ -1,0 +1,341 @@
+// The CPU backend: weights used in place from the mapped checkpoint, the KV cache in host memory, every
+// kernel spread over a thread pool. Each row (token, head) is computed the same way whatever else is in
+// the step, so a sequence's results do not depend on its batch.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
+
+namespace engine::backend {
+
+namespace {
+
+// 64-byte aligned float storage (SIMD loads, no false sharing between rows handed to threads).
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
+
+AlignedFloats aligned_floats(std::size_t count) {
+  const std::size_t bytes = std::max<std::size_t>(64, (count * sizeof(float) + 63) / 64 * 64);
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (p == nullptr) throw std::bad_alloc();
+  return AlignedFloats(p);
+}
+
+// A bump allocator over chunks kept from step to step, so steady decoding allocates nothing.
+class Workspace {
+ public:
+  void reset() {
+    chunk_ = 0;
+    used_ = 0;
+  }
+  float* take(std::size_t count) {
+    const std::size_t padded = (count + 15) / 16 * 16;
+    while (chunk_ < chunks_.size() && used_ + padded > sizes_[chunk_]) {
+      ++chunk_;
+      used_ = 0;
+    }
+    if (chunk_ == chunks_.size()) {
+      const std::size_t size = std::max<std::size_t>(padded, 1u << 20);
+      chunks_.push_back(aligned_floats(size));
+      sizes_.push_back(size);
+      used_ = 0;
+    }
+    float* p = chunks_[chunk_].get() + used_;
+    used_ += padded;
+    return p;
+  }
+
+ private:
+  std::vector<AlignedFloats> chunks_;
+  std::vector<std::size_t> sizes_;
+  std::size_t chunk_ = 0;
+  std::size_t used_ = 0;
+};
+
+// Where each of the step's tokens sits: its sequence, its position and its KV cache slot.
+struct TokenPlace {
+  std::size_t sequence = 0;
+  std::size_t position = 0;
+  std::size_t block = 0;   // physical block
+  std::size_t offset = 0;  // position within the block
+};
+
+constexpr std::size_t kMaxBlockSize = 128;
+
+// A dot product in 16 independent lanes (which the compiler vectorises), summed pairwise at the end.
+float dot(const float* a, const float* b, std::size_t n) {
+  float lanes[16] = {};
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (std::size_t l = 0; l < 16; ++l) lanes[l] += a[i + l] * b[i + l];
+  }
+  for (; i < n; ++i) lanes[i % 16] += a[i] * b[i];
+  for (std::size_t width = 8; width > 0; width /= 2) {
+    for (std::size_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(std::size_t threads) : pool_(threads) {}
+
+  std::string_view name() const override { return "cpu"; }
+
+  Weight add_weight(const WeightSource& source) override {
+    const auto row_bytes = quant::row_bytes(source.type, source.cols);
+    if (!row_bytes || *row_bytes * source.rows != source.bytes.size()) {
+      throw std::invalid_argument("cpu backend: a " + std::string(quant::weight_type_name(source.type)) +
+                                  " weight of " + std::to_string(source.rows) + " x " + std::to_string(source.cols) +
+                                  " cannot be " + std::to_string(source.bytes.size()) + " bytes");
+    }
+    const auto& m =
+        weights_.emplace_back(cpu::WeightMatrix{source.type, source.bytes.data(), source.rows, source.cols});
+    return Weight{source.type, source.rows, source.cols, &m};
+  }
+
+  void init_cache(const KvCacheShape& shape, const RopeSpec& rope) override {
+    if (shape.num_blocks == 0 || shape.block_size == 0 || shape.block_size > kMaxBlockSize) {
+      throw std::invalid_argument("cpu backend: a KV cache of " + std::to_string(shape.num_blocks) + " blocks of " +
+                                  std::to_string(shape.block_size) + " positions (1 to " +
+                                  std::to_string(kMaxBlockSize) + " per block)");
+    }
+    shape_ = shape;
+    rope_ = rope;
+    block_floats_ = shape.bytes_per_block() / sizeof(float);
+    cache_ = aligned_floats(block_floats_ * shape.num_blocks);
+  }
+  const KvCacheShape& cache_shape() const override { return shape_; }
+
+  void begin_step(const StepLayout& layout) override {
+    if (!cache_) throw std::logic_error("cpu backend: begin_step before init_cache");
+    workspace_.reset();
+    places_.clear();
+    tokens_ = layout.tokens;
+    for (std::size_t s = 0; s < layout.sequences.size(); ++s) {
+      const auto& seq = layout.sequences[s];
+      const std::size_t end = seq.start_position + seq.num_tokens;
+      if (seq.block_table.size() * shape_.block_size < end) {
+        throw std::invalid_argument("cpu backend: sequence " + std::to_string(s) + " reaches position " +
+                                    std::to_string(end) + " but its block table covers " +
+                                    std::to_string(seq.block_table.size() * shape_.block_size));
+      }
+      for (const auto block : seq.block_table) {
+        if (block < 0 || static_cast<std::size_t>(block) >= shape_.num_blocks) {
+          throw std::invalid_argument("cpu backend: block " + std::to_string(block) + " is outside the cache's " +
+                                      std::to_string(shape_.num_blocks) + " blocks");
+        }
+      }
+      for (std::size_t p = seq.start_position; p < end; ++p) {
+        places_.push_back(
+            {s, p, static_cast<std::size_t>(seq.block_table[p / shape_.block_size]), p % shape_.block_size});
+      }
+    }
+    if (places_.size() != tokens_.size()) {
+      throw std::invalid_argument("cpu backend: the step lists " + std::to_string(tokens_.size()) +
+                                  " tokens but its sequences add up to " + std::to_string(places_.size()));
+    }
+    sequences_ = layout.sequences;
+    // cos/sin of every token's angles, computed in double so long positions keep their precision.
+    const std::size_t half = rope_.inv_freq.size();
+    cos_ = workspace_.take(places_.size() * half);
+    sin_ = workspace_.take(places_.size() * half);
+    for (std::size_t t = 0; t < places_.size(); ++t) {
+      for (std::size_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(places_[t].position) * rope_.inv_freq[i];
+        cos_[t * half + i] = static_cast<float>(std::cos(angle));
+        sin_[t * half + i] = static_cast<float>(std::sin(angle));
+      }
+    }
+  }
+
+  Tensor alloc(std::size_t rows, std::size_t cols) override { return {workspace_.take(rows * cols), rows, cols}; }
+
+  void embed(const Weight& table, Tensor out) override {
+    const auto& m = matrix(table);
+    for (std::size_t t = 0; t < tokens_.size(); ++t) {
+      const auto id = tokens_[t];
+      if (id < 0 || static_cast<std::size_t>(id) >= m.rows) {
+        throw std::out_of_range("token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                                std::to_string(m.rows));
+      }
+      cpu::dequantize_rows(m, static_cast<std::size_t>(id), 1, out.data + t * out.cols);
+    }
+  }
+
+  void rms_norm(Tensor x, const Weight& weight, float eps, Tensor out) override {
+    const std::size_t width = weight.cols;
+    const float* w = vector(weight);
+    const std::size_t segments = x.rows * (x.cols / width);
+    pool_.parallel_for(segments, grain(width), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t s = begin; s < end; ++s) {
+        const float* in = x.data + s * width;
+        float* o = out.data + s * width;
+        double sum = 0;
+        for (std::size_t i = 0; i < width; ++i) sum += static_cast<double>(in[i]) * in[i];
+        const float inv = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(width) + eps));
+        for (std::size_t i = 0; i < width; ++i) o[i] = in[i] * inv * w[i];
+      }
+    });
+  }
+
+  void matmul(Tensor x, const Weight& w, const Weight* bias, Tensor out) override {
+    cpu::matmul(pool_, matrix(w), x.data, x.rows, out.data, bias ? vector(*bias) : nullptr);
+  }
+
+  void rope(Tensor q, Tensor k, std::size_t head_dim) override {
+    const std::size_t half = head_dim / 2;
+    const bool interleaved = rope_.interleaved;
+    auto rotate = [&](Tensor x) {
+      const std::size_t heads = x.cols / head_dim;
+      pool_.parallel_for(x.rows, grain(x.cols), [&](std::size_t begin, std::size_t end) {
+        for (std::size_t t = begin; t < end; ++t) {
+          const float* c = cos_ + t * half;
+          const float* s = sin_ + t * half;
+          for (std::size_t h = 0; h < heads; ++h) {
+            float* v = x.data + t * x.cols + h * head_dim;
+            for (std::size_t i = 0; i < half; ++i) {
+              const std::size_t a = interleaved ? 2 * i : i;
+              const std::size_t b = interleaved ? 2 * i + 1 : i + half;
+              const float x0 = v[a];
+              const float x1 = v[b];
+              v[a] = x0 * c[i] - x1 * s[i];
+              v[b] = x1 * c[i] + x0 * s[i];
+            }
+          }
+        }
+      });
+    };
+    rotate(q);
+    rotate(k);
+  }
+
+  void attention(std::size_t layer, Tensor q, Tensor k, Tensor v, float scale, Tensor out) override {
+    const std::size_t d = shape_.head_dim;
+    const std::size_t kv_heads = shape_.num_kv_heads;
+    const std::size_t q_heads = q.cols / d;
+    const std::size_t group = q_heads / kv_heads;
+    const std::size_t bs = shape_.block_size;
+    // Store this step's keys and values first: a token attends to itself and to earlier tokens of the step.
+    for (std::size_t t = 0; t < places_.size(); ++t) {
+      for (std::size_t g = 0; g < kv_heads; ++g) {
+        std::memcpy(cache_row(places_[t].block, layer, 0, g, places_[t].offset), k.data + t * k.cols + g * d,
+                    d * sizeof(float));
+        std::memcpy(cache_row(places_[t].block, layer, 1, g, places_[t].offset), v.data + t * v.cols + g * d,
+                    d * sizeof(float));
+      }
+    }
+    pool_.parallel_for(places_.size() * q_heads, 1, [&](std::size_t begin, std::size_t end) {
+      float scores[kMaxBlockSize];
+      for (std::size_t item = begin; item < end; ++item) {
+        const std::size_t t = item / q_heads;
+        const std::size_t h = item % q_heads;
+        const std::size_t g = h / group;
+        const TokenPlace& place = places_[t];
+        const auto& table = sequences_[place.sequence].block_table;
+        const float* qv = q.data + t * q.cols + h * d;
+        float* o = out.data + t * out.cols + h * d;
+        std::fill(o, o + d, 0.0f);
+        // Online softmax over the cached positions 0..position, one block at a time.
+        float running_max = -std::numeric_limits<float>::infinity();
+        float running_sum = 0;
+        const std::size_t length = place.position + 1;
+        for (std::size_t start = 0; start < length; start += bs) {
+          const std::size_t n = std::min(bs, length - start);
+          const std::size_t block = static_cast<std::size_t>(table[start / bs]);
+          const float* keys = cache_row(block, layer, 0, g, 0);
+          const float* values = cache_row(block, layer, 1, g, 0);
+          float block_max = running_max;
+          for (std::size_t j = 0; j < n; ++j) {
+            scores[j] = dot(qv, keys + j * d, d) * scale;
+            block_max = std::max(block_max, scores[j]);
+          }
+          const float correction = std::exp(running_max - block_max);
+          running_sum *= correction;
+          for (std::size_t i = 0; i < d; ++i) o[i] *= correction;
+          for (std::size_t j = 0; j < n; ++j) {
+            const float p = std::exp(scores[j] - block_max);
+            running_sum += p;
+            for (std::size_t i = 0; i < d; ++i) o[i] += p * values[j * d + i];
+          }
+          running_max = block_max;
+        }
+        const float inv = 1.0f / running_sum;
+        for (std::size_t i = 0; i < d; ++i) o[i] *= inv;
+      }
+    });
+  }
+
+  void silu_mul(Tensor gate, Tensor up, Tensor out) override {
+    const std::size_t n = gate.rows * gate.cols;
+    pool_.parallel_for(n, 1u << 14, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const float g = gate.data[i];
+        out.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];
+      }
+    });
+  }
+
+  void add(Tensor x, Tensor y) override {
+    const std::size_t n = x.rows * x.cols;
+    for (std::size_t i = 0; i < n; ++i) x.data[i] += y.data[i];
+  }
+
+  void gather_rows(Tensor x, std::span<const std::size_t> rows, Tensor out) override {
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      std::memcpy(out.data + i * out.cols, x.data + rows[i] * x.cols, x.cols * sizeof(float));
+    }
+  }
+
+  void read(Tensor x, std::span<float> out) override {
+    std::memcpy(out.data(), x.data, std::min(out.size(), x.rows * x.cols) * sizeof(float));
+  }
+
+ private:
+  static const cpu::WeightMatrix& matrix(const Weight& w) { return *static_cast<const cpu::WeightMatrix*>(w.handle); }
+  static const float* vector(const Weight& w) { return reinterpret_cast<const float*>(matrix(w).data); }
+  // Rows per chunk so each chunk does at least ~16k values of work.
+  static std::size_t grain(std::size_t width) {
+    return std::max<std::size_t>(1, (1u << 14) / std::max<std::size_t>(width, 1));
+  }
+
+  // Cache layout per block: [layer][key, value][kv head][position in block][head_dim].
+  float* cache_row(std::size_t block, std::size_t layer, std::size_t kind, std::size_t head, std::size_t offset) {
+    const std::size_t d = shape_.head_dim;
+    const std::size_t bs = shape_.block_size;
+    return cache_.get() + block * block_floats_ + (((layer * 2 + kind) * shape_.num_kv_heads + head) * bs + offset) * d;
+  }
+
+  cpu::ThreadPool pool_;
+  std::deque<cpu::WeightMatrix> weights_;
+  KvCacheShape shape_;
+  RopeSpec rope_;
+  std::size_t block_floats_ = 0;
+  AlignedFloats cache_;
+  Workspace workspace_;
+  std::vector<TokenPlace> places_;
+  std::vector<std::int32_t> tokens_;
+  std::vector<StepSequence> sequences_;
+  float* cos_ = nullptr;
+  float* sin_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(std::size_t threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace engine::backend

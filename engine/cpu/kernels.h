@@ -1,0 +1,52 @@
+#pragma once
+
+// The per-ISA kernel tables behind matmul.h. Each table lives in its own translation unit compiled for one
+// instruction set; this header is the only thing they share, so it holds nothing that could be emitted as
+// code (no inline functions, no templates): an inline function instantiated in an AVX-512 unit could be
+// the copy the linker keeps for every caller.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace engine::cpu::kernels {
+
+// Weight types by quant::WeightType's underlying value.
+inline constexpr int kTypeCount = 8;
+
+// Rows [0, rows) of a weight matrix starting at `w`, each `row_bytes` long with `cols` elements.
+struct Rows {
+  const std::byte* w;
+  std::size_t row_bytes;
+  std::size_t cols;
+  std::size_t rows;
+};
+
+// out[n] = dot(row n, x) (+ bias[n]) for one token.
+using GemvFn = void (*)(const Rows& rows, const float* x, float* out, const float* bias);
+// out[t * out_stride + n] = dot(row n, x + t * cols) (+ bias[n]) for t < tokens. `scratch` holds at least
+// gemm_scratch_floats(cols) floats; the result of every (row, token) equals GemvFn's bit for bit.
+using GemmFn = void (*)(const Rows& rows, const float* x, std::size_t tokens, float* out, std::size_t out_stride,
+                        const float* bias, float* scratch);
+// All rows as f32, `cols` values each, back to back.
+using DequantFn = void (*)(const Rows& rows, float* out);
+// The sum of n floats read with the widest loads (the memory bandwidth probe).
+using SumFn = float (*)(const float* data, std::size_t n);
+using ScratchFn = std::size_t (*)(std::size_t cols);
+
+struct Table {
+  const char* name;
+  GemvFn gemv[kTypeCount];
+  GemmFn gemm[kTypeCount];
+  DequantFn dequantize[kTypeCount];
+  SumFn sum;
+  ScratchFn gemm_scratch_floats;
+  std::size_t row_tile;  // rows decoded together by gemm (work is best split in multiples of it)
+};
+
+const Table& portable_table();
+#if defined(ENGINE_CPU_X86)
+const Table& avx2_table();
+const Table& avx512_table();
+#endif
+
+}  // namespace engine::cpu::kernels

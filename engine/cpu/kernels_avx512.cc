@@ -1,0 +1,72 @@
+// AVX-512 kernels (F, BW, VL, DQ with FMA and F16C). Compiled with those flags alone; reached only when
+// the CPU reports them. Nothing from the standard library may be instantiated here (see kernels.h).
+
+// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*() and trip -Wuninitialized
+// (GCC bug 105593); the warning points into the header, so silencing it there hides nothing of ours.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "engine/cpu/kernels.h"
+
+namespace engine::cpu::kernels {
+namespace {
+
+struct Avx512 {
+  static constexpr int W = 16;
+  static constexpr int kTokenTile = 6;  // 4 rows x 6 tokens = 24 of the 32 vector registers accumulate
+  using F = __m512;
+  using I = __m512i;
+
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float v) { return _mm512_set1_ps(v); }
+  static F loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static F load_f32(const std::uint8_t* p) { return _mm512_loadu_ps(p); }
+  static void storeu(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static F from_f16(const std::uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static F from_bf16(const std::uint8_t* p) {
+    const I wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  static I load_i8(const std::uint8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I load_u8(const std::uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I and_(I a, int m) { return _mm512_and_si512(a, _mm512_set1_epi32(m)); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static I sub(I a, int v) { return _mm512_sub_epi32(a, _mm512_set1_epi32(v)); }
+  static I srl(I a, int n) { return _mm512_srl_epi32(a, _mm_cvtsi32_si128(n)); }
+  static I sll(I a, int n) { return _mm512_sll_epi32(a, _mm_cvtsi32_si128(n)); }
+  static F to_float(I a) { return _mm512_cvtepi32_ps(a); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fmsub(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }
+  static float hsum(F v) {
+    const __m256 half = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    const __m128 quarter = _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+    const __m128 pair = _mm_add_ps(quarter, _mm_movehl_ps(quarter, quarter));
+    return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
+  }
+  static float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
+};
+
+}  // namespace
+}  // namespace engine::cpu::kernels
+
+#include "engine/cpu/kernels_impl.h"
+
+namespace engine::cpu::kernels {
+
+const Table& avx512_table() {
+  static constexpr Table kTable = make_table<Avx512>("avx512");
+  return kTable;
+}
+
+}  // namespace engine::cpu::kernels

@@ -1,0 +1,408 @@
+#pragma once
+
+// The kernels, written once over a vector "traits" type V and included by each ISA translation unit after
+// it defines its V. Everything here has internal linkage (an unnamed namespace), and it uses nothing from
+// the standard library that could be instantiated: each unit gets its own copy compiled for its ISA.
+//
+// Numerics, identical for every path within one unit:
+// - A weight is dequantized to its exact ggml value (every ggml dequantized value here is an exact product:
+//   a half scale times small integers, so computing d*sc*q or fmsub(d*sc, q, dmin*m) in any order gives
+//   the same float).
+// - The dot product of a (row, token) pair is one W-lane accumulator chain, acc = fma(w, x, acc) over
+//   k = 0, W, 2W, ... in order (a zero-padded last group), then V::hsum, then + bias. gemv decodes in
+//   registers and gemm decodes into a tile buffer first, but both feed the same values in the same order,
+//   so a token's result does not depend on the batch it is computed in.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/cpu/kernels.h"
+
+namespace engine::cpu::kernels {
+namespace {
+
+enum : int { kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4, kQ4_K = 5, kQ5_K = 6, kQ6_K = 7 };
+
+constexpr int kRowTile = 4;  // rows decoded together by gemm and computed together by gemv
+
+constexpr std::size_t min_size(std::size_t a, std::size_t b) {
+  return a < b ? a : b;
+}
+constexpr std::size_t round_up(std::size_t n, std::size_t m) {
+  return (n + m - 1) / m * m;
+}
+
+std::uint16_t load_u16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+constexpr bool is_float_type(int type) {
+  return type == kF32 || type == kF16 || type == kBF16;
+}
+
+constexpr std::size_t block_elements(int type) {
+  return is_float_type(type) ? 1 : (type == kQ8_0 || type == kQ4_0) ? 32 : 256;
+}
+
+constexpr std::size_t block_bytes(int type) {
+  switch (type) {
+    case kF32: return 4;
+    case kF16:
+    case kBF16: return 2;
+    case kQ8_0: return 34;
+    case kQ4_0: return 18;
+    case kQ4_K: return 144;
+    case kQ5_K: return 176;
+    default: return 210;  // kQ6_K
+  }
+}
+
+// The scale and min multipliers (d * scale, dmin * min) of the 8 sub-blocks of a Q4_K / Q5_K block.
+template <class V>
+void k4_scales(const std::uint8_t* b, float* ds, float* dm) {
+  const float d = V::half_to_float(load_u16(b));
+  const float dmin = V::half_to_float(load_u16(b + 2));
+  const std::uint8_t* q = b + 4;
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    if (j < 4) {
+      sc = q[j] & 63;
+      m = q[j + 4] & 63;
+    } else {
+      sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+      m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+    ds[j] = d * static_cast<float>(sc);
+    dm[j] = dmin * static_cast<float>(m);
+  }
+}
+
+// decode_block<V, Type>(block, e, sink) calls sink(k, w) for each W-wide group of the block, in element
+// order, with k the group's element index in the row (the block starts at element e).
+template <class V, int Type, class Sink>
+void decode_block(const std::uint8_t* b, std::size_t e, Sink& sink) {
+  using F = typename V::F;
+  constexpr int W = V::W;
+  if constexpr (Type == kQ8_0) {
+    const F d = V::set1(V::half_to_float(load_u16(b)));
+    for (int g = 0; g < 32; g += W) sink(e + g, V::mul(V::to_float(V::load_i8(b + 2 + g)), d));
+  } else if constexpr (Type == kQ4_0) {
+    const F d = V::set1(V::half_to_float(load_u16(b)));
+    for (int g = 0; g < 16; g += W) {
+      sink(e + g, V::mul(V::to_float(V::sub(V::and_(V::load_u8(b + 2 + g), 0xF), 8)), d));
+    }
+    for (int g = 0; g < 16; g += W) {
+      sink(e + 16 + g, V::mul(V::to_float(V::sub(V::srl(V::load_u8(b + 2 + g), 4), 8)), d));
+    }
+  } else if constexpr (Type == kQ4_K) {
+    float ds[8], dm[8];
+    k4_scales<V>(b, ds, dm);
+    for (int c = 0; c < 4; ++c) {
+      const std::uint8_t* q = b + 16 + 32 * c;
+      const F d1 = V::set1(ds[2 * c]), m1 = V::set1(dm[2 * c]);
+      for (int g = 0; g < 32; g += W) {
+        sink(e + 64 * c + g, V::fmsub(d1, V::to_float(V::and_(V::load_u8(q + g), 0xF)), m1));
+      }
+      const F d2 = V::set1(ds[2 * c + 1]), m2 = V::set1(dm[2 * c + 1]);
+      for (int g = 0; g < 32; g += W) {
+        sink(e + 64 * c + 32 + g, V::fmsub(d2, V::to_float(V::srl(V::load_u8(q + g), 4)), m2));
+      }
+    }
+  } else if constexpr (Type == kQ5_K) {
+    float ds[8], dm[8];
+    k4_scales<V>(b, ds, dm);
+    const std::uint8_t* qh = b + 16;
+    for (int c = 0; c < 4; ++c) {
+      const std::uint8_t* ql = b + 48 + 32 * c;
+      const F d1 = V::set1(ds[2 * c]), m1 = V::set1(dm[2 * c]);
+      for (int g = 0; g < 32; g += W) {
+        const auto hi = V::sll(V::and_(V::srl(V::load_u8(qh + g), 2 * c), 1), 4);
+        const auto q = V::or_(V::and_(V::load_u8(ql + g), 0xF), hi);
+        sink(e + 64 * c + g, V::fmsub(d1, V::to_float(q), m1));
+      }
+      const F d2 = V::set1(ds[2 * c + 1]), m2 = V::set1(dm[2 * c + 1]);
+      for (int g = 0; g < 32; g += W) {
+        const auto hi = V::sll(V::and_(V::srl(V::load_u8(qh + g), 2 * c + 1), 1), 4);
+        const auto q = V::or_(V::srl(V::load_u8(ql + g), 4), hi);
+        sink(e + 64 * c + 32 + g, V::fmsub(d2, V::to_float(q), m2));
+      }
+    }
+  } else if constexpr (Type == kQ6_K) {
+    const float d = V::half_to_float(load_u16(b + 208));
+    const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
+    for (int h = 0; h < 2; ++h) {
+      const std::uint8_t* ql = b + 64 * h;
+      const std::uint8_t* qh = b + 128 + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        const std::uint8_t* lo_src = ql + ((k & 1) != 0 ? 32 : 0);
+        for (int g = 0; g < 32; g += W) {
+          const auto lo_bytes = V::load_u8(lo_src + g);
+          const auto lo = k < 2 ? V::and_(lo_bytes, 0xF) : V::srl(lo_bytes, 4);
+          const auto hi = V::sll(V::and_(V::srl(V::load_u8(qh + g), 2 * k), 3), 4);
+          const int element = 128 * h + 32 * k + g;
+          const F scale = V::set1(d * static_cast<float>(scales[element / 16]));
+          sink(e + static_cast<std::size_t>(element), V::mul(scale, V::to_float(V::sub(V::or_(lo, hi), 32))));
+        }
+      }
+    }
+  }
+}
+
+// A whole W-group of a float-type row (f32, f16 or bf16 elements k .. k+W-1).
+template <class V, int Type>
+typename V::F load_float_group(const std::uint8_t* row, std::size_t k) {
+  if constexpr (Type == kF32) {
+    return V::load_f32(row + 4 * k);
+  } else if constexpr (Type == kF16) {
+    return V::from_f16(row + 2 * k);
+  } else {
+    return V::from_bf16(row + 2 * k);
+  }
+}
+
+// Elements [k, cols) of a float-type row, zero-padded to W floats.
+template <class V, int Type>
+void float_tail(const std::uint8_t* row, std::size_t k, std::size_t cols, float* out) {
+  for (int i = 0; i < V::W; ++i) out[i] = 0.0f;
+  for (std::size_t i = k; i < cols; ++i) {
+    if constexpr (Type == kF32) {
+      std::memcpy(&out[i - k], row + 4 * i, 4);
+    } else if constexpr (Type == kF16) {
+      out[i - k] = V::half_to_float(load_u16(row + 2 * i));
+    } else {
+      const std::uint32_t bits = static_cast<std::uint32_t>(load_u16(row + 2 * i)) << 16;
+      std::memcpy(&out[i - k], &bits, 4);
+    }
+  }
+}
+
+// Elements [k, cols) of x, zero-padded to W floats.
+template <class V>
+void x_tail(const float* x, std::size_t k, std::size_t cols, float* out) {
+  for (int i = 0; i < V::W; ++i) out[i] = 0.0f;
+  for (std::size_t i = k; i < cols; ++i) out[i - k] = x[i];
+}
+
+// Calls sink(k, w) for every W-group of a row, in order; a float row's last partial group is zero-padded.
+template <class V, int Type, class Sink>
+void decode_row(const std::uint8_t* row, std::size_t cols, Sink& sink) {
+  if constexpr (is_float_type(Type)) {
+    const std::size_t full = cols / V::W * V::W;
+    for (std::size_t k = 0; k < full; k += V::W) sink(k, load_float_group<V, Type>(row, k));
+    if (full < cols) {
+      alignas(64) float tail[V::W];
+      float_tail<V, Type>(row, full, cols, tail);
+      sink(full, V::loadu(tail));
+    }
+  } else {
+    constexpr std::size_t be = block_elements(Type), bb = block_bytes(Type);
+    for (std::size_t blk = 0; blk < cols / be; ++blk) decode_block<V, Type>(row + blk * bb, blk * be, sink);
+  }
+}
+
+// ---- one token: decode in registers, R rows at a time ---------------------------------------------------
+
+template <class V, int Type, int R>
+void gemv_tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x, float* out,
+               const float* bias) {
+  using F = typename V::F;
+  F acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = V::zero();
+  if constexpr (is_float_type(Type)) {
+    const std::size_t full = cols / V::W * V::W;
+    for (std::size_t k = 0; k < full; k += V::W) {
+      const F xv = V::loadu(x + k);
+      for (int r = 0; r < R; ++r) acc[r] = V::fma(load_float_group<V, Type>(w + r * row_bytes, k), xv, acc[r]);
+    }
+    if (full < cols) {
+      alignas(64) float xt[V::W];
+      alignas(64) float wt[V::W];
+      x_tail<V>(x, full, cols, xt);
+      const F xv = V::loadu(xt);
+      for (int r = 0; r < R; ++r) {
+        float_tail<V, Type>(w + r * row_bytes, full, cols, wt);
+        acc[r] = V::fma(V::loadu(wt), xv, acc[r]);
+      }
+    }
+  } else {
+    constexpr std::size_t be = block_elements(Type), bb = block_bytes(Type);
+    for (std::size_t blk = 0; blk < cols / be; ++blk) {
+      for (int r = 0; r < R; ++r) {
+        auto sink = [&](std::size_t k, F wv) { acc[r] = V::fma(wv, V::loadu(x + k), acc[r]); };
+        decode_block<V, Type>(w + r * row_bytes + blk * bb, blk * be, sink);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float s = V::hsum(acc[r]);
+    out[r] = bias != nullptr ? s + bias[r] : s;
+  }
+}
+
+template <class V, int Type, int R>
+void gemv_tail(int n, const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x, float* out,
+               const float* bias) {
+  if (n == R) return gemv_tile<V, Type, R>(w, row_bytes, cols, x, out, bias);
+  if constexpr (R > 1) gemv_tail<V, Type, R - 1>(n, w, row_bytes, cols, x, out, bias);
+}
+
+template <class V, int Type>
+void gemv(const Rows& m, const float* x, float* out, const float* bias) {
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  std::size_t r = 0;
+  for (; r + kRowTile <= m.rows; r += kRowTile) {
+    gemv_tile<V, Type, kRowTile>(w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
+                                 bias != nullptr ? bias + r : nullptr);
+  }
+  if (r < m.rows) {
+    gemv_tail<V, Type, kRowTile - 1>(static_cast<int>(m.rows - r), w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
+                                     bias != nullptr ? bias + r : nullptr);
+  }
+}
+
+// ---- several tokens: decode a row tile once, reuse it for every token -----------------------------------
+
+// T tokens x kRowTile rows of the decoded tile `w` (rows cols_pad apart, zero-padded); rows >= nr are not
+// stored.
+template <class V, int T>
+void gemm_micro(const float* w, std::size_t cols_pad, std::size_t cols, const float* x, float* out,
+                std::size_t out_stride, const float* bias, std::size_t nr) {
+  using F = typename V::F;
+  F acc[kRowTile][T];
+  for (int r = 0; r < kRowTile; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+  }
+  const std::size_t full = cols / V::W * V::W;
+  for (std::size_t k = 0; k < full; k += V::W) {
+    F wv[kRowTile];
+    for (int r = 0; r < kRowTile; ++r) wv[r] = V::loadu(w + r * cols_pad + k);
+    for (int t = 0; t < T; ++t) {
+      const F xv = V::loadu(x + t * cols + k);
+      for (int r = 0; r < kRowTile; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+    }
+  }
+  if (full < cols) {
+    alignas(64) float xt[V::W];
+    for (int t = 0; t < T; ++t) {
+      x_tail<V>(x + t * cols, full, cols, xt);
+      const F xv = V::loadu(xt);
+      for (int r = 0; r < kRowTile; ++r) acc[r][t] = V::fma(V::loadu(w + r * cols_pad + full), xv, acc[r][t]);
+    }
+  }
+  for (std::size_t r = 0; r < nr; ++r) {
+    for (int t = 0; t < T; ++t) {
+      const float s = V::hsum(acc[r][t]);
+      out[t * out_stride + r] = bias != nullptr ? s + bias[r] : s;
+    }
+  }
+}
+
+template <class V, int T>
+void gemm_micro_tail(int n, const float* w, std::size_t cols_pad, std::size_t cols, const float* x, float* out,
+                     std::size_t out_stride, const float* bias, std::size_t nr) {
+  if (n == T) return gemm_micro<V, T>(w, cols_pad, cols, x, out, out_stride, bias, nr);
+  if constexpr (T > 1) gemm_micro_tail<V, T - 1>(n, w, cols_pad, cols, x, out, out_stride, bias, nr);
+}
+
+template <class V>
+std::size_t gemm_scratch_floats(std::size_t cols) {
+  return kRowTile * round_up(cols, V::W);
+}
+
+template <class V, int Type>
+void dequantize_row_into(const std::uint8_t* row, std::size_t cols, float* out) {
+  auto sink = [out](std::size_t k, typename V::F wv) { V::storeu(out + k, wv); };
+  decode_row<V, Type>(row, cols, sink);
+}
+
+template <class V, int Type>
+void gemm(const Rows& m, const float* x, std::size_t tokens, float* out, std::size_t out_stride, const float* bias,
+          float* scratch) {
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  const std::size_t cols = m.cols;
+  const std::size_t cols_pad = round_up(cols, V::W);
+  constexpr std::size_t kTokenTile = V::kTokenTile;
+  // Tokens are taken in blocks whose activations stay in L2 (about 256 KiB) while every row tile of this
+  // range passes over them; each tile is decoded once per block.
+  const std::size_t block = round_up((256u << 10) / (4 * cols + 1) + 1, kTokenTile);
+  for (std::size_t t_begin = 0; t_begin < tokens; t_begin += block) {
+    const std::size_t t_end = min_size(tokens, t_begin + block);
+    for (std::size_t r0 = 0; r0 < m.rows; r0 += kRowTile) {
+      const std::size_t nr = min_size(kRowTile, m.rows - r0);
+      for (std::size_t r = 0; r < kRowTile; ++r) {
+        float* dst = scratch + r * cols_pad;
+        if (r < nr) {
+          dequantize_row_into<V, Type>(w + (r0 + r) * m.row_bytes, cols, dst);
+          for (std::size_t k = cols; k < cols_pad; ++k) dst[k] = 0.0f;
+        } else {
+          for (std::size_t k = 0; k < cols_pad; ++k) dst[k] = 0.0f;
+        }
+      }
+      const float* tile_bias = bias != nullptr ? bias + r0 : nullptr;
+      for (std::size_t t = t_begin; t < t_end; t += kTokenTile) {
+        const auto n = static_cast<int>(min_size(kTokenTile, t_end - t));
+        gemm_micro_tail<V, kTokenTile>(n, scratch, cols_pad, cols, x + t * cols, out + t * out_stride + r0, out_stride,
+                                       tile_bias, nr);
+      }
+    }
+  }
+}
+
+template <class V, int Type>
+void dequantize(const Rows& m, float* out) {
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  const std::size_t full = m.cols / V::W * V::W;
+  for (std::size_t r = 0; r < m.rows; ++r) {
+    const std::uint8_t* row = w + r * m.row_bytes;
+    float* dst = out + r * m.cols;
+    if constexpr (is_float_type(Type)) {
+      // Not decode_row: the zero-padded last group must not be stored past the row.
+      for (std::size_t k = 0; k < full; k += V::W) V::storeu(dst + k, load_float_group<V, Type>(row, k));
+      if (full < m.cols) {
+        alignas(64) float tail[V::W];
+        float_tail<V, Type>(row, full, m.cols, tail);
+        std::memcpy(dst + full, tail, (m.cols - full) * sizeof(float));
+      }
+    } else {
+      dequantize_row_into<V, Type>(row, m.cols, dst);
+    }
+  }
+}
+
+template <class V>
+float sum_floats(const float* data, std::size_t n) {
+  using F = typename V::F;
+  F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+  std::size_t i = 0;
+  for (; i + 4 * V::W <= n; i += 4 * V::W) {
+    a0 = V::add(a0, V::loadu(data + i));
+    a1 = V::add(a1, V::loadu(data + i + V::W));
+    a2 = V::add(a2, V::loadu(data + i + 2 * V::W));
+    a3 = V::add(a3, V::loadu(data + i + 3 * V::W));
+  }
+  float s = V::hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+  for (; i < n; ++i) s += data[i];
+  return s;
+}
+
+template <class V>
+constexpr Table make_table(const char* name) {
+  return Table{
+      name,
+      {gemv<V, kF32>, gemv<V, kF16>, gemv<V, kBF16>, gemv<V, kQ8_0>, gemv<V, kQ4_0>, gemv<V, kQ4_K>, gemv<V, kQ5_K>,
+       gemv<V, kQ6_K>},
+      {gemm<V, kF32>, gemm<V, kF16>, gemm<V, kBF16>, gemm<V, kQ8_0>, gemm<V, kQ4_0>, gemm<V, kQ4_K>, gemm<V, kQ5_K>,
+       gemm<V, kQ6_K>},
+      {dequantize<V, kF32>, dequantize<V, kF16>, dequantize<V, kBF16>, dequantize<V, kQ8_0>, dequantize<V, kQ4_0>,
+       dequantize<V, kQ4_K>, dequantize<V, kQ5_K>, dequantize<V, kQ6_K>},
+      sum_floats<V>,
+      gemm_scratch_floats<V>,
+      kRowTile,
+  };
+}
+
+}  // namespace
+}  // namespace engine::cpu::kernels

@@ -1,0 +1,202 @@
+#include "engine/cpu/matmul.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "engine/cpu/kernels.h"
+
+namespace engine::cpu {
+
+namespace {
+
+// Rows per range when one token is computed: a few hundred KiB of weights, so that a range streams long
+// enough to amortise claiming it, and a matrix still splits into several ranges per thread.
+constexpr std::size_t kGemvRangeBytes = 256u << 10;
+// With several tokens a range is decoded once per token block and reused, so it can be smaller.
+constexpr std::size_t kGemmRangeBytes = 64u << 10;
+
+bool cpu_supports(std::string_view level) {
+  if (level == "portable") return true;
+#if defined(ENGINE_CPU_X86)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (level == "avx2") return avx2;
+  if (level == "avx512") {
+    return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }
+#endif
+  return false;
+}
+
+const kernels::Table* table_for(std::string_view level) {
+  if (!cpu_supports(level)) return nullptr;
+  if (level == "portable") return &kernels::portable_table();
+#if defined(ENGINE_CPU_X86)
+  if (level == "avx2") return &kernels::avx2_table();
+  if (level == "avx512") return &kernels::avx512_table();
+#endif
+  return nullptr;
+}
+
+constexpr std::string_view kLevelsBestFirst[] = {"avx512", "avx2", "portable"};
+
+// The best level the CPU runs, unless ENGINE_SIMD names another one it runs.
+const kernels::Table& choose_table() {
+  if (const char* forced = std::getenv("ENGINE_SIMD"); forced != nullptr && *forced != '\0') {
+    if (const auto* table = table_for(forced)) return *table;
+    std::fprintf(stderr,
+                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512, avx2, portable); "
+                 "using the best one\n",
+                 forced);
+  }
+  for (const auto level : kLevelsBestFirst) {
+    if (const auto* table = table_for(level)) return *table;
+  }
+  return kernels::portable_table();
+}
+
+const kernels::Table& active_table() {
+  static const kernels::Table& table = choose_table();
+  return table;
+}
+
+const kernels::Table& table_or_throw(std::string_view level) {
+  const auto* table = table_for(level);
+  if (table == nullptr) throw std::invalid_argument("SIMD level '" + std::string(level) + "' is not available");
+  return *table;
+}
+
+std::size_t checked_row_bytes(const WeightMatrix& w) {
+  const auto bytes = quant::row_bytes(w.type, w.cols);
+  if (!bytes) {
+    throw std::invalid_argument("weight matrix of " + std::string(quant::weight_type_name(w.type)) + " with " +
+                                std::to_string(w.cols) + " columns: not a whole number of blocks");
+  }
+  if (w.data == nullptr && w.rows != 0 && w.cols != 0) throw std::invalid_argument("weight matrix without data");
+  return *bytes;
+}
+
+std::size_t range_rows(std::size_t row_bytes, std::size_t target_bytes, std::size_t tile) {
+  const std::size_t rows = target_bytes / std::max<std::size_t>(row_bytes, 1);
+  return std::max(tile, rows / tile * tile);
+}
+
+void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w, const float* x,
+                std::size_t tokens, float* out, const float* bias) {
+  const std::size_t row_bytes = checked_row_bytes(w);
+  if (tokens == 0 || w.rows == 0) return;
+  if (x == nullptr || out == nullptr) throw std::invalid_argument("matmul without input or output");
+  if (w.cols == 0) {
+    for (std::size_t t = 0; t < tokens; ++t) {
+      for (std::size_t n = 0; n < w.rows; ++n) out[t * w.rows + n] = bias != nullptr ? bias[n] : 0.0f;
+    }
+    return;
+  }
+  const auto type = static_cast<std::size_t>(w.type);
+  const auto rows_at = [&](std::size_t begin, std::size_t end) {
+    return kernels::Rows{w.data + begin * row_bytes, row_bytes, w.cols, end - begin};
+  };
+  if (tokens == 1) {
+    const kernels::GemvFn gemv = table.gemv[type];
+    pool.parallel_for(w.rows, range_rows(row_bytes, kGemvRangeBytes, table.row_tile),
+                      [&](std::size_t begin, std::size_t end) {
+                        gemv(rows_at(begin, end), x, out + begin, bias != nullptr ? bias + begin : nullptr);
+                      });
+    return;
+  }
+  const kernels::GemmFn gemm = table.gemm[type];
+  const std::size_t scratch_floats = table.gemm_scratch_floats(w.cols);
+  pool.parallel_for(w.rows, range_rows(row_bytes, kGemmRangeBytes, table.row_tile),
+                    [&](std::size_t begin, std::size_t end) {
+                      const auto scratch = std::make_unique<float[]>(scratch_floats);
+                      gemm(rows_at(begin, end), x, tokens, out + begin, w.rows,
+                           bias != nullptr ? bias + begin : nullptr, scratch.get());
+                    });
+}
+
+void run_dequantize_rows(const kernels::Table& table, const WeightMatrix& w, std::size_t first, std::size_t count,
+                         float* out) {
+  const std::size_t row_bytes = checked_row_bytes(w);
+  if (first > w.rows || count > w.rows - first) {
+    throw std::out_of_range("rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                            ") of a matrix with " + std::to_string(w.rows) + " rows");
+  }
+  if (count == 0 || w.cols == 0) return;
+  if (out == nullptr) throw std::invalid_argument("dequantize_rows without output");
+  table.dequantize[static_cast<std::size_t>(w.type)](
+      kernels::Rows{w.data + first * row_bytes, row_bytes, w.cols, count}, out);
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,
+            const float* bias) {
+  run_matmul(active_table(), pool, w, x, tokens, out, bias);
+}
+
+void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out) {
+  run_dequantize_rows(active_table(), w, first, count, out);
+}
+
+std::string_view simd_level() {
+  return active_table().name;
+}
+
+std::vector<std::string_view> supported_simd_levels() {
+  std::vector<std::string_view> levels;
+  for (const auto level : kLevelsBestFirst) {
+    if (table_for(level) != nullptr) levels.push_back(level);
+  }
+  return levels;
+}
+
+void matmul_at_level(std::string_view level, ThreadPool& pool, const WeightMatrix& w, const float* x,
+                     std::size_t tokens, float* out, const float* bias) {
+  run_matmul(table_or_throw(level), pool, w, x, tokens, out, bias);
+}
+
+void dequantize_rows_at_level(std::string_view level, const WeightMatrix& w, std::size_t first, std::size_t count,
+                              float* out) {
+  run_dequantize_rows(table_or_throw(level), w, first, count, out);
+}
+
+double measure_memory_bandwidth(ThreadPool& pool) {
+  return measure_memory_bandwidth(pool, std::size_t{1} << 30);
+}
+
+double measure_memory_bandwidth(ThreadPool& pool, std::size_t bytes) {
+  constexpr std::size_t kGrain = std::size_t{1} << 20;  // floats: 4 MiB
+  const std::size_t floats = std::max<std::size_t>(1, bytes / sizeof(float) / kGrain) * kGrain;
+  const std::size_t total_bytes = floats * sizeof(float);
+  const auto buffer = std::make_unique_for_overwrite<float[]>(floats);
+  float* data = buffer.get();
+  // Written by the same threads that later read it, so pages are mapped (and placed) before timing.
+  pool.parallel_for(floats, kGrain,
+                    [data](std::size_t begin, std::size_t end) { std::fill(data + begin, data + end, 1.0f); });
+  const kernels::SumFn sum = active_table().sum;
+  std::mutex mutex;
+  double total = 0;
+  double best_seconds = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(floats, kGrain, [&](std::size_t begin, std::size_t end) {
+      const float partial = sum(data + begin, end - begin);
+      const std::lock_guard lock(mutex);
+      total += partial;
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (pass == 0 || seconds < best_seconds) best_seconds = seconds;
+  }
+  // Every float is 1, so the sums are known; a mismatch means the reads did not happen as written.
+  if (total != 3.0 * static_cast<double>(floats)) throw std::logic_error("memory bandwidth probe misread its buffer");
+  return static_cast<double>(total_bytes) / best_seconds / 1e9;
+}
+
+}  // namespace engine::cpu

@@ -1,0 +1,323 @@
+#include "engine/model/checkpoint.h"
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+#include <string_view>
+
+#include "engine/format/gguf.h"
+#include "engine/format/safetensors.h"
+#include "engine/format/safetensors_index.h"
+
+namespace engine::model {
+
+namespace fs = std::filesystem;
+using backend::WeightSource;
+using quant::WeightType;
+
+struct Checkpoint::Files {
+  std::vector<format::SafetensorsFile> safetensors;
+  std::optional<format::GgufFile> gguf;
+  std::deque<std::vector<float>> widened;  // f32 copies of vectors stored in another type
+};
+
+namespace {
+
+// A tensor as a file stores it, shape outermost first.
+struct RawTensor {
+  std::optional<WeightType> type;
+  std::string type_name;
+  std::span<const std::byte> bytes;
+  std::vector<std::uint64_t> shape;
+  std::string file;
+};
+
+using FindTensor = std::function<std::optional<RawTensor>(const std::string&)>;
+
+// The parts of a decoder layer, named per file kind.
+enum class Part { AttnNorm, Q, K, V, O, QBias, KBias, VBias, QNorm, KNorm, FfnNorm, Gate, Up, Down };
+
+struct TensorNames {
+  std::string embed, final_norm, lm_head;
+  std::function<std::string(std::size_t layer, Part part)> layer;
+};
+
+TensorNames hf_names() {
+  return {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", [](std::size_t i, Part part) {
+            const std::string p = "model.layers." + std::to_string(i) + ".";
+            switch (part) {
+              case Part::AttnNorm: return p + "input_layernorm.weight";
+              case Part::Q: return p + "self_attn.q_proj.weight";
+              case Part::K: return p + "self_attn.k_proj.weight";
+              case Part::V: return p + "self_attn.v_proj.weight";
+              case Part::O: return p + "self_attn.o_proj.weight";
+              case Part::QBias: return p + "self_attn.q_proj.bias";
+              case Part::KBias: return p + "self_attn.k_proj.bias";
+              case Part::VBias: return p + "self_attn.v_proj.bias";
+              case Part::QNorm: return p + "self_attn.q_norm.weight";
+              case Part::KNorm: return p + "self_attn.k_norm.weight";
+              case Part::FfnNorm: return p + "post_attention_layernorm.weight";
+              case Part::Gate: return p + "mlp.gate_proj.weight";
+              case Part::Up: return p + "mlp.up_proj.weight";
+              case Part::Down: return p + "mlp.down_proj.weight";
+            }
+            return std::string();
+          }};
+}
+
+TensorNames gguf_names() {
+  return {"token_embd.weight", "output_norm.weight", "output.weight", [](std::size_t i, Part part) {
+            const std::string p = "blk." + std::to_string(i) + ".";
+            switch (part) {
+              case Part::AttnNorm: return p + "attn_norm.weight";
+              case Part::Q: return p + "attn_q.weight";
+              case Part::K: return p + "attn_k.weight";
+              case Part::V: return p + "attn_v.weight";
+              case Part::O: return p + "attn_output.weight";
+              case Part::QBias: return p + "attn_q.bias";
+              case Part::KBias: return p + "attn_k.bias";
+              case Part::VBias: return p + "attn_v.bias";
+              case Part::QNorm: return p + "attn_q_norm.weight";
+              case Part::KNorm: return p + "attn_k_norm.weight";
+              case Part::FfnNorm: return p + "ffn_norm.weight";
+              case Part::Gate: return p + "ffn_gate.weight";
+              case Part::Up: return p + "ffn_up.weight";
+              case Part::Down: return p + "ffn_down.weight";
+            }
+            return std::string();
+          }};
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// Builds the weight list for a config from a tensor lookup, checking every shape.
+class WeightBinder {
+ public:
+  WeightBinder(const ModelConfig& config, FindTensor find, std::deque<std::vector<float>>& widened,
+               std::string checkpoint)
+      : config_(config), find_(std::move(find)), widened_(widened), checkpoint_(std::move(checkpoint)) {}
+
+  ModelWeights bind(const TensorNames& names) const {
+    const auto& c = config_;
+    const std::size_t q_rows = c.num_heads * c.head_dim;
+    const std::size_t kv_rows = c.num_kv_heads * c.head_dim;
+    ModelWeights w;
+    w.embed = matrix(names.embed, c.vocab_size, c.hidden_size);
+    w.final_norm = vector(names.final_norm, c.hidden_size);
+    if (find_(names.lm_head)) {
+      w.lm_head = matrix(names.lm_head, c.vocab_size, c.hidden_size);
+    } else if (c.tie_word_embeddings || names.lm_head == "output.weight") {
+      w.lm_head = w.embed;  // GGUF files leave out the output matrix of tied models
+    } else {
+      missing(names.lm_head, "tie_word_embeddings is false");
+    }
+    for (std::size_t i = 0; i < c.num_layers; ++i) {
+      const auto n = [&](Part part) { return names.layer(i, part); };
+      LayerWeights l;
+      l.attn_norm = vector(n(Part::AttnNorm), c.hidden_size);
+      l.q = matrix(n(Part::Q), q_rows, c.hidden_size);
+      l.k = matrix(n(Part::K), kv_rows, c.hidden_size);
+      l.v = matrix(n(Part::V), kv_rows, c.hidden_size);
+      l.o = matrix(n(Part::O), c.hidden_size, q_rows);
+      if (c.attention_bias) {
+        l.q_bias = vector(n(Part::QBias), q_rows);
+        l.k_bias = vector(n(Part::KBias), kv_rows);
+        l.v_bias = vector(n(Part::VBias), kv_rows);
+      }
+      if (c.qk_norm) {
+        l.q_norm = vector(n(Part::QNorm), c.head_dim);
+        l.k_norm = vector(n(Part::KNorm), c.head_dim);
+      }
+      l.ffn_norm = vector(n(Part::FfnNorm), c.hidden_size);
+      l.gate = matrix(n(Part::Gate), c.intermediate_size, c.hidden_size);
+      l.up = matrix(n(Part::Up), c.intermediate_size, c.hidden_size);
+      l.down = matrix(n(Part::Down), c.hidden_size, c.intermediate_size);
+      w.layers.push_back(std::move(l));
+    }
+    return w;
+  }
+
+ private:
+  [[noreturn]] void missing(const std::string& name, const std::string& why) const {
+    throw ConfigError(checkpoint_ + ": the tensor " + name + " is missing" + (why.empty() ? "" : " (" + why + ")") +
+                      "; the checkpoint is incomplete or not a " +
+                      std::string(architecture_name(config_.architecture)) + " checkpoint");
+  }
+
+  RawTensor require(const std::string& name, std::vector<std::uint64_t> expected) const {
+    auto t = find_(name);
+    if (!t) missing(name, "");
+    if (t->shape != expected) {
+      throw ConfigError(checkpoint_ + ": the tensor " + name + " in " + t->file + " has shape " + shape_text(t->shape) +
+                        " but the config needs " + shape_text(expected) +
+                        "; the weights do not belong to this config.json");
+    }
+    if (!t->type) {
+      throw ConfigError(checkpoint_ + ": the tensor " + name + " in " + t->file + " is stored as " + t->type_name +
+                        ", which the engine does not compute with (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
+                        "Q5_K, Q6_K)");
+    }
+    return *t;
+  }
+
+  WeightSource matrix(const std::string& name, std::uint64_t rows, std::uint64_t cols) const {
+    const auto t = require(name, {rows, cols});
+    if (!quant::row_bytes(*t.type, cols)) {
+      throw ConfigError(checkpoint_ + ": the tensor " + name + " is " + std::string(quant::weight_type_name(*t.type)) +
+                        " with rows of " + std::to_string(cols) + " values, not a whole number of " +
+                        std::to_string(quant::block_elements(*t.type)) + "-value blocks");
+    }
+    return {*t.type, t.bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
+  }
+
+  // Vectors (norms, biases) are small; the kernels take them as f32.
+  WeightSource vector(const std::string& name, std::uint64_t size) const {
+    const auto t = require(name, {size});
+    if (*t.type == WeightType::F32) return {WeightType::F32, t.bytes, 1, static_cast<std::size_t>(size)};
+    auto& values = widened_.emplace_back(size);
+    quant::dequantize_row(*t.type, t.bytes, values);
+    return {WeightType::F32, std::as_bytes(std::span<const float>(values)), 1, static_cast<std::size_t>(size)};
+  }
+
+  const ModelConfig& config_;
+  FindTensor find_;
+  std::deque<std::vector<float>>& widened_;
+  std::string checkpoint_;
+};
+
+std::optional<WeightType> from_safetensors_dtype(format::SafetensorsDType dtype) {
+  switch (dtype) {
+    case format::SafetensorsDType::F32: return WeightType::F32;
+    case format::SafetensorsDType::F16: return WeightType::F16;
+    case format::SafetensorsDType::BF16: return WeightType::BF16;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Checkpoint::Checkpoint() : files_(std::make_unique<Files>()) {}
+Checkpoint::~Checkpoint() = default;
+
+std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& path) {
+  std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
+  ckpt->path_ = path;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    ckpt->load_directory();
+  } else if (fs::is_regular_file(path, ec) && path.extension() == ".gguf") {
+    ckpt->load_gguf();
+  } else if (!fs::exists(path, ec)) {
+    throw ConfigError(path.string() + ": no such file or directory; give a model directory or a .gguf file");
+  } else {
+    throw ConfigError(path.string() + ": not a model directory (with config.json) or a .gguf file");
+  }
+  ckpt->collect_eos_ids();
+  return ckpt;
+}
+
+void Checkpoint::load_directory() {
+  const fs::path config_json = path_ / "config.json";
+  std::error_code ec;
+  if (!fs::exists(config_json, ec)) {
+    throw ConfigError(path_.string() + ": no config.json; a Hugging Face model directory needs one");
+  }
+  config_ = read_hf_config(config_json);
+  generation_ = read_generation_config(path_ / "generation_config.json");
+
+  // Shards: the index when there is one, else the single file.
+  std::map<std::string, std::size_t, std::less<>> where;  // tensor name → shard
+  const fs::path index_json = path_ / "model.safetensors.index.json";
+  std::vector<std::string> shard_names;
+  std::optional<format::SafetensorsIndex> index;
+  if (fs::exists(index_json, ec)) {
+    index = format::read_safetensors_index(index_json);
+    shard_names = index->shard_files();
+  } else if (fs::exists(path_ / "model.safetensors", ec)) {
+    shard_names = {"model.safetensors"};
+  } else {
+    throw ConfigError(path_.string() +
+                      ": no model.safetensors or model.safetensors.index.json; the engine loads safetensors "
+                      "checkpoints (or a .gguf file)");
+  }
+  for (const auto& shard : shard_names) {
+    const std::size_t slot = files_->safetensors.size();
+    files_->safetensors.push_back(format::SafetensorsFile::open(path_ / shard));
+    for (const auto& t : files_->safetensors.back().tensors()) {
+      if (index) {
+        const auto it = index->weight_map.find(t.name);
+        if (it == index->weight_map.end() || it->second != shard) continue;  // the index decides
+      }
+      where.emplace(t.name, slot);
+    }
+  }
+  if (index) {
+    for (const auto& [name, shard] : index->weight_map) {
+      if (!where.contains(name)) {
+        throw ConfigError(index_json.string() + ": maps " + name + " to " + shard +
+                          ", which does not contain it; the download is incomplete or mixed from two revisions");
+      }
+    }
+  }
+  const FindTensor find = [this, where](const std::string& name) -> std::optional<RawTensor> {
+    const auto it = where.find(name);
+    if (it == where.end()) return std::nullopt;
+    const auto& file = files_->safetensors[it->second];
+    const auto* t = file.find(name);
+    return RawTensor{from_safetensors_dtype(t->dtype), std::string(format::dtype_name(t->dtype)), file.data(*t),
+                     t->shape, file.path().filename().string()};
+  };
+  weights_ = WeightBinder(config_, find, files_->widened, path_.string()).bind(hf_names());
+  tokenizer_ = tokenizer::Tokenizer::from_directory(path_);
+  chat_template_ = tokenizer_->config().chat_template;
+  // Newer checkpoints keep the template in its own file, which then takes precedence.
+  if (const fs::path jinja = path_ / "chat_template.jinja"; fs::exists(jinja, ec)) {
+    const auto mapped = format::MappedFile::open(jinja);
+    const auto bytes = mapped.bytes();
+    chat_template_ = std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+}
+
+void Checkpoint::load_gguf() {
+  files_->gguf = format::GgufFile::open(path_);
+  const auto& layout = files_->gguf->layout();
+  const std::string name = path_.filename().string();
+  config_ = config_from_gguf(layout, path_.string());
+  const FindTensor find = [this, name](const std::string& tensor) -> std::optional<RawTensor> {
+    const auto* t = files_->gguf->layout().find_tensor(tensor);
+    if (t == nullptr) return std::nullopt;
+    return RawTensor{quant::weight_type_from_ggml(t->type->id), std::string(t->type->name), files_->gguf->data(*t),
+                     std::vector<std::uint64_t>(t->dims.rbegin(), t->dims.rend()), name};
+  };
+  weights_ = WeightBinder(config_, find, files_->widened, path_.string()).bind(gguf_names());
+  tokenizer_ = tokenizer::Tokenizer::from_gguf(layout, path_.string());
+  chat_template_ = tokenizer_->config().chat_template;
+}
+
+void Checkpoint::collect_eos_ids() {
+  std::set<std::int32_t> ids;
+  for (const auto id : config_.eos_token_ids) ids.insert(static_cast<std::int32_t>(id));
+  for (const auto id : generation_.eos_token_ids) ids.insert(static_cast<std::int32_t>(id));
+  if (const auto eos = tokenizer_->eos_id()) ids.insert(*eos);
+  eos_ids_.assign(ids.begin(), ids.end());
+}
+
+std::uint64_t Checkpoint::weight_bytes() const {
+  std::uint64_t total = weights_.final_norm.bytes.size() + weights_.lm_head.bytes.size();
+  for (const auto& l : weights_.layers) {
+    for (const auto* w : {&l.attn_norm, &l.q, &l.k, &l.v, &l.o, &l.ffn_norm, &l.gate, &l.up, &l.down}) {
+      total += w->bytes.size();
+    }
+    for (const auto* w : {&l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm}) {
+      if (*w) total += (*w)->bytes.size();
+    }
+  }
+  return total;
+}
+
+}  // namespace engine::model

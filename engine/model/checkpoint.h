@@ -1,0 +1,73 @@
+#pragma once
+
+// A checkpoint opened for inference: a Hugging Face snapshot directory (config.json, safetensors shards,
+// tokenizer and generation files) or a single GGUF file. Tensors are found by the architecture's names,
+// checked against the config's shapes and handed out as views into the mapped files (no copy), except
+// small vectors stored in half precision, which are widened once to f32.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/model_config.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace engine::model {
+
+struct LayerWeights {
+  backend::WeightSource attn_norm, q, k, v, o;
+  std::optional<backend::WeightSource> q_bias, k_bias, v_bias;  // Qwen2
+  std::optional<backend::WeightSource> q_norm, k_norm;          // Qwen3
+  backend::WeightSource ffn_norm, gate, up, down;
+};
+
+struct ModelWeights {
+  backend::WeightSource embed;
+  std::vector<LayerWeights> layers;
+  backend::WeightSource final_norm;
+  backend::WeightSource lm_head;  // the embedding itself when the model ties them
+};
+
+class Checkpoint {
+ public:
+  // Opens `path`: a directory with config.json, or a .gguf file. Throws ConfigError (config, missing or
+  // mis-shaped tensors, unsupported dtypes) or FormatError (a malformed file), naming the file and tensor.
+  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& path);
+
+  ~Checkpoint();
+  Checkpoint(const Checkpoint&) = delete;
+  Checkpoint& operator=(const Checkpoint&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The chat template's source, when the checkpoint has one.
+  const std::optional<std::string>& chat_template() const { return chat_template_; }
+  const GenerationDefaults& generation_defaults() const { return generation_; }
+  // Every id that ends generation: the config's, generation_config.json's and the tokenizer's EOS.
+  const std::vector<std::int32_t>& eos_token_ids() const { return eos_ids_; }
+  std::uint64_t weight_bytes() const;  // bytes of every matrix and vector the model reads per token
+
+ private:
+  struct Files;
+  Checkpoint();
+  void load_directory();
+  void load_gguf();
+  void collect_eos_ids();
+
+  std::filesystem::path path_;
+  std::unique_ptr<Files> files_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  std::optional<std::string> chat_template_;
+  GenerationDefaults generation_;
+  std::vector<std::int32_t> eos_ids_;
+};
+
+}  // namespace engine::model

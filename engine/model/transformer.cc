@@ -1,0 +1,115 @@
+#include "engine/model/transformer.h"
+
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+
+namespace engine::model {
+
+using backend::Tensor;
+
+backend::RopeSpec rope_spec(const ModelConfig& config) {
+  backend::RopeSpec spec;
+  spec.interleaved = config.rope_pairing == RopePairing::Interleaved;
+  const std::size_t half = config.head_dim / 2;
+  spec.inv_freq.resize(half);
+  for (std::size_t i = 0; i < half; ++i) {
+    spec.inv_freq[i] = 1.0 / std::pow(config.rope_theta, static_cast<double>(2 * i) / config.head_dim);
+  }
+  if (const auto& s = config.rope_scaling) {
+    // Llama 3: long wavelengths are slowed by `factor`, short ones kept, and the band between blended.
+    const double old_len = static_cast<double>(s->original_max_position_embeddings);
+    const double low_freq_wavelen = old_len / s->low_freq_factor;
+    const double high_freq_wavelen = old_len / s->high_freq_factor;
+    for (auto& f : spec.inv_freq) {
+      const double wavelen = 2 * std::numbers::pi / f;
+      if (wavelen > low_freq_wavelen) {
+        f /= s->factor;
+      } else if (wavelen >= high_freq_wavelen) {
+        const double smooth = (old_len / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+        f = (1 - smooth) * f / s->factor + smooth * f;
+      }
+    }
+  }
+  return spec;
+}
+
+Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, backend::Backend& backend)
+    : config_(config), backend_(backend) {
+  auto add = [&](const backend::WeightSource& source) { return backend_.add_weight(source); };
+  auto add_optional = [&](const std::optional<backend::WeightSource>& source) -> std::optional<backend::Weight> {
+    if (!source) return std::nullopt;
+    return add(*source);
+  };
+  embed_ = add(weights.embed);
+  final_norm_ = add(weights.final_norm);
+  lm_head_ = weights.lm_head.bytes.data() == weights.embed.bytes.data() ? embed_ : add(weights.lm_head);
+  for (const auto& l : weights.layers) {
+    layers_.push_back(Layer{add(l.attn_norm), add(l.q), add(l.k), add(l.v), add(l.o), add(l.ffn_norm), add(l.gate),
+                            add(l.up), add(l.down), add_optional(l.q_bias), add_optional(l.k_bias),
+                            add_optional(l.v_bias), add_optional(l.q_norm), add_optional(l.k_norm)});
+  }
+}
+
+void Transformer::forward(const backend::StepLayout& layout, std::span<const std::size_t> logit_rows,
+                          std::span<float> logits) {
+  const auto& c = config_;
+  const std::size_t tokens = layout.tokens.size();
+  if (logits.size() != logit_rows.size() * c.vocab_size) {
+    throw std::invalid_argument("Transformer::forward: " + std::to_string(logit_rows.size()) + " logit rows need " +
+                                std::to_string(logit_rows.size() * c.vocab_size) + " floats, got " +
+                                std::to_string(logits.size()));
+  }
+  for (const auto row : logit_rows) {
+    if (row >= tokens) throw std::invalid_argument("Transformer::forward: logit row past the step's tokens");
+  }
+  if (tokens == 0) return;
+
+  backend_.begin_step(layout);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const std::size_t q_width = c.num_heads * c.head_dim;
+  const std::size_t kv_width = c.num_kv_heads * c.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  // One set of buffers serves every layer.
+  const Tensor x = backend_.alloc(tokens, c.hidden_size);
+  const Tensor h = backend_.alloc(tokens, c.hidden_size);
+  const Tensor q = backend_.alloc(tokens, q_width);
+  const Tensor k = backend_.alloc(tokens, kv_width);
+  const Tensor v = backend_.alloc(tokens, kv_width);
+  const Tensor attn = backend_.alloc(tokens, q_width);
+  const Tensor gate = backend_.alloc(tokens, c.intermediate_size);
+  const Tensor up = backend_.alloc(tokens, c.intermediate_size);
+
+  backend_.embed(embed_, x);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = layers_[i];
+    backend_.rms_norm(x, l.attn_norm, eps, h);
+    backend_.matmul(h, l.q, l.q_bias ? &*l.q_bias : nullptr, q);
+    backend_.matmul(h, l.k, l.k_bias ? &*l.k_bias : nullptr, k);
+    backend_.matmul(h, l.v, l.v_bias ? &*l.v_bias : nullptr, v);
+    if (l.q_norm) backend_.rms_norm(q, *l.q_norm, eps, q);
+    if (l.k_norm) backend_.rms_norm(k, *l.k_norm, eps, k);
+    backend_.rope(q, k, c.head_dim);
+    backend_.attention(i, q, k, v, scale, attn);
+    backend_.matmul(attn, l.o, nullptr, h);
+    backend_.add(x, h);
+
+    backend_.rms_norm(x, l.ffn_norm, eps, h);
+    backend_.matmul(h, l.gate, nullptr, gate);
+    backend_.matmul(h, l.up, nullptr, up);
+    backend_.silu_mul(gate, up, gate);
+    backend_.matmul(gate, l.down, nullptr, h);
+    backend_.add(x, h);
+  }
+  if (logit_rows.empty()) return;
+  const Tensor last = backend_.alloc(logit_rows.size(), c.hidden_size);
+  backend_.gather_rows(x, logit_rows, last);
+  backend_.rms_norm(last, final_norm_, eps, last);
+  const Tensor out = backend_.alloc(logit_rows.size(), c.vocab_size);
+  backend_.matmul(last, lm_head_, nullptr, out);
+  backend_.read(out, logits);
+}
+
+}  // namespace engine::model

@@ -1,0 +1,41 @@
+#pragma once
+
+// The decoder-only transformer shared by Qwen3, Qwen2 and Llama, written once against the backend
+// interface: the differences are data (biases, q/k norms, RoPE frequencies and pairing), not code paths.
+
+#include <cstddef>
+#include <span>
+
+#include "engine/backend/backend.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/model_config.h"
+
+namespace engine::model {
+
+// The rotary embedding a config describes: base frequencies, Llama-3 scaling, the pairing of dimensions.
+backend::RopeSpec rope_spec(const ModelConfig& config);
+
+class Transformer {
+ public:
+  // Hands every weight to the backend (which keeps it in place or uploads it).
+  Transformer(const ModelConfig& config, const ModelWeights& weights, backend::Backend& backend);
+
+  // Runs one step over the layout's tokens (several sequences, prefills and decodes mixed) and writes
+  // the logits of the tokens at `logit_rows` (indices into layout.tokens), one vocab-sized row each.
+  void forward(const backend::StepLayout& layout, std::span<const std::size_t> logit_rows, std::span<float> logits);
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  struct Layer {
+    backend::Weight attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+    std::optional<backend::Weight> q_bias, k_bias, v_bias, q_norm, k_norm;
+  };
+
+  const ModelConfig config_;
+  backend::Backend& backend_;
+  backend::Weight embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace engine::model

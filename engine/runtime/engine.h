@@ -1,0 +1,89 @@
+#pragma once
+
+// The engine as serverd and the command-line runner use it: a checkpoint loaded onto a backend, a KV cache
+// of blocks shared by sequences, and one call that runs a step over a batch of sequences.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/transformer.h"
+#include "engine/runtime/block_pool.h"
+#include "engine/template/chat_template.h"
+
+namespace engine::runtime {
+
+enum class Device { Auto, Cpu, Cuda };
+// "auto", "cpu", "cuda" (vLLM's --device spellings); nullopt otherwise.
+std::optional<Device> parse_device(std::string_view name);
+
+struct EngineOptions {
+  Device device = Device::Auto;
+  std::size_t threads = 0;         // CPU threads; 0: one per online CPU
+  std::size_t max_model_len = 0;   // 0: the config's, lowered to what the KV cache holds
+  std::size_t kv_cache_bytes = 0;  // 0: 4 GiB on the CPU (vLLM's default CPU KV cache space)
+  std::size_t block_size = 16;
+};
+
+// One sequence's place in the KV cache: its blocks and how many of its positions are already cached.
+struct SequenceCache {
+  std::vector<std::int32_t> block_table;
+  std::size_t cached = 0;
+};
+
+// One sequence's part of a step: new tokens appended after its cached positions.
+struct StepInput {
+  SequenceCache* cache = nullptr;
+  std::span<const std::int32_t> tokens;
+  bool all_logits = false;  // logits of every new token (else of the last one only; none when tokens is empty)
+};
+
+class Engine {
+ public:
+  // Loads a model directory or .gguf file. Throws ConfigError / FormatError / TokenizerError naming the file,
+  // or std::runtime_error for a device that is not available.
+  static std::unique_ptr<Engine> load(const std::filesystem::path& model, const EngineOptions& options = {});
+
+  const model::Checkpoint& checkpoint() const { return *checkpoint_; }
+  const model::ModelConfig& config() const { return checkpoint_->config(); }
+  const tokenizer::Tokenizer& tokenizer() const { return checkpoint_->tokenizer(); }
+  // The parsed chat template, or nullptr with the reason in chat_template_error().
+  const template_::ChatTemplate* chat_template() const { return chat_template_ ? &*chat_template_ : nullptr; }
+  const std::string& chat_template_error() const { return chat_template_error_; }
+  std::size_t max_model_len() const { return max_model_len_; }
+  std::string_view device_name() const { return backend_->name(); }
+  std::size_t block_size() const { return backend_->cache_shape().block_size; }
+  BlockPool& blocks() { return blocks_; }
+
+  // Grows the sequence's block table to hold `positions`; false (nothing taken) when too few blocks are free.
+  bool reserve(SequenceCache& sequence, std::size_t positions);
+  // Returns the sequence's blocks to the pool and empties it.
+  void release(SequenceCache& sequence);
+
+  // Runs one step over the inputs (prefills and decodes mixed; each input's blocks reserved beforehand) and
+  // returns their logits, input by input, vocab_size floats per row. Advances each input's `cached`.
+  void step(std::span<const StepInput> inputs, std::vector<float>& logits);
+
+ private:
+  Engine() = default;
+
+  std::unique_ptr<model::Checkpoint> checkpoint_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<model::Transformer> transformer_;
+  std::optional<template_::ChatTemplate> chat_template_;
+  std::string chat_template_error_;
+  std::size_t max_model_len_ = 0;
+  BlockPool blocks_{0};
+  backend::StepLayout layout_;  // reused from step to step
+  std::vector<std::size_t> logit_rows_;
+};
+
+}  // namespace engine::runtime

@@ -1,0 +1,139 @@
+// engine-kernel-bench: throughput of the CPU matmul kernels on Qwen3-0.6B-sized matrices, per weight type.
+// Batch-1 (decode) is reported as GB/s of weights streamed, beside the machine's measured read bandwidth;
+// 64 tokens (prefill) as GFLOP/s. Usage: engine-kernel-bench [--threads N] [--level L] [--quick]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/quant/quant.h"
+
+namespace {
+
+using engine::cpu::ThreadPool;
+using engine::cpu::WeightMatrix;
+using engine::quant::WeightType;
+
+struct Shape {
+  const char* name;
+  std::size_t rows, cols;
+};
+
+// Weights of random values, quantized row by row (quantizing the 151936-row embedding takes a while, so
+// rows repeat a small set of quantized rows: the kernels' speed does not depend on the values).
+std::vector<std::byte> make_weights(WeightType type, std::size_t rows, std::size_t cols) {
+  const std::size_t row_bytes = *engine::quant::row_bytes(type, cols);
+  constexpr std::size_t kDistinct = 64;
+  std::vector<std::byte> distinct(kDistinct * row_bytes);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> src(cols);
+  for (std::size_t r = 0; r < kDistinct; ++r) {
+    for (auto& v : src) v = dist(rng);
+    engine::quant::quantize_row(type, src, std::span(distinct.data() + r * row_bytes, row_bytes));
+  }
+  std::vector<std::byte> bytes(rows * row_bytes);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::memcpy(bytes.data() + r * row_bytes, distinct.data() + (r % kDistinct) * row_bytes, row_bytes);
+  }
+  return bytes;
+}
+
+// Best time of `repeats` runs of f, in seconds, after one warm-up run.
+template <class F>
+double best_seconds(int repeats, F&& f) {
+  f();
+  double best = 1e30;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t threads = 0;
+  std::string level;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--threads" && i + 1 < argc) {
+      threads = std::strtoul(argv[++i], nullptr, 10);
+    } else if (arg == "--level" && i + 1 < argc) {
+      level = argv[++i];
+    } else if (arg == "--quick") {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: engine-kernel-bench [--threads N] [--level avx512|avx2|portable] [--quick]\n");
+      return arg == "--help" ? 0 : 2;
+    }
+  }
+  ThreadPool pool(threads);
+  if (level.empty()) level = std::string(engine::cpu::simd_level());
+  std::printf("SIMD level %s (levels here:", level.c_str());
+  for (const auto l : engine::cpu::supported_simd_levels()) std::printf(" %.*s", static_cast<int>(l.size()), l.data());
+  std::printf("), %zu threads\n", pool.size());
+  const double bandwidth = engine::cpu::measure_memory_bandwidth(pool, quick ? (256u << 20) : (1u << 30));
+  std::printf("measured memory read bandwidth: %.1f GB/s\n\n", bandwidth);
+
+  const Shape shapes[] = {{"3072x1024 (gate/up)", 3072, 1024},
+                          {"1024x3072 (down)", 1024, 3072},
+                          {"151936x1024 (lm head)", quick ? 16384u : 151936u, 1024}};
+  const WeightType types[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
+                              WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+  constexpr std::size_t kPrefillTokens = 64;
+
+  std::printf("%-6s %-22s %12s %10s %14s\n", "type", "matrix", "batch-1 GB/s", "% of mem", "64-tok GFLOP/s");
+  for (const WeightType type : types) {
+    for (const Shape& shape : shapes) {
+      const auto bytes = make_weights(type, shape.rows, shape.cols);
+      const WeightMatrix w{type, bytes.data(), shape.rows, shape.cols};
+      // Batch-1 runs over enough copies (about 512 MiB) that the weights stream from memory, as a decode
+      // step's do, instead of sitting in the last-level cache between repeats.
+      const std::size_t copies = std::clamp<std::size_t>((quick ? (128u << 20) : (512u << 20)) / bytes.size(), 1, 256);
+      std::vector<std::byte> streamed(copies * bytes.size());
+      for (std::size_t c = 0; c < copies; ++c)
+        std::memcpy(streamed.data() + c * bytes.size(), bytes.data(), bytes.size());
+      std::mt19937 rng(11);
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      std::vector<float> x(kPrefillTokens * shape.cols);
+      for (auto& v : x) v = dist(rng);
+      std::vector<float> out(kPrefillTokens * shape.rows);
+
+      const double gemv_s = best_seconds(quick ? 3 : 5, [&] {
+        for (std::size_t c = 0; c < copies; ++c) {
+          const WeightMatrix copy{type, streamed.data() + c * bytes.size(), shape.rows, shape.cols};
+          engine::cpu::matmul_at_level(level, pool, copy, x.data(), 1, out.data());
+        }
+      });
+      const double gbps = static_cast<double>(streamed.size()) / gemv_s / 1e9;
+      double gflops = 0;
+      if (shape.rows <= 16384) {  // the full lm head at 64 tokens takes long; its GEMV is what matters
+        const double gemm_s = best_seconds(
+            quick ? 1 : 3, [&] { engine::cpu::matmul_at_level(level, pool, w, x.data(), kPrefillTokens, out.data()); });
+        gflops = 2.0 * static_cast<double>(shape.rows * shape.cols * kPrefillTokens) / gemm_s / 1e9;
+      }
+      std::printf("%-6s %-22s %12.1f %9.0f%% ", std::string(engine::quant::weight_type_name(type)).c_str(), shape.name,
+                  gbps, 100.0 * gbps / bandwidth);
+      if (gflops > 0) {
+        std::printf("%14.1f\n", gflops);
+      } else {
+        std::printf("%14s\n", "-");
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

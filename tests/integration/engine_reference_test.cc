@@ -1,0 +1,251 @@
+// The CPU engine against the independent float64 numpy reference (tests/reference/reference_model.py) on
+// model-writer's tiny random models of each architecture: logits within 1e-4 with f32 weights (safetensors
+// shards and every GGUF type, whose dequantized weights both sides share) and 2e-2 with bf16 weights,
+// greedy generations identical for 64 steps, and a sequence's logits bit-identical alone, inside a batch
+// of 8 mixed prefill/decode sequences, and with its prompt prefilled in chunks.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/engine.h"
+#include "engine/tools/model_writer.h"
+#include "tests/support/reference_model.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using engine::model::Architecture;
+using engine::quant::WeightType;
+using engine::runtime::Engine;
+using engine::runtime::SequenceCache;
+using engine::runtime::StepInput;
+using testing_support::TempDir;
+
+using Sequences = std::vector<std::vector<std::int32_t>>;
+using Rows = std::vector<std::vector<float>>;  // one vocab-sized row per position
+
+// Token ids below every generated tokenizer's size.
+const Sequences kSequences = {{3, 300, 41, 512, 7, 99, 256, 180, 33, 420, 64, 1, 17, 230, 9, 401, 88, 5, 140},
+                              {500, 2, 77, 12, 345, 6, 91}};
+
+void write_tiny(Architecture arch, const fs::path& dir, WeightType dtype, std::vector<WeightType> gguf = {}) {
+  engine::tools::ModelWriterOptions options;
+  options.arch = arch;
+  options.out_dir = dir;
+  options.seed = 5;
+  options.dtype = dtype;
+  options.shards = 2;
+  options.gguf_types = std::move(gguf);
+  engine::tools::write_model(options);
+}
+
+std::unique_ptr<Engine> load(const fs::path& model) {
+  engine::runtime::EngineOptions options;
+  options.threads = 2;
+  options.max_model_len = 256;
+  return Engine::load(model, options);
+}
+
+// Every position's logits of each sequence, all sequences prefilled together in one step.
+std::vector<Rows> engine_logits(Engine& engine, const Sequences& sequences) {
+  std::vector<SequenceCache> caches(sequences.size());
+  std::vector<StepInput> inputs;
+  for (std::size_t s = 0; s < sequences.size(); ++s) {
+    EXPECT_TRUE(engine.reserve(caches[s], sequences[s].size()));
+    inputs.push_back({&caches[s], sequences[s], true});
+  }
+  std::vector<float> logits;
+  engine.step(inputs, logits);
+  const std::size_t vocab = engine.config().vocab_size;
+  std::vector<Rows> out;
+  std::size_t row = 0;
+  for (const auto& seq : sequences) {
+    Rows rows;
+    for (std::size_t p = 0; p < seq.size(); ++p, ++row) {
+      rows.emplace_back(logits.begin() + static_cast<std::ptrdiff_t>(row * vocab),
+                        logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * vocab));
+    }
+    out.push_back(std::move(rows));
+  }
+  for (auto& cache : caches) engine.release(cache);
+  return out;
+}
+
+// The largest, over all positions, of max|engine - reference| / max|reference|.
+double worst_relative_error(const std::vector<Rows>& ours, const testing_support::ReferenceLogits& reference) {
+  double worst = 0;
+  for (std::size_t s = 0; s < ours.size(); ++s) {
+    for (std::size_t p = 0; p < ours[s].size(); ++p) {
+      const auto expected = reference.row(s, p);
+      EXPECT_EQ(expected.size(), ours[s][p].size());
+      double diff = 0, scale = 0;
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        diff = std::max(diff, std::abs(static_cast<double>(ours[s][p][i]) - expected[i]));
+        scale = std::max(scale, std::abs(expected[i]));
+      }
+      worst = std::max(worst, diff / scale);
+    }
+  }
+  return worst;
+}
+
+std::int32_t argmax(std::span<const float> row) {
+  return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+class EngineReference : public testing::TestWithParam<Architecture> {};
+
+std::string arch_name(const testing::TestParamInfo<Architecture>& info) {
+  switch (info.param) {
+    case Architecture::Qwen3: return "Qwen3";
+    case Architecture::Qwen2: return "Qwen2";
+    case Architecture::Llama: return "Llama";
+  }
+  return "unknown";
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, EngineReference,
+                         testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama), arch_name);
+
+TEST_P(EngineReference, F32ShardedCheckpointMatchesWithin1em4) {
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::F32);
+  auto engine = load(dir.path());
+  const double error = worst_relative_error(engine_logits(*engine, kSequences),
+                                            testing_support::reference_logits(dir.path(), kSequences));
+  EXPECT_LE(error, 1e-4);
+  EXPECT_GT(error, 0.0);  // the comparison really compares two computations
+}
+
+TEST_P(EngineReference, Bf16CheckpointMatchesWithin2em2) {
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::BF16);
+  auto engine = load(dir.path());
+  EXPECT_LE(worst_relative_error(engine_logits(*engine, kSequences),
+                                 testing_support::reference_logits(dir.path(), kSequences)),
+            2e-2);
+}
+
+TEST_P(EngineReference, EveryGgufTypeMatchesTheReferenceOnTheSameFile) {
+  TempDir dir;
+  const std::vector<WeightType> types = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
+                                         WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+  write_tiny(GetParam(), dir.path(), WeightType::F32, types);
+  for (const auto type : types) {
+    const fs::path file = dir / engine::tools::gguf_file_name(type);
+    auto engine = load(file);
+    EXPECT_LE(
+        worst_relative_error(engine_logits(*engine, kSequences), testing_support::reference_logits(file, kSequences)),
+        1e-4)
+        << file;
+  }
+}
+
+TEST_P(EngineReference, GreedyTokensIdenticalFor64Steps) {
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::F32);
+  const std::vector<std::int32_t> prompt = kSequences[1];
+  const auto expected = testing_support::reference_greedy(dir.path(), prompt, 64);
+  ASSERT_EQ(expected.size(), 64u);
+
+  auto engine = load(dir.path());
+  SequenceCache cache;
+  ASSERT_TRUE(engine->reserve(cache, prompt.size() + 64));
+  std::vector<float> logits;
+  std::vector<std::int32_t> ours, next;
+  StepInput input{&cache, prompt, false};
+  for (int step = 0; step < 64; ++step) {
+    engine->step(std::span(&input, 1), logits);
+    ours.push_back(argmax(logits));
+    next = {ours.back()};
+    input = {&cache, next, false};
+  }
+  EXPECT_EQ(ours, expected);
+}
+
+// Runs sequence A (a prompt, then decode steps feeding `decode_tokens`), optionally beside seven other
+// sequences in every step, some prefilling and some decoding; returns A's logits rows, step by step.
+Rows run_sequence_a(Engine& engine, bool crowded, const std::vector<std::size_t>& prefill_chunks) {
+  const auto& prompt = kSequences[0];
+  const std::vector<std::int32_t> decode_tokens = {44, 310, 2, 97};
+  const std::size_t vocab = engine.config().vocab_size;
+  SequenceCache a;
+  EXPECT_TRUE(engine.reserve(a, prompt.size() + decode_tokens.size()));
+  std::vector<SequenceCache> others(7);
+  std::vector<std::vector<std::int32_t>> other_tokens(7);
+  for (std::size_t o = 0; o < others.size(); ++o) EXPECT_TRUE(engine.reserve(others[o], 64));
+
+  Rows rows;
+  std::vector<float> logits;
+  std::vector<std::vector<std::int32_t>> a_steps;
+  std::size_t done = 0;
+  for (const auto chunk : prefill_chunks) {
+    a_steps.emplace_back(prompt.begin() + static_cast<std::ptrdiff_t>(done),
+                         prompt.begin() + static_cast<std::ptrdiff_t>(done + chunk));
+    done += chunk;
+  }
+  for (const auto t : decode_tokens) a_steps.push_back({t});
+
+  for (std::size_t step = 0; step < a_steps.size(); ++step) {
+    std::vector<StepInput> inputs;
+    if (crowded) {
+      // Others: even ones start prefilling at different steps, odd ones are decoding.
+      for (std::size_t o = 0; o < others.size(); ++o) {
+        const bool prefill = others[o].cached == 0 || (o % 2 == 0 && step == o / 2);
+        other_tokens[o].assign(prefill ? 3 + o : 1, static_cast<std::int32_t>(10 + 31 * o + step));
+        inputs.push_back({&others[o], other_tokens[o], o % 3 == 0});
+      }
+    }
+    const std::size_t a_index = inputs.size() / 2;
+    inputs.insert(inputs.begin() + static_cast<std::ptrdiff_t>(a_index), StepInput{&a, a_steps[step], true});
+    engine.step(inputs, logits);
+    // A's rows sit after the rows of the inputs before it.
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < a_index; ++i) row += inputs[i].all_logits ? inputs[i].tokens.size() : 1;
+    for (std::size_t t = 0; t < a_steps[step].size(); ++t, ++row) {
+      rows.emplace_back(logits.begin() + static_cast<std::ptrdiff_t>(row * vocab),
+                        logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * vocab));
+    }
+  }
+  engine.release(a);
+  for (auto& o : others) engine.release(o);
+  return rows;
+}
+
+TEST_P(EngineReference, LogitsBitIdenticalAloneInABatchOf8AndInChunks) {
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::F32);
+  auto engine = load(dir.path());
+  const std::size_t prompt = kSequences[0].size();
+  const Rows alone = run_sequence_a(*engine, false, {prompt});
+  const Rows crowded = run_sequence_a(*engine, true, {prompt});
+  const Rows chunked = run_sequence_a(*engine, true, {5, 1, prompt - 6});
+  ASSERT_EQ(alone.size(), crowded.size());
+  ASSERT_EQ(alone.size(), chunked.size());
+  for (std::size_t r = 0; r < alone.size(); ++r) {
+    EXPECT_EQ(std::memcmp(alone[r].data(), crowded[r].data(), alone[r].size() * sizeof(float)), 0) << "row " << r;
+    EXPECT_EQ(std::memcmp(alone[r].data(), chunked[r].data(), alone[r].size() * sizeof(float)), 0) << "row " << r;
+  }
+}
+
+TEST(EngineLoad, UnsupportedArchitectureIsRefusedByName) {
+  TempDir dir;
+  write_tiny(Architecture::Qwen2, dir.path(), WeightType::F32);
+  testing_support::write_file(dir / "config.json",
+                              R"({"architectures": ["MistralForCausalLM"], "vocab_size": 10, "hidden_size": 8})");
+  try {
+    load(dir.path());
+    FAIL() << "loaded";
+  } catch (const engine::model::ConfigError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("MistralForCausalLM is not supported"));
+    EXPECT_THAT(e.what(), testing::HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM"));
+  }
+}
+
+}  // namespace

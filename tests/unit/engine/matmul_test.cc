@@ -1,0 +1,423 @@
+#include "engine/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/cpu/thread_pool.h"
+#include "engine/quant/quant.h"
+
+namespace engine::cpu {
+namespace {
+
+using quant::WeightType;
+
+constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
+                                    WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+
+// ---- thread pool -------------------------------------------------------------------------------------
+
+TEST(ThreadPool, Size) {
+  EXPECT_EQ(ThreadPool(3).size(), 3u);
+  EXPECT_EQ(ThreadPool(1).size(), 1u);
+  EXPECT_GE(ThreadPool(0).size(), 1u);
+  EXPECT_EQ(ThreadPool(0).size(), std::max(1u, std::thread::hardware_concurrency()));
+}
+
+TEST(ThreadPool, CoversEveryIndexExactlyOnceInGrainAlignedRanges) {
+  for (const std::size_t threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (const std::size_t count : {1, 2, 7, 64, 1000, 4099}) {
+      for (const std::size_t grain : {1, 3, 16, 5000}) {
+        std::vector<std::atomic<int>> hits(count);
+        std::mutex mutex;
+        bool ranges_ok = true;
+        pool.parallel_for(count, grain, [&](std::size_t begin, std::size_t end) {
+          const bool ok = begin < end && end <= count && begin % grain == 0 && (end - begin >= grain || end == count);
+          if (!ok) {
+            const std::lock_guard lock(mutex);
+            ranges_ok = false;
+          }
+          for (std::size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        });
+        EXPECT_TRUE(ranges_ok) << threads << " threads, count " << count << ", grain " << grain;
+        for (std::size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(hits[i].load(), 1) << threads << " threads, count " << count << ", grain " << grain << ", i " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ZeroCountCallsNothing) {
+  ThreadPool pool(2);
+  bool called = false;
+  pool.parallel_for(0, 1, [&](std::size_t, std::size_t) { called = true; });
+  EXPECT_FALSE(called);
+}
+
+TEST(ThreadPool, SpreadsOverWorkersAndTheCaller) {
+  ThreadPool pool(3);
+  std::mutex mutex;
+  std::set<std::thread::id> seen;
+  // Each range waits until every thread has taken one, so all three threads must take part.
+  std::atomic<int> arrived{0};
+  pool.parallel_for(3, 1, [&](std::size_t, std::size_t) {
+    arrived.fetch_add(1);
+    while (arrived.load() < 3) std::this_thread::yield();
+    const std::lock_guard lock(mutex);
+    seen.insert(std::this_thread::get_id());
+  });
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen.count(std::this_thread::get_id()), 1u);
+}
+
+TEST(ThreadPool, PropagatesExceptionsAndStaysUsable) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 20; ++round) {
+    try {
+      pool.parallel_for(100, 1, [&](std::size_t begin, std::size_t end) {
+        if (begin <= 57 && 57 < end) throw std::runtime_error("range with 57");
+      });
+      FAIL() << "no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "range with 57");
+    }
+    std::atomic<std::size_t> sum{0};
+    pool.parallel_for(100, 1, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) sum.fetch_add(i);
+    });
+    EXPECT_EQ(sum.load(), 4950u);
+  }
+  // The caller's own single range throws as well.
+  EXPECT_THROW(pool.parallel_for(1, 1, [](std::size_t, std::size_t) { throw std::logic_error("inline"); }),
+               std::logic_error);
+}
+
+TEST(ThreadPool, ManyConsecutiveLoops) {
+  ThreadPool pool(3);
+  std::vector<std::uint64_t> data(64);
+  for (int call = 0; call < 20000; ++call) {
+    pool.parallel_for(data.size(), 4, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) data[i] += i + 1;
+    });
+  }
+  for (std::size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], 20000 * (i + 1)) << i;
+}
+
+// ---- matmul ------------------------------------------------------------------------------------------
+
+struct Matrix {
+  WeightType type;
+  std::size_t rows, cols;
+  std::vector<std::byte> bytes;
+  std::vector<float> dequantized;  // rows x cols, from quant::dequantize_row
+
+  WeightMatrix view() const { return WeightMatrix{type, bytes.data(), rows, cols}; }
+};
+
+Matrix make_matrix(WeightType type, std::size_t rows, std::size_t cols, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Matrix m{type, rows, cols, {}, {}};
+  const std::size_t row_bytes = *quant::row_bytes(type, cols);
+  m.bytes.resize(rows * row_bytes);
+  m.dequantized.resize(rows * cols);
+  std::vector<float> src(cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    // Rows of different scales and signs of offset, so K-quant mins and scales vary.
+    const float scale = 0.05f * static_cast<float>(1 + r % 5);
+    const float offset = (r % 3 == 0) ? 0.02f : 0.0f;
+    for (auto& v : src) v = dist(rng) * scale + offset;
+    const std::span<std::byte> row(m.bytes.data() + r * row_bytes, row_bytes);
+    quant::quantize_row(type, src, row);
+    quant::dequantize_row(type, row, std::span<float>(m.dequantized.data() + r * cols, cols));
+  }
+  return m;
+}
+
+std::vector<float> random_vector(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> poisoned(std::size_t n) {
+  return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
+}
+
+// Compares out against a double-precision product of the dequantized weights.
+void expect_close_to_reference(const Matrix& m, const std::vector<float>& x, std::size_t tokens,
+                               const std::vector<float>& out, const float* bias, const std::string& what) {
+  for (std::size_t t = 0; t < tokens; ++t) {
+    for (std::size_t n = 0; n < m.rows; ++n) {
+      double dot = 0, magnitude = 0;
+      for (std::size_t k = 0; k < m.cols; ++k) {
+        const double p = static_cast<double>(m.dequantized[n * m.cols + k]) * x[t * m.cols + k];
+        dot += p;
+        magnitude += std::fabs(p);
+      }
+      if (bias != nullptr) {
+        dot += bias[n];
+        magnitude += std::fabs(bias[n]);
+      }
+      const float got = out[t * m.rows + n];
+      ASSERT_TRUE(std::isfinite(got)) << what << " token " << t << " row " << n;
+      ASSERT_NEAR(got, dot, 1e-5 * magnitude + 1e-30) << what << " token " << t << " row " << n;
+    }
+  }
+}
+
+std::vector<std::size_t> test_cols(WeightType type) {
+  if (quant::block_elements(type) == 256) return {256, 512, 768};
+  if (quant::block_elements(type) == 32) return {32, 96, 160, 512};
+  return {1, 7, 16, 33, 100, 515};  // partial vector groups at every SIMD width
+}
+
+std::string describe(std::string_view level, WeightType type, std::size_t rows, std::size_t cols, std::size_t tokens) {
+  return std::string(level) + " " + std::string(quant::weight_type_name(type)) + " " + std::to_string(rows) + "x" +
+         std::to_string(cols) + " tokens " + std::to_string(tokens);
+}
+
+class MatmulLevels : public ::testing::TestWithParam<std::string_view> {};
+
+TEST_P(MatmulLevels, MatchesDoublePrecisionReference) {
+  const std::string_view level = GetParam();
+  ThreadPool pool(3);
+  std::uint32_t seed = 100;
+  for (const WeightType type : kAllTypes) {
+    for (const std::size_t cols : test_cols(type)) {
+      for (const std::size_t rows : {1, 3, 4, 13}) {
+        const Matrix m = make_matrix(type, rows, cols, ++seed);
+        const auto bias = random_vector(rows, ++seed);
+        for (const std::size_t tokens : {1, 2, 5, 7, 17}) {
+          const auto x = random_vector(tokens * cols, ++seed);
+          for (const bool with_bias : {false, true}) {
+            auto out = poisoned(tokens * rows);
+            const float* b = with_bias ? bias.data() : nullptr;
+            matmul_at_level(level, pool, m.view(), x.data(), tokens, out.data(), b);
+            expect_close_to_reference(m, x, tokens, out, b,
+                                      describe(level, type, rows, cols, tokens) + (with_bias ? " bias" : ""));
+          }
+        }
+      }
+    }
+  }
+}
+
+// A token's result is the same bit for bit alone, inside any batch, and with any number of threads.
+TEST_P(MatmulLevels, TokenResultsDoNotDependOnTheBatch) {
+  const std::string_view level = GetParam();
+  ThreadPool pool1(1), pool3(3);
+  std::uint32_t seed = 500;
+  for (const WeightType type : kAllTypes) {
+    for (const std::size_t cols : test_cols(type)) {
+      const std::size_t rows = 11;
+      const Matrix m = make_matrix(type, rows, cols, ++seed);
+      const auto bias = random_vector(rows, ++seed);
+      const std::size_t tokens = 17;
+      const auto x = random_vector(tokens * cols, ++seed);
+      auto batched = poisoned(tokens * rows);
+      matmul_at_level(level, pool3, m.view(), x.data(), tokens, batched.data(), bias.data());
+      auto single_threaded = poisoned(tokens * rows);
+      matmul_at_level(level, pool1, m.view(), x.data(), tokens, single_threaded.data(), bias.data());
+      EXPECT_EQ(std::memcmp(batched.data(), single_threaded.data(), batched.size() * sizeof(float)), 0)
+          << describe(level, type, rows, cols, tokens);
+      for (std::size_t t = 0; t < tokens; ++t) {
+        auto alone = poisoned(rows);
+        matmul_at_level(level, pool3, m.view(), x.data() + t * cols, 1, alone.data(), bias.data());
+        for (std::size_t n = 0; n < rows; ++n) {
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(alone[n]), std::bit_cast<std::uint32_t>(batched[t * rows + n]))
+              << describe(level, type, rows, cols, tokens) << " token " << t << " row " << n;
+        }
+        // Also inside a batch of a different size, starting at this token.
+        const std::size_t sub = std::min<std::size_t>(3, tokens - t);
+        auto partial = poisoned(sub * rows);
+        matmul_at_level(level, pool3, m.view(), x.data() + t * cols, sub, partial.data(), bias.data());
+        EXPECT_EQ(std::memcmp(partial.data(), batched.data() + t * rows, partial.size() * sizeof(float)), 0)
+            << describe(level, type, rows, cols, sub) << " from token " << t;
+      }
+    }
+  }
+}
+
+TEST_P(MatmulLevels, DequantizeRowsMatchesTheReference) {
+  const std::string_view level = GetParam();
+  std::uint32_t seed = 900;
+  for (const WeightType type : kAllTypes) {
+    for (const std::size_t cols : test_cols(type)) {
+      const Matrix m = make_matrix(type, 9, cols, ++seed);
+      for (const auto& [first, count] : {std::pair<std::size_t, std::size_t>{0, 9}, {4, 1}, {2, 5}, {9, 0}}) {
+        auto out = poisoned(count * cols + 3);  // the 3 extra floats must stay untouched
+        dequantize_rows_at_level(level, m.view(), first, count, out.data());
+        EXPECT_EQ(std::memcmp(out.data(), m.dequantized.data() + first * cols, count * cols * sizeof(float)), 0)
+            << describe(level, type, count, cols, 0) << " from row " << first;
+        for (std::size_t i = count * cols; i < out.size(); ++i) EXPECT_TRUE(std::isnan(out[i]));
+      }
+      std::vector<float> out(cols);
+      EXPECT_THROW(dequantize_rows_at_level(level, m.view(), 8, 2, out.data()), std::out_of_range);
+    }
+  }
+}
+
+TEST_P(MatmulLevels, LargeQuantizedMatrices) {
+  // Shapes of Qwen3-0.6B's projections (trimmed in rows), many threads' worth of ranges.
+  const std::string_view level = GetParam();
+  ThreadPool pool(4);
+  std::uint32_t seed = 1300;
+  for (const WeightType type : kAllTypes) {
+    const Matrix m = make_matrix(type, 150, 3072, ++seed);
+    for (const std::size_t tokens : {1, 9}) {
+      const auto x = random_vector(tokens * m.cols, ++seed);
+      auto out = poisoned(tokens * m.rows);
+      matmul_at_level(level, pool, m.view(), x.data(), tokens, out.data());
+      expect_close_to_reference(m, x, tokens, out, nullptr, describe(level, type, m.rows, m.cols, tokens));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Supported, MatmulLevels, ::testing::ValuesIn(supported_simd_levels()),
+                         [](const auto& param_info) { return std::string(param_info.param); });
+
+// Every level this CPU runs agrees with the portable one to float rounding.
+TEST(Matmul, LevelsAgree) {
+  ThreadPool pool(2);
+  std::uint32_t seed = 2000;
+  for (const WeightType type : kAllTypes) {
+    const Matrix m = make_matrix(type, 37, 512, ++seed);
+    const auto x = random_vector(6 * m.cols, ++seed);
+    auto expected = poisoned(6 * m.rows);
+    matmul_at_level("portable", pool, m.view(), x.data(), 6, expected.data());
+    for (const auto level : supported_simd_levels()) {
+      auto got = poisoned(6 * m.rows);
+      matmul_at_level(level, pool, m.view(), x.data(), 6, got.data());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], expected[i], 1e-5 * (std::fabs(expected[i]) + 1.0f))
+            << level << " " << quant::weight_type_name(type) << " " << i;
+      }
+    }
+  }
+}
+
+TEST(Matmul, ExactProductsAreExact) {
+  // bf16 weights and activations that are small integers: every product and partial sum is exact, so
+  // every level gives exactly the integer result (the weights are converted exactly, never rounded).
+  ThreadPool pool(2);
+  const std::size_t rows = 5, cols = 300;
+  std::vector<std::uint16_t> w(rows * cols);
+  std::vector<float> x(cols);
+  std::vector<double> expected(rows, 0.0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t k = 0; k < cols; ++k) {
+      const float wv = static_cast<float>(static_cast<int>((r * 7 + k * 3) % 11) - 5);
+      w[r * cols + k] = quant::f32_to_bf16(wv);
+      x[k] = static_cast<float>(static_cast<int>(k % 9) - 4);
+      expected[r] += static_cast<double>(wv) * x[k];
+    }
+  }
+  const WeightMatrix m{WeightType::BF16, reinterpret_cast<const std::byte*>(w.data()), rows, cols};
+  for (const auto level : supported_simd_levels()) {
+    auto out = poisoned(rows);
+    matmul_at_level(level, pool, m, x.data(), 1, out.data());
+    for (std::size_t r = 0; r < rows; ++r) EXPECT_EQ(out[r], expected[r]) << level << " row " << r;
+  }
+}
+
+TEST(Matmul, RejectsBadShapes) {
+  ThreadPool pool(1);
+  std::vector<std::byte> bytes(1024);
+  std::vector<float> x(64), out(64);
+  const WeightMatrix partial_block{WeightType::Q8_0, bytes.data(), 2, 48};
+  EXPECT_THROW(matmul(pool, partial_block, x.data(), 1, out.data()), std::invalid_argument);
+  EXPECT_THROW(dequantize_rows(partial_block, 0, 1, out.data()), std::invalid_argument);
+  const WeightMatrix no_data{WeightType::F32, nullptr, 2, 4};
+  EXPECT_THROW(matmul(pool, no_data, x.data(), 1, out.data()), std::invalid_argument);
+  const WeightMatrix ok{WeightType::F32, bytes.data(), 2, 4};
+  EXPECT_THROW(matmul_at_level("sse9", pool, ok, x.data(), 1, out.data()), std::invalid_argument);
+  EXPECT_THROW(dequantize_rows(ok, 1, 2, out.data()), std::out_of_range);
+}
+
+TEST(Matmul, EmptyShapes) {
+  ThreadPool pool(2);
+  std::vector<float> x(8, 1.0f);
+  const std::vector<float> bias = {0.5f, -2.0f};
+  auto out = poisoned(4);
+  // No columns: each output is the bias (or zero).
+  matmul(pool, WeightMatrix{WeightType::F32, nullptr, 2, 0}, x.data(), 2, out.data(), bias.data());
+  EXPECT_EQ(out, (std::vector<float>{0.5f, -2.0f, 0.5f, -2.0f}));
+  // No tokens or no rows: nothing is written.
+  auto untouched = poisoned(4);
+  std::vector<float> w(8, 1.0f);
+  matmul(pool, WeightMatrix{WeightType::F32, reinterpret_cast<const std::byte*>(w.data()), 2, 4}, x.data(), 0,
+         untouched.data());
+  matmul(pool, WeightMatrix{WeightType::F32, reinterpret_cast<const std::byte*>(w.data()), 0, 4}, x.data(), 3,
+         untouched.data());
+  for (const float v : untouched) EXPECT_TRUE(std::isnan(v));
+}
+
+// ---- dispatch ------------------------------------------------------------------------------------------
+
+TEST(Dispatch, LevelInUse) {
+  const auto levels = supported_simd_levels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.back(), "portable");
+  const char* forced = std::getenv("ENGINE_SIMD");
+  if (forced != nullptr && *forced != '\0') {
+    // CTest runs this binary again with ENGINE_SIMD set to each level (see tests/CMakeLists.txt).
+    if (std::find(levels.begin(), levels.end(), forced) != levels.end()) {
+      EXPECT_EQ(simd_level(), forced);
+    } else {
+      EXPECT_EQ(simd_level(), levels.front());
+    }
+  } else {
+    EXPECT_EQ(simd_level(), levels.front());
+  }
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) {
+    EXPECT_EQ(levels.front(), "avx512");
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_NE(std::find(levels.begin(), levels.end(), "avx2"), levels.end());
+  }
+#endif
+}
+
+// The level in use computes what matmul_at_level computes for it.
+TEST(Dispatch, MatmulUsesTheActiveLevel) {
+  ThreadPool pool(2);
+  const Matrix m = make_matrix(WeightType::Q4_K, 8, 512, 3000);
+  const auto x = random_vector(3 * m.cols, 3001);
+  auto a = poisoned(3 * m.rows), b = poisoned(3 * m.rows);
+  matmul(pool, m.view(), x.data(), 3, a.data());
+  matmul_at_level(simd_level(), pool, m.view(), x.data(), 3, b.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  std::vector<float> rows(2 * m.cols);
+  dequantize_rows(m.view(), 3, 2, rows.data());
+  EXPECT_EQ(std::memcmp(rows.data(), m.dequantized.data() + 3 * m.cols, rows.size() * sizeof(float)), 0);
+}
+
+TEST(MemoryBandwidth, MeasuresSomething) {
+  ThreadPool pool(0);
+  const double gbps = measure_memory_bandwidth(pool, 64u << 20);
+  EXPECT_GT(gbps, 0.1);
+  EXPECT_LT(gbps, 100000.0);
+}
+
+}  // namespace
+}  // namespace engine::cpu
