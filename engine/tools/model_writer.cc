@@ -10,10 +10,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <numbers>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "engine/format/ggml_types.h"
@@ -258,8 +259,11 @@ class OutputFile {
   }
   void pad_to(std::uint64_t alignment) {
     static constexpr std::array<std::byte, 64> kZeros{};
-    const std::uint64_t pad = (alignment - written_ % alignment) % alignment;
-    write(std::span(kZeros).first(pad));
+    for (std::uint64_t pad = (alignment - written_ % alignment) % alignment; pad > 0;) {
+      const auto n = std::min<std::uint64_t>(pad, kZeros.size());
+      write(std::span(kZeros).first(n));
+      pad -= n;
+    }
   }
   std::uint64_t written() const { return written_; }
   void close() {
