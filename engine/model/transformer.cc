@@ -17,7 +17,9 @@ backend::RopeSpec rope_spec(const ModelConfig& config) {
   for (std::size_t i = 0; i < half; ++i) {
     spec.inv_freq[i] = 1.0 / std::pow(config.rope_theta, static_cast<double>(2 * i) / config.head_dim);
   }
-  if (const auto& s = config.rope_scaling) {
+  if (!config.rope_freq_factors.empty()) {
+    for (std::size_t i = 0; i < half; ++i) spec.inv_freq[i] /= config.rope_freq_factors[i];
+  } else if (const auto& s = config.rope_scaling) {
     // Llama 3: long wavelengths are slowed by `factor`, short ones kept, and the band between blended.
     const double old_len = static_cast<double>(s->original_max_position_embeddings);
     const double low_freq_wavelen = old_len / s->low_freq_factor;

@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
 
     const double decode1 = decode_rate(*engine, 1, 16, steps);
     const double decode8 = decode_rate(*engine, 8, 16, steps);
+    const double rss_mb = peak_rss_mb();  // before the bandwidth probe's own buffer
     engine::cpu::ThreadPool pool(threads);
     const double bandwidth = engine::cpu::measure_memory_bandwidth(pool);
     const double streamed = decode1 * weight_gb;
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(prefill_len));
     std::printf("decode batch 1   %.2f tokens/s\n", decode1);
     std::printf("decode batch 8   %.2f tokens/s\n", decode8);
-    std::printf("peak RSS         %.0f MB\n", peak_rss_mb());
+    std::printf("peak RSS         %.0f MB (weights %.0f MB)\n", rss_mb, weight_gb * 1e3);
     std::printf("decode streams   %.2f GB/s of weights; memory bandwidth %.2f GB/s measured; %.0f%% of the bound\n",
                 streamed, bandwidth, 100.0 * streamed / bandwidth);
     return 0;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
 #include "engine/runtime/engine.h"
 #include "engine/tools/model_writer.h"
 #include "tests/support/reference_model.h"
@@ -232,6 +234,35 @@ TEST_P(EngineReference, LogitsBitIdenticalAloneInABatchOf8AndInChunks) {
     EXPECT_EQ(std::memcmp(alone[r].data(), crowded[r].data(), alone[r].size() * sizeof(float)), 0) << "row " << r;
     EXPECT_EQ(std::memcmp(alone[r].data(), chunked[r].data(), alone[r].size() * sizeof(float)), 0) << "row " << r;
   }
+}
+
+// llama.cpp's converter stores Llama 3 rope scaling as rope_freqs.weight only (no scaling keys): the engine
+// must take the scaling from that tensor. Positions up to ~200 turn the slowed frequencies far enough apart.
+TEST(EngineLoad, LlamaGgufRopeScalingFromRopeFreqsTensorAlone) {
+  TempDir dir;
+  write_tiny(Architecture::Llama, dir.path(), WeightType::F32, {WeightType::F32});
+  const auto source = engine::format::GgufFile::open(dir / engine::tools::gguf_file_name(WeightType::F32));
+  engine::format::GgufWriter writer(source.layout().version, static_cast<std::uint32_t>(source.layout().alignment));
+  for (const auto& [key, value] : source.layout().metadata) {
+    if (key.find("rope.scaling") == std::string::npos) writer.add_metadata(key, value);
+  }
+  bool has_rope_freqs = false;
+  for (const auto& t : source.layout().tensors) {
+    has_rope_freqs = has_rope_freqs || t.name == "rope_freqs.weight";
+    const auto data = source.data(t);
+    writer.add_tensor(t.name, t.dims, *t.type, std::vector<std::byte>(data.begin(), data.end()));
+  }
+  ASSERT_TRUE(has_rope_freqs);
+  const fs::path file = dir / "converted.gguf";
+  writer.write(file);
+
+  std::vector<std::int32_t> long_sequence;
+  for (int i = 0; i < 200; ++i) long_sequence.push_back(static_cast<std::int32_t>((i * 37 + 11) % 500));
+  const Sequences sequences = {long_sequence};
+  auto engine = load(file);
+  EXPECT_FALSE(engine->config().rope_scaling.has_value());
+  EXPECT_LE(worst_relative_error(engine_logits(*engine, sequences), testing_support::reference_logits(file, sequences)),
+            1e-4);
 }
 
 TEST(EngineLoad, UnsupportedArchitectureIsRefusedByName) {
