@@ -84,7 +84,7 @@ void Engine::step(std::span<const StepInput> inputs, std::vector<float>& logits)
     const std::size_t first = layout_.tokens.size();
     layout_.sequences.push_back({input.cache->cached, input.tokens.size(), input.cache->block_table});
     layout_.tokens.insert(layout_.tokens.end(), input.tokens.begin(), input.tokens.end());
-    if (input.tokens.empty()) continue;
+    if (input.tokens.empty() || input.no_logits) continue;
     if (input.all_logits) {
       for (std::size_t i = 0; i < input.tokens.size(); ++i) logit_rows_.push_back(first + i);
     } else {

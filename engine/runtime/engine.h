@@ -44,6 +44,7 @@ struct StepInput {
   SequenceCache* cache = nullptr;
   std::span<const std::int32_t> tokens;
   bool all_logits = false;  // logits of every new token (else of the last one only; none when tokens is empty)
+  bool no_logits = false;   // none at all (a prompt chunk that is not the prompt's last)
 };
 
 class Engine {

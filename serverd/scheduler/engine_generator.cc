@@ -1,0 +1,265 @@
+#include "serverd/scheduler/engine_generator.h"
+
+#include <algorithm>
+#include <iostream>
+
+namespace serverd::scheduler {
+
+using api::FinishReason;
+
+struct EngineGenerator::Sequence {
+  std::uint64_t handle = 0;
+  api::GenerationRequest request;
+  std::shared_ptr<api::GenerationSink> sink;
+  engine::sampling::SequenceSampler sampler;
+  engine::runtime::SequenceCache cache;
+  std::vector<std::int32_t> tokens;  // the prompt, then every generated token
+  std::size_t generated = 0;
+  std::vector<std::uint64_t> prompt_hashes;  // for the prefix cache
+  bool prefix_looked_up = false;
+
+  Sequence(std::uint64_t h, api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s)
+      : handle(h),
+        request(std::move(r)),
+        sink(std::move(s)),
+        sampler(request.sampling, request.prompt_tokens),
+        tokens(request.prompt_tokens) {}
+};
+
+struct EngineGenerator::Planned {
+  Sequence* seq;
+  std::size_t count;  // tokens computed in this step
+  bool logits;        // the step reaches the end of the sequence's known tokens: sample after it
+};
+
+EngineGenerator::EngineGenerator(engine::runtime::Engine& engine, SchedulerOptions options)
+    : engine_(engine), options_(options), prefix_(engine.blocks(), engine.block_size()) {
+  for (const auto id : engine.checkpoint().eos_token_ids()) eos_ids_.insert(id);
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineGenerator::~EngineGenerator() {
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::uint64_t EngineGenerator::submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
+  if (request.prompt_tokens.empty()) throw std::invalid_argument("a generation request needs a prompt token");
+  std::uint64_t handle = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    if (incoming_.size() + waiting_count_.load() >= options_.max_waiting) {
+      throw api::GeneratorOverloaded("the server has " + std::to_string(options_.max_waiting) +
+                                     " sequences waiting; retry shortly");
+    }
+    handle = next_handle_++;
+    incoming_.push_back(std::make_unique<Sequence>(handle, std::move(request), std::move(sink)));
+  }
+  wake_.notify_all();
+  return handle;
+}
+
+void EngineGenerator::cancel(std::uint64_t handle) {
+  {
+    const std::lock_guard lock(mutex_);
+    cancelled_.push_back(handle);
+  }
+  wake_.notify_all();
+}
+
+api::GeneratorStats EngineGenerator::stats() const {
+  api::GeneratorStats s;
+  s.running = running_count_.load();
+  s.waiting = waiting_count_.load();
+  s.kv_cache_usage = kv_usage_.load();
+  s.prefix_cache_queries = prefix_queries_.load();
+  s.prefix_cache_hits = prefix_hits_.load();
+  return s;
+}
+
+void EngineGenerator::run() {
+  std::vector<Planned> plan;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] {
+        return stopping_ || !incoming_.empty() || !cancelled_.empty() || !running_.empty() || !waiting_.empty();
+      });
+      if (stopping_) break;
+    }
+    take_new_work();
+    plan.clear();
+    if (plan_step(plan)) {
+      execute(plan);
+    } else if (!waiting_.empty() && running_.empty()) {
+      // Nothing can run: the first waiting sequence does not fit even in an empty cache.
+      finish(*waiting_.front(), FinishReason::Abort, std::nullopt);
+      waiting_.pop_front();
+    }
+    update_stats();
+  }
+  take_new_work();
+  for (auto& seq : running_) finish(*seq, FinishReason::Abort, std::nullopt);
+  for (auto& seq : waiting_) finish(*seq, FinishReason::Abort, std::nullopt);
+  running_.clear();
+  waiting_.clear();
+}
+
+void EngineGenerator::take_new_work() {
+  std::deque<std::unique_ptr<Sequence>> incoming;
+  std::vector<std::uint64_t> cancelled;
+  {
+    const std::lock_guard lock(mutex_);
+    incoming.swap(incoming_);
+    cancelled.swap(cancelled_);
+  }
+  for (auto& seq : incoming) waiting_.push_back(std::move(seq));
+  for (const auto handle : cancelled) {
+    const auto matches = [&](const std::unique_ptr<Sequence>& s) { return s->handle == handle; };
+    if (const auto it = std::find_if(running_.begin(), running_.end(), matches); it != running_.end()) {
+      finish(**it, FinishReason::Abort, std::nullopt);
+      running_.erase(it);
+    } else if (const auto w = std::find_if(waiting_.begin(), waiting_.end(), matches); w != waiting_.end()) {
+      finish(**w, FinishReason::Abort, std::nullopt);
+      waiting_.erase(w);
+    }
+  }
+}
+
+bool EngineGenerator::reserve(Sequence& seq, std::size_t positions) {
+  const std::size_t bs = engine_.block_size();
+  const std::size_t needed = (positions + bs - 1) / bs;
+  if (needed <= seq.cache.block_table.size()) return true;
+  return prefix_.allocate(needed - seq.cache.block_table.size(), seq.cache.block_table);
+}
+
+void EngineGenerator::preempt(std::size_t running_index) {
+  auto seq = std::move(running_[running_index]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
+  engine_.release(seq->cache);  // its prompt blocks stay in the prefix cache; the rest is recomputed later
+  seq->prefix_looked_up = false;
+  waiting_.push_front(std::move(seq));
+}
+
+bool EngineGenerator::plan_step(std::vector<Planned>& plan) {
+  std::size_t budget = options_.max_num_batched_tokens;
+  // Running sequences first, oldest first; the newest give way when blocks run out.
+  for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence& seq = *running_[i];
+    const std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
+    bool preempted_self = false;
+    while (!reserve(seq, seq.cache.cached + n)) {
+      const std::size_t victim = running_.size() - 1;
+      preempted_self = victim == i;
+      preempt(victim);
+      if (preempted_self) break;
+    }
+    if (preempted_self) break;
+    plan.push_back({&seq, n, seq.cache.cached + n == seq.tokens.size()});
+    budget -= n;
+  }
+  // Then waiting sequences, first come first served, while the budgets and blocks allow.
+  while (!waiting_.empty() && running_.size() < options_.max_num_seqs && budget > 0) {
+    Sequence& seq = *waiting_.front();
+    if (options_.prefix_caching && !seq.prefix_looked_up) {
+      seq.prefix_looked_up = true;
+      if (seq.prompt_hashes.empty()) seq.prompt_hashes = prefix_.block_hashes(seq.request.prompt_tokens);
+      // The block holding the last prompt token is always computed, so that there are logits to sample.
+      const std::size_t max_blocks = (seq.tokens.size() - 1) / engine_.block_size();
+      const std::size_t hits = prefix_.match(seq.prompt_hashes, max_blocks, seq.cache.block_table);
+      seq.cache.cached = hits * engine_.block_size();
+      prefix_queries_ += seq.request.prompt_tokens.size();
+      prefix_hits_ += seq.cache.cached;
+    }
+    const std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
+    if (!reserve(seq, seq.cache.cached + n)) break;  // wait for running sequences to free blocks
+    plan.push_back({&seq, n, seq.cache.cached + n == seq.tokens.size()});
+    budget -= n;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+  return !plan.empty();
+}
+
+void EngineGenerator::execute(std::vector<Planned>& plan) {
+  std::vector<engine::runtime::StepInput> inputs;
+  inputs.reserve(plan.size());
+  for (const auto& p : plan) {
+    const std::span<const std::int32_t> tokens(p.seq->tokens.data() + p.seq->cache.cached, p.count);
+    inputs.push_back({&p.seq->cache, tokens, false, !p.logits});
+  }
+  try {
+    engine_.step(inputs, logits_);
+  } catch (const std::exception& e) {
+    std::cerr << "serverd: an engine step failed: " << e.what() << "; its sequences are aborted\n";
+    for (const auto& p : plan) p.seq->cache.cached = 0;
+    std::vector<std::uint64_t> failed;
+    for (const auto& p : plan) failed.push_back(p.seq->handle);
+    for (const auto handle : failed) {
+      const auto it = std::find_if(running_.begin(), running_.end(), [&](auto& s) { return s->handle == handle; });
+      finish(**it, FinishReason::Abort, std::nullopt);
+      running_.erase(it);
+    }
+    return;
+  }
+  ++steps_;
+  const std::size_t vocab = engine_.config().vocab_size;
+  const std::size_t bs = engine_.block_size();
+  std::size_t row = 0;
+  std::vector<std::uint64_t> done;
+  for (const auto& p : plan) {
+    Sequence& seq = *p.seq;
+    // Prompt blocks completed by this step join the prefix cache.
+    if (options_.prefix_caching) {
+      const std::size_t full = std::min(seq.cache.cached / bs, seq.prompt_hashes.size());
+      for (std::size_t b = 0; b < full; ++b) prefix_.insert(seq.prompt_hashes[b], seq.cache.block_table[b]);
+    }
+    if (!p.logits) continue;
+    const auto sampled = seq.sampler.sample(std::span(logits_.data() + row * vocab, vocab));
+    ++row;
+    const std::int32_t token = sampled.token;
+    seq.tokens.push_back(token);
+    ++seq.generated;
+    const api::GeneratedToken out{sampled};
+    seq.sink->on_tokens(std::span(&out, 1));
+
+    const bool eos = !seq.request.ignore_eos && eos_ids_.contains(token);
+    const auto& stops = seq.request.stop_token_ids;
+    const bool stop_id = std::find(stops.begin(), stops.end(), token) != stops.end();
+    if ((eos || stop_id) && seq.generated >= seq.request.min_tokens) {
+      finish(seq, FinishReason::Stop, token);
+      done.push_back(seq.handle);
+    } else if (seq.generated >= seq.request.max_tokens || seq.tokens.size() >= engine_.max_model_len()) {
+      finish(seq, FinishReason::Length, std::nullopt);
+      done.push_back(seq.handle);
+    }
+  }
+  if (!done.empty()) {
+    std::erase_if(running_, [&](const std::unique_ptr<Sequence>& s) {
+      return std::find(done.begin(), done.end(), s->handle) != done.end();
+    });
+  }
+}
+
+void EngineGenerator::finish(Sequence& seq, FinishReason reason, std::optional<std::int32_t> stop_token) {
+  if (!seq.cache.block_table.empty()) engine_.release(seq.cache);
+  seq.sink->on_finish(reason, stop_token);
+}
+
+void EngineGenerator::update_stats() {
+  running_count_ = running_.size();
+  std::size_t queued = waiting_.size();
+  {
+    const std::lock_guard lock(mutex_);
+    queued += incoming_.size();
+  }
+  waiting_count_ = queued;
+  const double total = static_cast<double>(engine_.blocks().num_blocks());
+  kv_usage_ = total > 0 ? 1.0 - static_cast<double>(prefix_.available()) / total : 0.0;
+}
+
+}  // namespace serverd::scheduler

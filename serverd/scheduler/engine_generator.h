@@ -1,0 +1,87 @@
+#pragma once
+
+// Continuous batching on the engine: one engine thread runs step after step. Each step first continues the
+// running sequences (a decode token each, or the next chunk of a prompt), then admits waiting ones under
+// the sequence and token budgets (long prompts are prefilled in chunks), reusing cached prompt prefixes.
+// When KV blocks run out the most recently admitted sequence is preempted and later recomputed. A cancelled
+// sequence (client gone, stop string found) leaves at the start of the next step with its blocks.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/runtime/engine.h"
+#include "engine/sampling/sampler.h"
+#include "serverd/api/generator.h"
+#include "serverd/scheduler/prefix_cache.h"
+
+namespace serverd::scheduler {
+
+struct SchedulerOptions {
+  std::size_t max_num_seqs = 256;             // sequences in one step
+  std::size_t max_num_batched_tokens = 2048;  // tokens in one step (prefill chunks included)
+  std::size_t max_waiting = 4096;             // queued sequences before submit() reports overload
+  bool prefix_caching = true;
+};
+
+class EngineGenerator final : public api::Generator {
+ public:
+  // Starts the engine thread. The engine must outlive the generator.
+  EngineGenerator(engine::runtime::Engine& engine, SchedulerOptions options);
+  // Stops the engine thread; sequences still queued or running end with Abort.
+  ~EngineGenerator() override;
+  EngineGenerator(const EngineGenerator&) = delete;
+  EngineGenerator& operator=(const EngineGenerator&) = delete;
+
+  std::uint64_t submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) override;
+  void cancel(std::uint64_t handle) override;
+  api::GeneratorStats stats() const override;
+
+  // Engine steps run so far (tests wait on progress with it).
+  std::uint64_t steps() const { return steps_.load(); }
+
+ private:
+  struct Sequence;
+  struct Planned;
+
+  void run();
+  void take_new_work();
+  bool plan_step(std::vector<Planned>& plan);
+  bool reserve(Sequence& seq, std::size_t positions);
+  void preempt(std::size_t running_index);
+  void execute(std::vector<Planned>& plan);
+  void finish(Sequence& seq, api::FinishReason reason, std::optional<std::int32_t> stop_token);
+  void update_stats();
+
+  engine::runtime::Engine& engine_;
+  const SchedulerOptions options_;
+  PrefixCache prefix_;
+  std::unordered_set<std::int32_t> eos_ids_;
+
+  // Shared with the I/O threads.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Sequence>> incoming_;
+  std::vector<std::uint64_t> cancelled_;
+  std::uint64_t next_handle_ = 1;
+  bool stopping_ = false;
+
+  // The engine thread's own.
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  std::vector<float> logits_;
+
+  std::atomic<std::size_t> running_count_{0}, waiting_count_{0};
+  std::atomic<double> kv_usage_{0.0};
+  std::atomic<std::uint64_t> prefix_queries_{0}, prefix_hits_{0}, steps_{0};
+  std::thread thread_;
+};
+
+}  // namespace serverd::scheduler
