@@ -12,6 +12,7 @@ namespace {
 struct Portable {
   static constexpr int W = 16;
   static constexpr int kTokenTile = 2;
+  static constexpr bool kLookup16 = false;
   struct F {
     float v[W];
   };
@@ -105,6 +106,14 @@ struct Portable {
   static F fmsub(F a, F b, F c) {
     for (int i = 0; i < W; ++i) c.v[i] = a.v[i] * b.v[i] - c.v[i];
     return c;
+  }
+  static void prefetch(const std::uint8_t* p) { __builtin_prefetch(p); }
+  // out[j] = d * p[j] for 8 unsigned bytes, and for 16 signed bytes.
+  static void scale_u8x8(const std::uint8_t* p, float d, float* out) {
+    for (int j = 0; j < 8; ++j) out[j] = d * static_cast<float>(p[j]);
+  }
+  static void scale_i8x16(const std::uint8_t* p, float d, float* out) {
+    for (int j = 0; j < 16; ++j) out[j] = d * static_cast<float>(static_cast<std::int8_t>(p[j]));
   }
   // A pairwise tree, halving the width each step.
   static float hsum(F a) {
