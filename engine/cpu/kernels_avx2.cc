@@ -10,7 +10,8 @@ namespace {
 
 struct Avx2 {
   static constexpr int W = 8;
-  static constexpr int kTokenTile = 2;  // 4 rows x 2 tokens = 8 of the 16 vector registers accumulate
+  static constexpr int kTokenTile = 3;  // 4 rows x 3 tokens = 12 of the 16 vector registers accumulate
+  static constexpr int kGemvRows = 4;   // rows per gemv tile: 4 accumulator chains, x loaded once per tile
   static constexpr bool kLookup16 = false;
   using F = __m256;
   using I = __m256i;

@@ -312,13 +312,16 @@ template <class V, int Type>
 void gemv(const Rows& m, const float* x, float* out, const float* bias) {
   const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
   std::size_t r = 0;
-  for (; r + kRowTile <= m.rows; r += kRowTile) {
-    gemv_tile<V, Type, kRowTile>(w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
-                                 bias != nullptr ? bias + r : nullptr);
+  constexpr int kRows = V::kGemvRows;
+  for (; r + kRows <= m.rows; r += kRows) {
+    gemv_tile<V, Type, kRows>(w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
+                              bias != nullptr ? bias + r : nullptr);
   }
-  if (r < m.rows) {
-    gemv_tail<V, Type, kRowTile - 1>(static_cast<int>(m.rows - r), w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
-                                     bias != nullptr ? bias + r : nullptr);
+  if constexpr (kRows > 1) {
+    if (r < m.rows) {
+      gemv_tail<V, Type, kRows - 1>(static_cast<int>(m.rows - r), w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
+                                    bias != nullptr ? bias + r : nullptr);
+    }
   }
 }
 
