@@ -61,7 +61,8 @@ struct Avx2 {
     _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), vd));
     _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))), vd));
   }
-  static void prefetch(const std::uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+  // __builtin_prefetch, not _mm_prefetch: GCC 12 drops the latter inside always_inline callers.
+  static void prefetch(const std::uint8_t* p) { __builtin_prefetch(p, 0, 3); }
 };
 
 }  // namespace

@@ -69,7 +69,8 @@ struct Avx512 {
     const __m512i wide = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtepi32_ps(wide), _mm512_set1_ps(d)));
   }
-  static void prefetch(const std::uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+  // __builtin_prefetch, not _mm_prefetch: GCC 12 drops the latter inside always_inline callers.
+  static void prefetch(const std::uint8_t* p) { __builtin_prefetch(p, 0, 3); }
 };
 
 }  // namespace
