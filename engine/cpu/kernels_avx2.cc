@@ -10,7 +10,9 @@ namespace {
 
 struct Avx2 {
   static constexpr int W = 8;
-  static constexpr int kTokenTile = 2;  // 4 rows x 2 tokens = 8 of the 16 vector registers accumulate
+  static constexpr int kTokenTile = 3;  // 4 rows x 3 tokens = 12 of the 16 vector registers accumulate
+  static constexpr int kGemvRows = 4;   // rows per gemv tile: 4 accumulator chains, x loaded once per tile
+  static constexpr bool kLookup16 = false;
   using F = __m256;
   using I = __m256i;
 
@@ -48,6 +50,19 @@ struct Avx2 {
     return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
   }
   static float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
+  // out[j] = d * p[j] for 8 unsigned bytes, and for 16 signed bytes.
+  static void scale_u8x8(const std::uint8_t* p, float d, float* out) {
+    const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(wide), _mm256_set1_ps(d)));
+  }
+  static void scale_i8x16(const std::uint8_t* p, float d, float* out) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m256 vd = _mm256_set1_ps(d);
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), vd));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))), vd));
+  }
+  // __builtin_prefetch, not _mm_prefetch: GCC 12 drops the latter inside always_inline callers.
+  static void prefetch(const std::uint8_t* p) { __builtin_prefetch(p, 0, 3); }
 };
 
 }  // namespace

@@ -16,7 +16,9 @@ namespace {
 
 struct Avx512 {
   static constexpr int W = 16;
-  static constexpr int kTokenTile = 6;  // 4 rows x 6 tokens = 24 of the 32 vector registers accumulate
+  static constexpr int kTokenTile = 6;     // 4 rows x 6 tokens = 24 of the 32 vector registers accumulate
+  static constexpr int kGemvRows = 4;      // rows per gemv tile: 4 accumulator chains, x loaded once per tile
+  static constexpr bool kLookup16 = true;  // 4-bit weights decode with one vpermps from a 16-value table
   using F = __m512;
   using I = __m512i;
 
@@ -44,6 +46,9 @@ struct Avx512 {
   static I srl(I a, int n) { return _mm512_srl_epi32(a, _mm_cvtsi32_si128(n)); }
   static I sll(I a, int n) { return _mm512_sll_epi32(a, _mm_cvtsi32_si128(n)); }
   static F to_float(I a) { return _mm512_cvtepi32_ps(a); }
+  static I iota() { return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0); }
+  // table[idx & 15] per lane (vpermps reads only the low four index bits).
+  static F lookup16(F table, I idx) { return _mm512_permutexvar_ps(idx, table); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
@@ -55,6 +60,17 @@ struct Avx512 {
     return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
   }
   static float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
+  // out[j] = d * p[j] for 8 unsigned bytes, and for 16 signed bytes.
+  static void scale_u8x8(const std::uint8_t* p, float d, float* out) {
+    const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(wide), _mm256_set1_ps(d)));
+  }
+  static void scale_i8x16(const std::uint8_t* p, float d, float* out) {
+    const __m512i wide = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtepi32_ps(wide), _mm512_set1_ps(d)));
+  }
+  // __builtin_prefetch, not _mm_prefetch: GCC 12 drops the latter inside always_inline callers.
+  static void prefetch(const std::uint8_t* p) { __builtin_prefetch(p, 0, 3); }
 };
 
 }  // namespace

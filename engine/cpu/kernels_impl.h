@@ -26,6 +26,10 @@ enum : int { kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4, kQ4_K = 5, kQ5
 
 constexpr int kRowTile = 4;  // rows decoded together by gemm and computed together by gemv
 
+// Helpers of the inner loops must inline: a call in the middle of a decode spills the accumulators (and
+// on AVX builds adds a vzeroupper).
+#define ENGINE_KERNEL_INLINE [[gnu::always_inline]] inline
+
 constexpr std::size_t min_size(std::size_t a, std::size_t b) {
   return a < b ? a : b;
 }
@@ -60,70 +64,101 @@ constexpr std::size_t block_bytes(int type) {
   }
 }
 
-// The scale and min multipliers (d * scale, dmin * min) of the 8 sub-blocks of a Q4_K / Q5_K block.
+// The scale and min multipliers (d * scale, dmin * min) of the 8 sub-blocks of a Q4_K / Q5_K block. The
+// 6-bit fields are unpacked four at a time from the 12 bytes read as three little-endian words: scales and
+// mins 0-3 are the low 6 bits of bytes 0-3 and 4-7; 4-7 take a nibble of bytes 8-11 and their top two
+// bits from the top of bytes 0-3 (scales) and 4-7 (mins).
 template <class V>
-void k4_scales(const std::uint8_t* b, float* ds, float* dm) {
-  const float d = V::half_to_float(load_u16(b));
-  const float dmin = V::half_to_float(load_u16(b + 2));
-  const std::uint8_t* q = b + 4;
-  for (int j = 0; j < 8; ++j) {
-    int sc, m;
-    if (j < 4) {
-      sc = q[j] & 63;
-      m = q[j + 4] & 63;
-    } else {
-      sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-      m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-    ds[j] = d * static_cast<float>(sc);
-    dm[j] = dmin * static_cast<float>(m);
-  }
+ENGINE_KERNEL_INLINE void k4_scales(const std::uint8_t* b, float* ds, float* dm) {
+  std::uint32_t u[3];
+  std::memcpy(u, b + 4, sizeof u);
+  const std::uint32_t packed_scales[2] = {u[0] & 0x3F3F3F3Fu,
+                                          (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4)};
+  const std::uint32_t packed_mins[2] = {u[1] & 0x3F3F3F3Fu,
+                                        ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4)};
+  std::uint8_t scales[8], mins[8];
+  std::memcpy(scales, packed_scales, 8);
+  std::memcpy(mins, packed_mins, 8);
+  V::scale_u8x8(scales, V::half_to_float(load_u16(b)), ds);
+  V::scale_u8x8(mins, V::half_to_float(load_u16(b + 2)), dm);
 }
 
 // decode_block<V, Type>(block, e, sink) calls sink(k, w) for each W-wide group of the block, in element
 // order, with k the group's element index in the row (the block starts at element e).
 template <class V, int Type, class Sink>
-void decode_block(const std::uint8_t* b, std::size_t e, Sink& sink) {
+ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sink& sink) {
   using F = typename V::F;
   constexpr int W = V::W;
   if constexpr (Type == kQ8_0) {
     const F d = V::set1(V::half_to_float(load_u16(b)));
+#pragma GCC unroll 16
     for (int g = 0; g < 32; g += W) sink(e + g, V::mul(V::to_float(V::load_i8(b + 2 + g)), d));
+  } else if constexpr (Type == kQ4_0 && V::kLookup16) {
+    // The 16 possible values of the block in one register, then one permute per group (same values: the
+    // table is computed with the very operations the plain path applies to each q).
+    const F table = V::mul(V::to_float(V::sub(V::iota(), 8)), V::set1(V::half_to_float(load_u16(b))));
+    const auto bytes = V::load_u8(b + 2);
+    sink(e, V::lookup16(table, bytes));
+    sink(e + 16, V::lookup16(table, V::srl(bytes, 4)));
   } else if constexpr (Type == kQ4_0) {
     const F d = V::set1(V::half_to_float(load_u16(b)));
+#pragma GCC unroll 16
     for (int g = 0; g < 16; g += W) {
       sink(e + g, V::mul(V::to_float(V::sub(V::and_(V::load_u8(b + 2 + g), 0xF), 8)), d));
     }
+#pragma GCC unroll 16
     for (int g = 0; g < 16; g += W) {
       sink(e + 16 + g, V::mul(V::to_float(V::sub(V::srl(V::load_u8(b + 2 + g), 4), 8)), d));
     }
-  } else if constexpr (Type == kQ4_K) {
-    float ds[8], dm[8];
+  } else if constexpr (Type == kQ4_K && V::kLookup16) {
+    alignas(32) float ds[8], dm[8];
     k4_scales<V>(b, ds, dm);
+    const auto levels = V::to_float(V::iota());
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const std::uint8_t* q = b + 16 + 32 * c;
+      const F low_table = V::fmsub(V::set1(ds[2 * c]), levels, V::set1(dm[2 * c]));
+      const F high_table = V::fmsub(V::set1(ds[2 * c + 1]), levels, V::set1(dm[2 * c + 1]));
+      const auto bytes0 = V::load_u8(q);
+      const auto bytes1 = V::load_u8(q + 16);
+      sink(e + 64 * c, V::lookup16(low_table, bytes0));
+      sink(e + 64 * c + 16, V::lookup16(low_table, bytes1));
+      sink(e + 64 * c + 32, V::lookup16(high_table, V::srl(bytes0, 4)));
+      sink(e + 64 * c + 48, V::lookup16(high_table, V::srl(bytes1, 4)));
+    }
+  } else if constexpr (Type == kQ4_K) {
+    alignas(32) float ds[8], dm[8];
+    k4_scales<V>(b, ds, dm);
+#pragma GCC unroll 16
     for (int c = 0; c < 4; ++c) {
       const std::uint8_t* q = b + 16 + 32 * c;
       const F d1 = V::set1(ds[2 * c]), m1 = V::set1(dm[2 * c]);
+#pragma GCC unroll 16
       for (int g = 0; g < 32; g += W) {
         sink(e + 64 * c + g, V::fmsub(d1, V::to_float(V::and_(V::load_u8(q + g), 0xF)), m1));
       }
       const F d2 = V::set1(ds[2 * c + 1]), m2 = V::set1(dm[2 * c + 1]);
+#pragma GCC unroll 16
       for (int g = 0; g < 32; g += W) {
         sink(e + 64 * c + 32 + g, V::fmsub(d2, V::to_float(V::srl(V::load_u8(q + g), 4)), m2));
       }
     }
   } else if constexpr (Type == kQ5_K) {
-    float ds[8], dm[8];
+    alignas(32) float ds[8], dm[8];
     k4_scales<V>(b, ds, dm);
     const std::uint8_t* qh = b + 16;
+#pragma GCC unroll 16
     for (int c = 0; c < 4; ++c) {
       const std::uint8_t* ql = b + 48 + 32 * c;
       const F d1 = V::set1(ds[2 * c]), m1 = V::set1(dm[2 * c]);
+#pragma GCC unroll 16
       for (int g = 0; g < 32; g += W) {
         const auto hi = V::sll(V::and_(V::srl(V::load_u8(qh + g), 2 * c), 1), 4);
         const auto q = V::or_(V::and_(V::load_u8(ql + g), 0xF), hi);
         sink(e + 64 * c + g, V::fmsub(d1, V::to_float(q), m1));
       }
       const F d2 = V::set1(ds[2 * c + 1]), m2 = V::set1(dm[2 * c + 1]);
+#pragma GCC unroll 16
       for (int g = 0; g < 32; g += W) {
         const auto hi = V::sll(V::and_(V::srl(V::load_u8(qh + g), 2 * c + 1), 1), 4);
         const auto q = V::or_(V::srl(V::load_u8(ql + g), 4), hi);
@@ -131,19 +166,22 @@ void decode_block(const std::uint8_t* b, std::size_t e, Sink& sink) {
       }
     }
   } else if constexpr (Type == kQ6_K) {
-    const float d = V::half_to_float(load_u16(b + 208));
-    const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
+    alignas(64) float scales[16];  // d * the 16 signed sub-block scales
+    V::scale_i8x16(b + 192, V::half_to_float(load_u16(b + 208)), scales);
+#pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       const std::uint8_t* ql = b + 64 * h;
       const std::uint8_t* qh = b + 128 + 32 * h;
+#pragma GCC unroll 16
       for (int k = 0; k < 4; ++k) {
         const std::uint8_t* lo_src = ql + ((k & 1) != 0 ? 32 : 0);
+#pragma GCC unroll 16
         for (int g = 0; g < 32; g += W) {
           const auto lo_bytes = V::load_u8(lo_src + g);
           const auto lo = k < 2 ? V::and_(lo_bytes, 0xF) : V::srl(lo_bytes, 4);
           const auto hi = V::sll(V::and_(V::srl(V::load_u8(qh + g), 2 * k), 3), 4);
           const int element = 128 * h + 32 * k + g;
-          const F scale = V::set1(d * static_cast<float>(scales[element / 16]));
+          const F scale = V::set1(scales[element / 16]);
           sink(e + static_cast<std::size_t>(element), V::mul(scale, V::to_float(V::sub(V::or_(lo, hi), 32))));
         }
       }
@@ -153,7 +191,7 @@ void decode_block(const std::uint8_t* b, std::size_t e, Sink& sink) {
 
 // A whole W-group of a float-type row (f32, f16 or bf16 elements k .. k+W-1).
 template <class V, int Type>
-typename V::F load_float_group(const std::uint8_t* row, std::size_t k) {
+ENGINE_KERNEL_INLINE typename V::F load_float_group(const std::uint8_t* row, std::size_t k) {
   if constexpr (Type == kF32) {
     return V::load_f32(row + 4 * k);
   } else if constexpr (Type == kF16) {
@@ -205,16 +243,32 @@ void decode_row(const std::uint8_t* row, std::size_t cols, Sink& sink) {
 
 // ---- one token: decode in registers, R rows at a time ---------------------------------------------------
 
+// Tiles ahead that gemv prefetches. A tile's R rows are read side by side, each a short stream (a row of
+// 1024 Q4_K weights is 9 cache lines), too short for the hardware prefetcher to follow; so while it works
+// on one tile, gemv prefetches the tiles after it at the rate it consumes this one.
+constexpr std::size_t kPrefetchTiles = 2;
+
+template <class V>
+ENGINE_KERNEL_INLINE void prefetch_span(const std::uint8_t* p, std::size_t bytes) {
+  for (std::size_t i = 0; i < bytes; i += 64) V::prefetch(p + i);
+}
+
 template <class V, int Type, int R>
 void gemv_tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x, float* out,
                const float* bias) {
   using F = typename V::F;
   F acc[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = V::zero();
+  const std::uint8_t* ahead = w + kPrefetchTiles * R * row_bytes;
   if constexpr (is_float_type(Type)) {
     const std::size_t full = cols / V::W * V::W;
+    constexpr std::size_t kGroupBytes = R * V::W * block_bytes(Type);
     for (std::size_t k = 0; k < full; k += V::W) {
+      prefetch_span<V>(ahead, kGroupBytes);
+      ahead += kGroupBytes;
       const F xv = V::loadu(x + k);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r] = V::fma(load_float_group<V, Type>(w + r * row_bytes, k), xv, acc[r]);
     }
     if (full < cols) {
@@ -222,6 +276,7 @@ void gemv_tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, c
       alignas(64) float wt[V::W];
       x_tail<V>(x, full, cols, xt);
       const F xv = V::loadu(xt);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         float_tail<V, Type>(w + r * row_bytes, full, cols, wt);
         acc[r] = V::fma(V::loadu(wt), xv, acc[r]);
@@ -230,12 +285,16 @@ void gemv_tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, c
   } else {
     constexpr std::size_t be = block_elements(Type), bb = block_bytes(Type);
     for (std::size_t blk = 0; blk < cols / be; ++blk) {
+      prefetch_span<V>(ahead, R * bb);
+      ahead += R * bb;
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         auto sink = [&](std::size_t k, F wv) { acc[r] = V::fma(wv, V::loadu(x + k), acc[r]); };
         decode_block<V, Type>(w + r * row_bytes + blk * bb, blk * be, sink);
       }
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const float s = V::hsum(acc[r]);
     out[r] = bias != nullptr ? s + bias[r] : s;
@@ -253,13 +312,16 @@ template <class V, int Type>
 void gemv(const Rows& m, const float* x, float* out, const float* bias) {
   const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
   std::size_t r = 0;
-  for (; r + kRowTile <= m.rows; r += kRowTile) {
-    gemv_tile<V, Type, kRowTile>(w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
-                                 bias != nullptr ? bias + r : nullptr);
+  constexpr int kRows = V::kGemvRows;
+  for (; r + kRows <= m.rows; r += kRows) {
+    gemv_tile<V, Type, kRows>(w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
+                              bias != nullptr ? bias + r : nullptr);
   }
-  if (r < m.rows) {
-    gemv_tail<V, Type, kRowTile - 1>(static_cast<int>(m.rows - r), w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
-                                     bias != nullptr ? bias + r : nullptr);
+  if constexpr (kRows > 1) {
+    if (r < m.rows) {
+      gemv_tail<V, Type, kRows - 1>(static_cast<int>(m.rows - r), w + r * m.row_bytes, m.row_bytes, m.cols, x, out + r,
+                                    bias != nullptr ? bias + r : nullptr);
+    }
   }
 }
 
@@ -272,27 +334,35 @@ void gemm_micro(const float* w, std::size_t cols_pad, std::size_t cols, const fl
                 std::size_t out_stride, const float* bias, std::size_t nr) {
   using F = typename V::F;
   F acc[kRowTile][T];
+#pragma GCC unroll 16
   for (int r = 0; r < kRowTile; ++r) {
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
   }
   const std::size_t full = cols / V::W * V::W;
   for (std::size_t k = 0; k < full; k += V::W) {
     F wv[kRowTile];
+#pragma GCC unroll 16
     for (int r = 0; r < kRowTile; ++r) wv[r] = V::loadu(w + r * cols_pad + k);
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const F xv = V::loadu(x + t * cols + k);
+#pragma GCC unroll 16
       for (int r = 0; r < kRowTile; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
     }
   }
   if (full < cols) {
     alignas(64) float xt[V::W];
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       x_tail<V>(x + t * cols, full, cols, xt);
       const F xv = V::loadu(xt);
+#pragma GCC unroll 16
       for (int r = 0; r < kRowTile; ++r) acc[r][t] = V::fma(V::loadu(w + r * cols_pad + full), xv, acc[r][t]);
     }
   }
   for (std::size_t r = 0; r < nr; ++r) {
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const float s = V::hsum(acc[r][t]);
       out[t * out_stride + r] = bias != nullptr ? s + bias[r] : s;
@@ -332,6 +402,7 @@ void gemm(const Rows& m, const float* x, std::size_t tokens, float* out, std::si
     const std::size_t t_end = min_size(tokens, t_begin + block);
     for (std::size_t r0 = 0; r0 < m.rows; r0 += kRowTile) {
       const std::size_t nr = min_size(kRowTile, m.rows - r0);
+#pragma GCC unroll 16
       for (std::size_t r = 0; r < kRowTile; ++r) {
         float* dst = scratch + r * cols_pad;
         if (r < nr) {
@@ -403,6 +474,8 @@ constexpr Table make_table(const char* name) {
       kRowTile,
   };
 }
+
+#undef ENGINE_KERNEL_INLINE
 
 }  // namespace
 }  // namespace engine::cpu::kernels

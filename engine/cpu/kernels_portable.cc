@@ -1,10 +1,15 @@
-// Portable kernels: plain C++ over 16-lane arrays (the compiler vectorizes what the baseline ISA allows).
-// Without FMA hardware, fma(a, b, c) is a rounded product then a rounded sum.
+// Portable kernels: 16-lane GCC/Clang vector types, which the compiler lowers to whatever the baseline ISA
+// has (SSE2 on x86-64, NEON on AArch64) or to scalar code. No FMA: fma(a, b, c) is a rounded product then
+// a rounded sum (-ffp-contract=off keeps the compiler from fusing them on some paths and not others).
 
 #include <cstdint>
 #include <cstring>
 
 #include "engine/cpu/kernels.h"
+
+// The vector types never cross a non-inlined boundary of another unit, so GCC's note that passing them
+// by value depends on the ISA (-Wpsabi) does not concern us.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace engine::cpu::kernels {
 namespace {
@@ -12,106 +17,82 @@ namespace {
 struct Portable {
   static constexpr int W = 16;
   static constexpr int kTokenTile = 2;
-  struct F {
-    float v[W];
-  };
-  struct I {
-    std::int32_t v[W];
-  };
+  static constexpr int kGemvRows = 4;
+  static constexpr bool kLookup16 = false;
+  using F = float __attribute__((vector_size(64)));
+  using I = std::int32_t __attribute__((vector_size(64)));
+  using U = std::uint32_t __attribute__((vector_size(64)));
+  using Bytes = std::uint8_t __attribute__((vector_size(16)));
+  using SignedBytes = std::int8_t __attribute__((vector_size(16)));
 
-  static F zero() { return set1(0.0f); }
-  static F set1(float x) {
-    F r;
-    for (int i = 0; i < W; ++i) r.v[i] = x;
-    return r;
-  }
+  static F zero() { return F{}; }
+  static F set1(float x) { return F{} + x; }
   static F loadu(const float* p) {
     F r;
-    std::memcpy(r.v, p, sizeof r.v);
+    std::memcpy(&r, p, sizeof r);
     return r;
   }
   static F load_f32(const std::uint8_t* p) {
     F r;
-    std::memcpy(r.v, p, sizeof r.v);
+    std::memcpy(&r, p, sizeof r);
     return r;
   }
-  static void storeu(float* p, F a) { std::memcpy(p, a.v, sizeof a.v); }
+  static void storeu(float* p, F a) { std::memcpy(p, &a, sizeof a); }
   static F from_f16(const std::uint8_t* p) {
-    F r;
+    float r[W];
     for (int i = 0; i < W; ++i) {
       std::uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
-      r.v[i] = half_to_float(h);
+      r[i] = half_to_float(h);
     }
-    return r;
+    return loadu(r);
   }
   static F from_bf16(const std::uint8_t* p) {
+    std::uint16_t h[W];
+    std::memcpy(h, p, sizeof h);
+    U bits;
+    for (int i = 0; i < W; ++i) bits[i] = h[i];
+    bits <<= 16;
     F r;
-    for (int i = 0; i < W; ++i) {
-      std::uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-      std::memcpy(&r.v[i], &bits, 4);
-    }
+    std::memcpy(&r, &bits, sizeof r);
     return r;
   }
   static I load_i8(const std::uint8_t* p) {
-    I r;
-    for (int i = 0; i < W; ++i) r.v[i] = static_cast<std::int8_t>(p[i]);
-    return r;
+    SignedBytes b;
+    std::memcpy(&b, p, sizeof b);
+    return __builtin_convertvector(b, I);
   }
   static I load_u8(const std::uint8_t* p) {
-    I r;
-    for (int i = 0; i < W; ++i) r.v[i] = p[i];
-    return r;
+    Bytes b;
+    std::memcpy(&b, p, sizeof b);
+    return __builtin_convertvector(b, I);
   }
-  static I and_(I a, int m) {
-    for (int i = 0; i < W; ++i) a.v[i] &= m;
-    return a;
-  }
-  static I or_(I a, I b) {
-    for (int i = 0; i < W; ++i) a.v[i] |= b.v[i];
-    return a;
-  }
-  static I sub(I a, int x) {
-    for (int i = 0; i < W; ++i) a.v[i] -= x;
-    return a;
-  }
-  static I srl(I a, int n) {
-    for (int i = 0; i < W; ++i) a.v[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(a.v[i]) >> n);
-    return a;
-  }
-  static I sll(I a, int n) {
-    for (int i = 0; i < W; ++i) a.v[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(a.v[i]) << n);
-    return a;
-  }
-  static F to_float(I a) {
-    F r;
-    for (int i = 0; i < W; ++i) r.v[i] = static_cast<float>(a.v[i]);
-    return r;
-  }
-  static F add(F a, F b) {
-    for (int i = 0; i < W; ++i) a.v[i] += b.v[i];
-    return a;
-  }
-  static F mul(F a, F b) {
-    for (int i = 0; i < W; ++i) a.v[i] *= b.v[i];
-    return a;
-  }
-  static F fma(F a, F b, F c) {
-    for (int i = 0; i < W; ++i) c.v[i] += a.v[i] * b.v[i];
-    return c;
-  }
-  static F fmsub(F a, F b, F c) {
-    for (int i = 0; i < W; ++i) c.v[i] = a.v[i] * b.v[i] - c.v[i];
-    return c;
-  }
+  static I and_(I a, int m) { return a & m; }
+  static I or_(I a, I b) { return a | b; }
+  static I sub(I a, int x) { return a - x; }
+  static I srl(I a, int n) { return reinterpret_cast<I>(reinterpret_cast<U>(a) >> n); }
+  static I sll(I a, int n) { return reinterpret_cast<I>(reinterpret_cast<U>(a) << n); }
+  static F to_float(I a) { return __builtin_convertvector(a, F); }
+  static F add(F a, F b) { return a + b; }
+  static F mul(F a, F b) { return a * b; }
+  static F fma(F a, F b, F c) { return a * b + c; }
+  static F fmsub(F a, F b, F c) { return a * b - c; }
   // A pairwise tree, halving the width each step.
   static float hsum(F a) {
+    float v[W];
+    std::memcpy(v, &a, sizeof v);
     for (int n = W / 2; n >= 1; n /= 2) {
-      for (int i = 0; i < n; ++i) a.v[i] += a.v[i + n];
+      for (int i = 0; i < n; ++i) v[i] += v[i + n];
     }
-    return a.v[0];
+    return v[0];
+  }
+  static void prefetch(const std::uint8_t* p) { __builtin_prefetch(p); }
+  // out[j] = d * p[j] for 8 unsigned bytes, and for 16 signed bytes.
+  static void scale_u8x8(const std::uint8_t* p, float d, float* out) {
+    for (int j = 0; j < 8; ++j) out[j] = d * static_cast<float>(p[j]);
+  }
+  static void scale_i8x16(const std::uint8_t* p, float d, float* out) {
+    for (int j = 0; j < 16; ++j) out[j] = d * static_cast<float>(static_cast<std::int8_t>(p[j]));
   }
   static float half_to_float(std::uint16_t h) {
     const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
