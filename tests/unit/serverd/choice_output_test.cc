@@ -71,6 +71,20 @@ TEST_F(ChoiceOutputTest, IncludeStopStrInOutputKeepsTheStopToken) {
   EXPECT_EQ(out.text(), "a!");
 }
 
+TEST_F(ChoiceOutputTest, SpecialTokensShowWhenNotSkipped) {
+  ChoiceConfig config;
+  config.skip_special_tokens = false;
+  config.include_stop_str_in_output = true;
+  auto out = make({}, config);
+  out.add_tokens(tokens({'a', serverd_test::kImEnd, kEos}));
+  out.finish(FinishReason::Stop, kEos);
+  EXPECT_EQ(out.text(), "a<|im_end|><|endoftext|>");
+  auto skipping = make();
+  skipping.add_tokens(tokens({'a', serverd_test::kImEnd, kEos}));
+  skipping.finish(FinishReason::Stop, kEos);
+  EXPECT_EQ(skipping.text(), "a");
+}
+
 TEST_F(ChoiceOutputTest, AStopCandidateThatDidNotStopIsText) {
   ChoiceConfig config;
   config.stop_token_ids = {'x'};
