@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -23,6 +24,8 @@ constexpr std::chrono::seconds kShutdownGrace{30};
 serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& options) {
   serverd::api::ApiServerOptions o;
   o.http.host = options.host;
+  // A few I/O threads: they parse, tokenize and format; the engine has the cores.
+  o.http.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency() / 4, 2, 8);
   o.http.port = static_cast<std::uint16_t>(options.port);
   o.api.api_key = options.api_key;
   o.api.version = MODELSERVE_VERSION;
