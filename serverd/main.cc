@@ -1,11 +1,38 @@
 // serverd: resolves --model (directly for local paths, through fetchd for hub names), loads it into the
-// engine and serves the OpenAI API.
+// engine and serves the OpenAI API until SIGTERM or SIGINT, then drains and exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <span>
+#include <thread>
 
 #include "fetchd/client/fetch_error.h"
+#include "serverd/api/api_server.h"
+#include "serverd/engine_loader.h"
 #include "serverd/server_options.h"
+
+namespace {
+
+// How long requests in flight may take to finish after SIGTERM.
+constexpr std::chrono::seconds kShutdownGrace{30};
+
+serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& options) {
+  serverd::api::ApiServerOptions o;
+  o.http.host = options.host;
+  // A few I/O threads: they parse, tokenize and format; the engine has the cores.
+  o.http.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency() / 4, 2, 8);
+  o.http.port = static_cast<std::uint16_t>(options.port);
+  o.api.api_key = options.api_key;
+  o.api.version = MODELSERVE_VERSION;
+  return o;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
@@ -14,10 +41,42 @@ int main(int argc, char** argv) {
         serverd::parse_server_options(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)),
                                       key != nullptr && *key != '\0' ? std::optional<std::string>(key) : std::nullopt);
     if (!options) return 0;
-    std::cerr << "serverd: this build has no inference engine yet, so it cannot serve '" << options->model << "'\n";
-    return 1;
+
+    // SIGTERM and SIGINT are taken by one thread (every thread started later inherits the mask).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::promise<int> stop;
+    auto stopped = stop.get_future();
+    std::thread([&signals, stop = std::move(stop)]() mutable {
+      int signal = 0;
+      sigwait(&signals, &signal);
+      stop.set_value(signal);
+    }).detach();
+
+    serverd::api::ApiServer server(api_server_options(*options));
+    server.start();
+    server.set_phase("loading");
+    const auto model =
+        serverd::load_model(*options, [&server](std::string phase) { server.set_phase(std::move(phase)); });
+    if (!model) {
+      std::cerr << "serverd: this build has no inference engine yet, so it cannot serve '" << options->model << "'\n";
+      return 1;
+    }
+    server.serve(model->info(), model->generator());
+    std::cerr << "serverd: serving '" << options->served_model_name << "' on " << options->host << ':' << server.port()
+              << '\n';
+    stopped.wait();
+    std::cerr << "serverd: shutting down\n";
+    server.shutdown(kShutdownGrace);
+    return 0;
   } catch (const fetchd::FetchError& e) {
     std::cerr << "serverd: " << e.what() << '\n';
     return fetchd::exit_code(e.kind());
+  } catch (const std::exception& e) {
+    std::cerr << "serverd: " << e.what() << '\n';
+    return 1;
   }
 }

@@ -1,0 +1,370 @@
+#include "serverd/api/generation_session.h"
+
+#include <iostream>
+
+#include "serverd/api/api_error.h"
+#include "serverd/api/responses.h"
+
+namespace serverd::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Hands what the engine produces to the session; cheap, as the engine thread calls it.
+class ChoiceSink final : public GenerationSink {
+ public:
+  ChoiceSink(std::shared_ptr<GenerationSession> session, std::size_t choice)
+      : session_(std::move(session)), choice_(choice) {}
+
+  void on_tokens(std::span<const GeneratedToken> tokens) override {
+    GenerationSession::Event event;
+    event.choice = choice_;
+    event.tokens.assign(tokens.begin(), tokens.end());
+    event.at = Clock::now();
+    session_->push(std::move(event));
+  }
+
+  void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token) override {
+    if (finished_.exchange(true)) return;
+    --session_->counters().active_sequences;
+    GenerationSession::Event event;
+    event.choice = choice_;
+    event.finish = true;
+    event.reason = reason;
+    event.stop_token = stop_token;
+    event.at = Clock::now();
+    session_->push(std::move(event));
+  }
+
+ private:
+  std::shared_ptr<GenerationSession> session_;
+  std::size_t choice_;
+  std::atomic<bool> finished_{false};
+};
+
+}  // namespace
+
+GenerationSession::GenerationSession(SessionSettings settings, std::shared_ptr<ServiceCounters> counters,
+                                     std::shared_ptr<http::Exchange> exchange,
+                                     const engine::tokenizer::Tokenizer& tokenizer, Generator& generator)
+    : settings_(std::move(settings)),
+      counters_(std::move(counters)),
+      exchange_(std::move(exchange)),
+      tokenizer_(tokenizer),
+      generator_(generator) {}
+
+void GenerationSession::start(std::vector<SequenceSpec> sequences) {
+  // Registered before the lock: when the client is already gone, the callback runs right here.
+  exchange_->on_abort([weak = weak_from_this()] {
+    if (const auto self = weak.lock()) self->abort();
+  });
+
+  std::lock_guard lock(mutex_);
+  if (aborted_) return;
+  choices_.reserve(sequences.size());
+  for (auto& spec : sequences) {
+    choices_.emplace_back(ChoiceOutput(tokenizer_, spec.stops, spec.config));
+    choices_.back().prompt = spec.prompt;
+  }
+  for (std::size_t i = 0; i < sequences.size(); ++i) {
+    Choice& choice = choices_[i];
+    choice.submitted = Clock::now();
+    if (sequences[i].request.max_tokens == 0) {
+      // Completions with echo and max_tokens 0: the prompt is the whole answer; nothing to generate.
+      choice.out.finish(FinishReason::Length, std::nullopt);
+      choice.dirty = true;
+      ++finished_;
+      continue;
+    }
+    counters_->metrics.add_prompt_tokens(sequences[i].request.prompt_tokens.size());
+    ++counters_->active_sequences;
+    try {
+      choice.handle =
+          generator_.submit(std::move(sequences[i].request), std::make_shared<ChoiceSink>(shared_from_this(), i));
+    } catch (const GeneratorOverloaded& e) {
+      --counters_->active_sequences;
+      abort_locked();  // what was submitted is cancelled; its events are ignored
+      throw ApiException(
+          ApiError{503, "The server is overloaded; retry later. (" + std::string(e.what()) + ")", std::nullopt, 1});
+    } catch (...) {
+      --counters_->active_sequences;
+      abort_locked();
+      throw;
+    }
+  }
+
+  if (settings_.stream) {
+    http::Response head;
+    head.headers = settings_.headers;
+    head.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
+    head.headers.push_back({"Cache-Control", "no-cache"});
+    exchange_->start_stream(std::move(head));
+    if (settings_.kind == ApiKind::kChat) {
+      // vLLM opens every chat choice with a chunk carrying the role.
+      std::string first;
+      for (std::size_t i = 0; i < choices_.size(); ++i) first += sse_event(role_chunk(i));
+      exchange_->write(std::move(first));
+    }
+    send_chunks();
+  }
+  if (finished_ == choices_.size()) complete();
+}
+
+void GenerationSession::push(Event event) {
+  bool schedule = false;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    inbox_.push_back(std::move(event));
+    schedule = !drain_scheduled_;
+    drain_scheduled_ = true;
+  }
+  if (schedule) exchange_->post([self = shared_from_this()] { self->drain(); });
+}
+
+void GenerationSession::drain() {
+  for (;;) {
+    std::vector<Event> batch;
+    {
+      std::lock_guard lock(inbox_mutex_);
+      if (inbox_.empty()) {
+        drain_scheduled_ = false;
+        return;
+      }
+      batch.swap(inbox_);
+    }
+    std::lock_guard lock(mutex_);
+    try {
+      for (Event& event : batch) process(event);
+      if (!aborted_) {
+        if (settings_.stream) send_chunks();
+        if (finished_ == choices_.size()) complete();
+      }
+    } catch (const std::exception& e) {
+      // Nothing the client sent can get here; an internal failure ends this request only.
+      std::cerr << "serverd: request " << settings_.id << " failed: " << e.what() << '\n';
+      abort_locked();
+      if (!completed_) {
+        completed_ = true;
+        if (settings_.stream) {
+          exchange_->finish();
+        } else {
+          exchange_->respond(error_response(ApiError{500, "Internal server error", std::nullopt, std::nullopt}));
+        }
+      }
+    }
+  }
+}
+
+void GenerationSession::abort() {
+  std::lock_guard lock(mutex_);
+  abort_locked();
+}
+
+void GenerationSession::abort_locked() {
+  aborted_ = true;
+  for (const Choice& choice : choices_) {
+    if (choice.handle && !choice.generator_done) generator_.cancel(*choice.handle);
+  }
+}
+
+void GenerationSession::process(Event& event) {
+  Choice& choice = choices_.at(event.choice);
+  if (event.finish) {
+    choice.generator_done = true;
+    if (choice.out.finished()) return;  // a stop string ended it already
+    choice.out.finish(event.reason, event.stop_token);
+    finished(choice, event.at);
+    return;
+  }
+  if (choice.out.finished()) return;
+  auto& metrics = counters_->metrics;
+  metrics.add_generation_tokens(event.tokens.size());
+  if (choice.last_token) {
+    metrics.observe_inter_token_latency(seconds(event.at - *choice.last_token));
+  } else {
+    metrics.observe_time_to_first_token(seconds(event.at - choice.submitted));
+  }
+  choice.last_token = event.at;
+  choice.dirty = true;
+  if (choice.out.add_tokens(event.tokens)) {
+    if (choice.handle) generator_.cancel(*choice.handle);  // a stop string: the sequence is no longer needed
+    finished(choice, event.at);
+  }
+}
+
+void GenerationSession::finished(Choice& choice, Clock::time_point at) {
+  ++finished_;
+  choice.dirty = true;
+  counters_->metrics.record_finished(choice.out.finish_reason(), seconds(at - choice.submitted));
+}
+
+void GenerationSession::begin_json(JsonWriter& w, std::string_view object) const {
+  w.begin_object();
+  w.key("id").value(settings_.id);
+  w.key("object").value(object);
+  w.key("created").value(settings_.created);
+  w.key("model").value(settings_.model_name);
+}
+
+std::string GenerationSession::role_chunk(std::size_t index) {
+  JsonWriter w;
+  begin_json(w, "chat.completion.chunk");
+  w.key("choices").begin_array().begin_object();
+  w.key("index").value(static_cast<std::uint64_t>(index));
+  w.key("delta").begin_object().key("role").value("assistant").key("content").value("").end_object();
+  w.key("logprobs").null();
+  w.key("finish_reason").null();
+  w.end_object().end_array();
+  if (settings_.include_usage) w.key("usage").null();
+  w.end_object();
+  return w.take();
+}
+
+std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::string text, bool finish) {
+  const bool chat = settings_.kind == ApiKind::kChat;
+  std::vector<LogprobRecord> logprobs;
+  if (settings_.logprobs) logprobs = choice.out.take_logprobs();
+  JsonWriter w;
+  begin_json(w, chat ? "chat.completion.chunk" : "text_completion");
+  w.key("choices").begin_array().begin_object();
+  w.key("index").value(static_cast<std::uint64_t>(index));
+  if (chat) {
+    w.key("delta").begin_object();
+    if (!text.empty() || !finish) w.key("content").value(text);
+    w.end_object();
+  } else {
+    w.key("text").value(text);
+  }
+  w.key("logprobs");
+  if (settings_.logprobs) {
+    if (chat) {
+      write_chat_logprobs(w, tokenizer_, logprobs, *settings_.logprobs);
+    } else {
+      write_completion_logprobs(w, tokenizer_, logprobs, *settings_.logprobs, choice.text_offset);
+    }
+  } else {
+    w.null();
+  }
+  w.key("finish_reason");
+  if (finish) {
+    w.value(choice.out.finish_reason());
+  } else {
+    w.null();
+  }
+  w.key("stop_reason");
+  write_stop_reason(w, choice.out.stop_reason());
+  w.end_object().end_array();
+  if (settings_.include_usage) w.key("usage").null();
+  w.end_object();
+  return w.take();
+}
+
+void GenerationSession::send_chunks() {
+  std::string out;
+  for (std::size_t i = 0; i < choices_.size(); ++i) {
+    Choice& choice = choices_[i];
+    if (!choice.dirty || choice.final_sent) continue;
+    choice.dirty = false;
+    std::string text = choice.out.take_text();
+    if (!choice.echo_sent) {
+      choice.echo_sent = true;
+      if (choice.prompt < settings_.echo.size()) text = settings_.echo[choice.prompt] + text;
+    }
+    const bool finish = choice.out.finished();
+    const bool has_logprobs = settings_.logprobs && choice.out.has_new_logprobs();
+    if (text.empty() && !finish && !has_logprobs) continue;  // everything new is held back
+    if (finish) choice.final_sent = true;
+    out += sse_event(chunk(i, choice, std::move(text), finish));
+  }
+  if (!out.empty()) exchange_->write(std::move(out));
+}
+
+std::size_t GenerationSession::prompt_total() const {
+  std::size_t total = 0;
+  for (const std::size_t count : settings_.prompt_tokens) total += count;
+  return total;
+}
+
+std::size_t GenerationSession::completion_total() const {
+  std::size_t total = 0;
+  for (const Choice& choice : choices_) total += choice.out.token_count();
+  return total;
+}
+
+std::string GenerationSession::usage_chunk() const {
+  JsonWriter w;
+  begin_json(w, settings_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
+  w.key("choices").begin_array().end_array();
+  w.key("usage");
+  write_usage(w, prompt_total(), completion_total());
+  w.end_object();
+  return w.take();
+}
+
+std::string GenerationSession::full_response() const {
+  const bool chat = settings_.kind == ApiKind::kChat;
+  JsonWriter w;
+  begin_json(w, chat ? "chat.completion" : "text_completion");
+  w.key("choices").begin_array();
+  for (std::size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& choice = choices_[i];
+    const std::string text =
+        (choice.prompt < settings_.echo.size() ? settings_.echo[choice.prompt] : std::string()) + choice.out.text();
+    w.begin_object();
+    w.key("index").value(static_cast<std::uint64_t>(i));
+    if (chat) {
+      w.key("message").begin_object();
+      w.key("role").value("assistant");
+      w.key("content").value(text);
+      w.key("refusal").null();
+      w.end_object();
+    } else {
+      w.key("text").value(text);
+    }
+    w.key("logprobs");
+    if (settings_.logprobs) {
+      if (chat) {
+        write_chat_logprobs(w, tokenizer_, choice.out.logprobs(), *settings_.logprobs);
+      } else {
+        std::size_t offset = 0;
+        write_completion_logprobs(w, tokenizer_, choice.out.logprobs(), *settings_.logprobs, offset);
+      }
+    } else {
+      w.null();
+    }
+    w.key("finish_reason").value(choice.out.finish_reason());
+    w.key("stop_reason");
+    write_stop_reason(w, choice.out.stop_reason());
+    if (!chat) w.key("prompt_logprobs").null();
+    w.end_object();
+  }
+  w.end_array();
+  w.key("usage");
+  write_usage(w, prompt_total(), completion_total());
+  w.end_object();
+  return w.take();
+}
+
+void GenerationSession::complete() {
+  if (completed_) return;
+  completed_ = true;
+  if (settings_.stream) {
+    std::string tail;
+    if (settings_.include_usage) tail += sse_event(usage_chunk());
+    tail += kSseDone;
+    exchange_->write(std::move(tail));
+    exchange_->finish();
+    return;
+  }
+  http::Response response;
+  response.headers = settings_.headers;
+  response.headers.push_back({"Content-Type", "application/json"});
+  response.body = full_response();
+  exchange_->respond(std::move(response));
+}
+
+}  // namespace serverd::api

@@ -1,0 +1,124 @@
+#pragma once
+
+// One completions or chat completions request in flight: its sequences submitted to the Generator, what the
+// sinks receive queued and handled on the server's I/O threads (never on the engine thread), choices built
+// as tokens arrive, and the response sent whole or as server-sent events. A client that goes away cancels
+// every sequence of the request; a stop string cancels its sequence.
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serverd/api/choice_output.h"
+#include "serverd/api/generator.h"
+#include "serverd/api/json_io.h"
+#include "serverd/api/metrics.h"
+#include "serverd/http/http_server.h"
+
+namespace serverd::api {
+
+// State the service shares with its sessions, which may outlive a request's HTTP exchange.
+struct ServiceCounters {
+  Metrics metrics;
+  std::atomic<std::size_t> active_sequences{0};
+};
+
+enum class ApiKind { kCompletion, kChat };
+
+struct SessionSettings {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string id;  // "cmpl-..." or "chatcmpl-..."
+  std::int64_t created = 0;
+  std::string model_name;
+  bool stream = false;
+  bool include_usage = false;
+  std::optional<int> logprobs;             // top log-probabilities per token; nullopt: no logprobs
+  std::vector<std::size_t> prompt_tokens;  // per prompt
+  std::vector<std::string> echo;           // per prompt: text the choices start with (echo); may be empty
+  std::vector<http::Header> headers;       // sent with the response (X-Request-Id)
+};
+
+// One sequence to submit: choice `index` of prompt `prompt`.
+struct SequenceSpec {
+  GenerationRequest request;
+  std::size_t prompt = 0;
+  std::shared_ptr<const StopStrings> stops;
+  std::shared_ptr<const ChoiceConfig> config;
+};
+
+class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
+ public:
+  GenerationSession(SessionSettings settings, std::shared_ptr<ServiceCounters> counters,
+                    std::shared_ptr<http::Exchange> exchange, const engine::tokenizer::Tokenizer& tokenizer,
+                    Generator& generator);
+
+  // Submits every sequence (choice i is sequences[i]) and starts the response. Throws ApiException (503)
+  // when the generator is overloaded, having cancelled what it had submitted.
+  void start(std::vector<SequenceSpec> sequences);
+
+  // From the sinks (any thread).
+  struct Event {
+    std::size_t choice = 0;
+    bool finish = false;
+    std::vector<GeneratedToken> tokens;
+    FinishReason reason = FinishReason::Stop;
+    std::optional<std::int32_t> stop_token;
+    std::chrono::steady_clock::time_point at;
+  };
+  void push(Event event);
+  ServiceCounters& counters() { return *counters_; }
+
+ private:
+  struct Choice {
+    explicit Choice(ChoiceOutput output) : out(std::move(output)) {}
+    ChoiceOutput out;
+    std::size_t prompt = 0;
+    std::optional<std::uint64_t> handle;
+    bool generator_done = false;  // on_finish seen
+    bool final_sent = false;      // the chunk with finish_reason went out
+    bool echo_sent = false;
+    bool dirty = false;
+    std::size_t text_offset = 0;
+    std::chrono::steady_clock::time_point submitted;
+    std::optional<std::chrono::steady_clock::time_point> last_token;
+  };
+
+  void drain();
+  void abort();
+  void abort_locked();
+  void process(Event& event);
+  void finished(Choice& choice, std::chrono::steady_clock::time_point at);
+  void send_chunks();
+  void complete();
+  std::string chunk(std::size_t index, Choice& choice, std::string text, bool finish);
+  std::string role_chunk(std::size_t index);
+  std::string usage_chunk() const;
+  std::string full_response() const;
+  void begin_json(JsonWriter& w, std::string_view object) const;
+  std::size_t prompt_total() const;
+  std::size_t completion_total() const;
+
+  const SessionSettings settings_;
+  const std::shared_ptr<ServiceCounters> counters_;
+  const std::shared_ptr<http::Exchange> exchange_;
+  const engine::tokenizer::Tokenizer& tokenizer_;
+  Generator& generator_;
+
+  std::mutex inbox_mutex_;
+  std::vector<Event> inbox_;
+  bool drain_scheduled_ = false;
+
+  std::mutex mutex_;  // guards what follows
+  std::vector<Choice> choices_;
+  std::size_t finished_ = 0;
+  bool aborted_ = false;
+  bool completed_ = false;
+};
+
+}  // namespace serverd::api

@@ -1,0 +1,118 @@
+#pragma once
+
+// The boundary between the OpenAI API layer and the engine's scheduler. The API layer turns each HTTP request
+// into one GenerationRequest per sequence (a request with n = 3 and two prompts is six sequences), submits
+// them to a Generator and turns what comes back through each GenerationSink into OpenAI responses.
+//
+// Threading contract (what the scheduler may rely on, and what it must provide):
+//   - submit() and cancel() are called from the server's I/O threads, possibly concurrently, and never from
+//     inside a sink callback (the API layer queues what a sink receives and handles it on its own threads).
+//   - A sink's callbacks for one sequence never run concurrently with each other. They may run on the
+//     engine thread, or even inside submit(); they must be cheap and they never block on the network.
+//   - on_finish() is called exactly once per submitted sequence, last, also after cancel() (with Abort unless
+//     the sequence had already finished). cancel() of a finished or unknown handle does nothing.
+//   - The token that ends a sequence with FinishReason::Stop (an EOS id, unless ignore_eos, or one of
+//     stop_token_ids, once min_tokens tokens exist) is delivered through on_tokens() like any other sampled
+//     token, then on_finish(Stop, that id). The API layer leaves its text out unless asked otherwise.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/sampling/sampler.h"
+
+namespace engine::tokenizer {
+class Tokenizer;
+}
+namespace engine::template_ {
+class ChatTemplate;
+}
+
+namespace serverd::api {
+
+// One sequence to generate.
+struct GenerationRequest {
+  std::string request_id;  // "cmpl-<id>-<prompt>-<choice>", for the engine's logs
+  std::vector<std::int32_t> prompt_tokens;
+  engine::sampling::SamplingParams sampling;
+  std::size_t max_tokens = 16;  // at least 1; prompt_tokens.size() + max_tokens <= max_model_len
+  std::size_t min_tokens = 0;   // EOS and stop_token_ids cannot end the sequence before this many tokens
+  bool ignore_eos = false;
+  std::vector<std::int32_t> stop_token_ids;  // besides the model's EOS ids
+};
+
+struct GeneratedToken {
+  engine::sampling::SampledToken sampled;
+};
+
+enum class FinishReason {
+  Stop,    // an EOS id or a stop token id; on_finish's stop_token names it
+  Length,  // max_tokens reached (or the context is full)
+  Abort,   // cancelled, or the engine gave up on the sequence
+};
+
+class GenerationSink {
+ public:
+  virtual ~GenerationSink() = default;
+  // One or more new tokens of the sequence, in order.
+  virtual void on_tokens(std::span<const GeneratedToken> tokens) = 0;
+  // The end of the sequence. `stop_token` is the token that stopped it (FinishReason::Stop only).
+  virtual void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token) = 0;
+};
+
+// What /metrics reports about the engine; read on every scrape.
+struct GeneratorStats {
+  std::size_t running = 0;                 // sequences in the running batch
+  std::size_t waiting = 0;                 // sequences queued for admission
+  double kv_cache_usage = 0.0;             // share of KV blocks in use, 0..1
+  std::uint64_t prefix_cache_queries = 0;  // cumulative, in prompt tokens looked up
+  std::uint64_t prefix_cache_hits = 0;     // cumulative, in prompt tokens found cached
+};
+
+// Thrown by submit() when the engine cannot take more work now; the client gets 503 with Retry-After.
+class GeneratorOverloaded : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Generator {
+ public:
+  virtual ~Generator() = default;
+  // Queues a sequence; `sink` receives its tokens until on_finish. Returns a handle for cancel().
+  virtual std::uint64_t submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
+  // The client went away or a stop string was hit: stop the sequence and free its KV blocks.
+  virtual void cancel(std::uint64_t handle) = 0;
+  virtual GeneratorStats stats() const = 0;
+};
+
+// Sampling defaults from the model's generation_config.json; a request's own values win, then these, then
+// OpenAI's defaults (vLLM's order).
+struct SamplingDefaults {
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  std::optional<std::size_t> max_tokens;  // max_new_tokens: caps every request's max_tokens
+};
+
+// The loaded model as the API layer sees it. The pointed-to objects must outlive the server.
+struct ModelInfo {
+  std::string served_name;  // what clients put in "model"
+  std::string root;         // the model as given on the command line (/v1/models "root")
+  const engine::tokenizer::Tokenizer* tokenizer = nullptr;
+  const engine::template_::ChatTemplate* chat_template = nullptr;  // null: chat completions are refused
+  std::string chat_template_error;  // why chat_template is null, when the model has an unusable one
+  std::size_t max_model_len = 0;
+  std::size_t vocab_size =
+      0;  // logits per step (logit_bias and token prompts are checked against it); 0: the tokenizer's
+  std::vector<std::int32_t> eos_token_ids;  // the tokenizer's EOS and generation_config's eos_token_id
+  SamplingDefaults defaults;
+};
+
+}  // namespace serverd::api

@@ -1,0 +1,84 @@
+#pragma once
+
+// The OpenAI-compatible API as vLLM serves it, over the HTTP server's exchanges:
+//   POST /v1/completions, POST /v1/chat/completions, GET /v1/models   (--api-key checked on /v1/*)
+//   GET /health, GET /metrics, GET /version, POST /tokenize, POST /detokenize
+// Every response carries X-Request-Id (the client's, or a fresh one). Until serve() is called, /health
+// answers 503 {"status": "<phase>"} and the model endpoints 503; after begin_drain(), /health and new
+// generations answer 503 while requests in flight finish.
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "serverd/api/generation_session.h"
+#include "serverd/api/generator.h"
+#include "serverd/api/protocol.h"
+#include "serverd/http/http_server.h"
+
+namespace serverd::api {
+
+struct ApiOptions {
+  std::string api_key;  // empty: no authentication
+  std::string version = "0.0.0";
+  ParseLimits limits;
+  std::size_t max_active_sequences = 16384;  // sequences in flight beyond which requests get 503
+  int retry_after_seconds = 1;
+};
+
+class OpenAiService {
+ public:
+  explicit OpenAiService(ApiOptions options);
+
+  // The HTTP server's handler.
+  void handle(const std::shared_ptr<http::Exchange>& exchange);
+
+  // What /health reports until the model is served ("starting", "downloading", "loading", ...).
+  void set_phase(std::string phase);
+  // From now on requests go to `generator`. `model`'s pointers and `generator` must outlive the service
+  // and every request in flight.
+  void serve(ModelInfo model, Generator& generator);
+  // Shutting down: /health and new generations answer 503.
+  void begin_drain();
+
+  // Sequences submitted and not finished yet.
+  std::size_t active_sequences() const { return counters_->active_sequences.load(); }
+
+  // The HTTP server's own error responses (413, 431, ...) in OpenAI's error shape.
+  static http::Response http_error(int status, std::string_view message);
+
+ private:
+  struct Served {
+    ModelInfo model;
+    Generator* generator = nullptr;
+  };
+
+  void route(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers);
+  std::shared_ptr<const Served> require_served() const;
+  void check_auth(const http::Request& request) const;
+  void check_capacity(std::size_t sequences) const;
+
+  void completions(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
+                   const std::string& request_id);
+  void chat_completions(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
+                        const std::string& request_id);
+  http::Response models() const;
+  http::Response health() const;
+  http::Response metrics() const;
+  http::Response tokenize(const http::Request& request) const;
+  http::Response detokenize(const http::Request& request) const;
+  std::string random_id();
+
+  const ApiOptions options_;
+  const std::shared_ptr<ServiceCounters> counters_;
+  mutable std::mutex mutex_;  // guards what follows
+  std::string phase_ = "starting";
+  std::shared_ptr<const Served> served_;
+  bool draining_ = false;
+  std::mt19937_64 random_;
+};
+
+}  // namespace serverd::api

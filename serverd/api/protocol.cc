@@ -1,0 +1,432 @@
+#include "serverd/api/protocol.h"
+
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+
+#include "serverd/api/api_error.h"
+#include "serverd/api/json_io.h"
+
+namespace serverd::api {
+namespace {
+
+using rapidjson::Value;
+
+std::string text(const Value& v) {
+  return std::string(v.GetString(), v.GetStringLength());
+}
+
+std::int32_t token_id(const Value& v, std::string_view what) {
+  const std::int64_t id = as_int(v, what);
+  if (id < 0 || id > std::numeric_limits<std::int32_t>::max()) {
+    throw_bad_request("'" + std::string(what) + "' holds token ids, which are integers from 0 to 2147483647; got " +
+                          std::to_string(id),
+                      std::string(what));
+  }
+  return static_cast<std::int32_t>(id);
+}
+
+std::vector<std::int32_t> token_ids(const Value& v, std::string_view what) {
+  if (!v.IsArray()) throw_bad_request("'" + std::string(what) + "' must be an array of token ids", std::string(what));
+  std::vector<std::int32_t> ids;
+  ids.reserve(v.Size());
+  for (const auto& item : v.GetArray()) ids.push_back(token_id(item, what));
+  return ids;
+}
+
+std::optional<float> float_field(const Value& body, std::string_view name) {
+  const auto d = number_field(body, name);
+  if (!d) return std::nullopt;
+  return static_cast<float>(*d);
+}
+
+// vLLM's validation wording for counts: "n must be at least 1, got 0."
+std::size_t count_at_least(std::int64_t value, std::int64_t minimum, std::string_view name) {
+  if (value < minimum) {
+    throw_bad_request(
+        std::string(name) + " must be at least " + std::to_string(minimum) + ", got " + std::to_string(value) + ".",
+        std::string(name));
+  }
+  return static_cast<std::size_t>(value);
+}
+
+[[noreturn]] void unsupported(std::string_view name, std::string_view why = {}) {
+  throw_bad_request("'" + std::string(name) + "' is not supported by this server" +
+                        (why.empty() ? std::string() : ": " + std::string(why)),
+                    std::string(name));
+}
+
+// Fields this server knows but cannot honour: present with a value that asks for something, they are
+// refused rather than silently ignored.
+void refuse_unsupported(const Value& body) {
+  if (bool_field(body, "use_beam_search").value_or(false)) unsupported("use_beam_search");
+  for (const char* name : {"prompt_logprobs", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
+                           "guided_grammar", "logprob_token_ids", "prompt_embeds"}) {
+    if (field(body, name) != nullptr) unsupported(name);
+  }
+  for (const char* name : {"allowed_token_ids", "bad_words"}) {
+    const auto* value = field(body, name);
+    if (value != nullptr && !(value->IsArray() && value->Empty())) unsupported(name);
+  }
+  if (const auto* format = field(body, "response_format")) {
+    if (!format->IsObject()) throw_bad_request("'response_format' must be an object", "response_format");
+    const auto type = string_field(*format, "type");
+    if (type && *type != "text") unsupported("response_format", "type '" + *type + "' needs structured outputs");
+  }
+}
+
+std::vector<std::string> stop_strings(const Value& body, const ParseLimits& limits) {
+  std::vector<std::string> stops;
+  const auto* stop = field(body, "stop");
+  if (stop == nullptr) return stops;
+  if (stop->IsString()) {
+    stops.push_back(text(*stop));
+  } else if (stop->IsArray()) {
+    for (const auto& item : stop->GetArray()) {
+      if (!item.IsString()) throw_bad_request("'stop' must be a string or an array of strings", "stop");
+      stops.push_back(text(item));
+    }
+  } else {
+    throw_bad_request("'stop' must be a string or an array of strings", "stop");
+  }
+  if (stops.size() > limits.max_stop_strings) {
+    throw_bad_request("stop may hold at most " + std::to_string(limits.max_stop_strings) + " strings, got " +
+                          std::to_string(stops.size()) + ".",
+                      "stop");
+  }
+  for (const auto& s : stops) {
+    if (s.empty()) throw_bad_request("stop cannot contain an empty string.", "stop");
+    if (s.size() > limits.max_stop_string_bytes) {
+      throw_bad_request("stop strings may be at most " + std::to_string(limits.max_stop_string_bytes) + " bytes long",
+                        "stop");
+    }
+  }
+  return stops;
+}
+
+std::vector<std::pair<std::int32_t, float>> logit_bias(const Value& body) {
+  std::vector<std::pair<std::int32_t, float>> bias;
+  const auto* object = field(body, "logit_bias");
+  if (object == nullptr) return bias;
+  if (!object->IsObject())
+    throw_bad_request("'logit_bias' must be an object mapping token ids to numbers", "logit_bias");
+  for (const auto& member : object->GetObject()) {
+    const std::string_view key(member.name.GetString(), member.name.GetStringLength());
+    std::int32_t id = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0) {
+      throw_bad_request("logit_bias keys must be token ids, got '" + std::string(key) + "'", "logit_bias");
+    }
+    if (!member.value.IsNumber()) throw_bad_request("logit_bias values must be numbers", "logit_bias");
+    bias.emplace_back(id, static_cast<float>(member.value.GetDouble()));
+  }
+  return bias;
+}
+
+enum class Endpoint { kCompletions, kChat };
+
+CommonFields parse_common(const Value& body, const ParseLimits& limits, Endpoint endpoint) {
+  refuse_unsupported(body);
+  CommonFields c;
+  c.model = string_field(body, "model");
+  string_field(body, "user");  // type-checked, otherwise ignored (as vLLM does)
+  c.echo = bool_field(body, "echo").value_or(false);
+
+  if (const auto n = int_field(body, "n")) {
+    c.n = count_at_least(*n, 1, "n");
+    if (c.n > limits.max_n) {
+      throw_bad_request("n must be at most " + std::to_string(limits.max_n) + ", got " + std::to_string(*n) + ".", "n");
+    }
+  }
+
+  std::optional<std::int64_t> max_tokens;
+  std::string max_tokens_name = "max_tokens";
+  if (endpoint == Endpoint::kChat) {
+    if (const auto completion = int_field(body, "max_completion_tokens")) {
+      max_tokens = completion;
+      max_tokens_name = "max_completion_tokens";
+    }
+  }
+  if (!max_tokens) max_tokens = int_field(body, "max_tokens");
+  if (max_tokens) {
+    // Completions with echo may ask for no new tokens: the response is the prompt alone.
+    const bool echo_only = endpoint == Endpoint::kCompletions && c.echo && *max_tokens == 0;
+    c.max_tokens = echo_only ? 0 : count_at_least(*max_tokens, 1, max_tokens_name);
+  }
+
+  c.stream = bool_field(body, "stream").value_or(false);
+  if (const auto* options = field(body, "stream_options")) {
+    if (!options->IsObject()) throw_bad_request("'stream_options' must be an object", "stream_options");
+    if (!c.stream) {
+      throw_bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
+    }
+    c.include_usage = bool_field(*options, "include_usage").value_or(false);
+  }
+
+  c.temperature = float_field(body, "temperature");
+  c.top_p = float_field(body, "top_p");
+  c.min_p = float_field(body, "min_p");
+  c.repetition_penalty = float_field(body, "repetition_penalty");
+  c.presence_penalty = float_field(body, "presence_penalty").value_or(0.0f);
+  c.frequency_penalty = float_field(body, "frequency_penalty").value_or(0.0f);
+  if (const auto top_k = int_field(body, "top_k")) {
+    if (*top_k < std::numeric_limits<int>::min() || *top_k > std::numeric_limits<int>::max()) {
+      throw_bad_request("top_k is out of range, got " + std::to_string(*top_k) + ".", "top_k");
+    }
+    c.top_k = static_cast<int>(*top_k);
+  }
+  if (const auto seed = int_field(body, "seed")) c.seed = static_cast<std::uint64_t>(*seed);
+
+  c.stop = stop_strings(body, limits);
+  if (const auto* ids = field(body, "stop_token_ids")) c.stop_token_ids = token_ids(*ids, "stop_token_ids");
+  c.include_stop_str_in_output = bool_field(body, "include_stop_str_in_output").value_or(false);
+  c.ignore_eos = bool_field(body, "ignore_eos").value_or(false);
+  c.skip_special_tokens = bool_field(body, "skip_special_tokens").value_or(true);
+  bool_field(body, "spaces_between_special_tokens");  // accepted; byte-level decoders have no such spaces
+  if (const auto min_tokens = int_field(body, "min_tokens")) {
+    if (*min_tokens < 0) {
+      throw_bad_request("min_tokens must be greater than or equal to 0, got " + std::to_string(*min_tokens) + ".",
+                        "min_tokens");
+    }
+    c.min_tokens = static_cast<std::size_t>(*min_tokens);
+    if (c.max_tokens && c.min_tokens > *c.max_tokens) {
+      throw_bad_request("min_tokens must be less than or equal to max_tokens=" + std::to_string(*c.max_tokens) +
+                            ", got " + std::to_string(*min_tokens) + ".",
+                        "min_tokens");
+    }
+  }
+  c.logit_bias = logit_bias(body);
+  if (const auto truncate = int_field(body, "truncate_prompt_tokens")) {
+    if (*truncate < -1 || *truncate == 0) {
+      throw_bad_request("truncate_prompt_tokens must be -1 or at least 1, got " + std::to_string(*truncate) + ".",
+                        "truncate_prompt_tokens");
+    }
+    c.truncate_prompt_tokens = truncate;
+  }
+  c.add_special_tokens = bool_field(body, "add_special_tokens").value_or(endpoint == Endpoint::kCompletions);
+  return c;
+}
+
+std::vector<PromptInput> parse_prompts(const Value& body, const ParseLimits& limits) {
+  constexpr std::string_view kShape =
+      "'prompt' must be a string, an array of strings, an array of token ids or an array of token id arrays";
+  constexpr std::string_view kEmpty = "Either prompt or prompt_embeds must be provided and non-empty.";
+  const auto* prompt = field(body, "prompt");
+  if (prompt == nullptr) throw_bad_request(std::string(kEmpty), "prompt");
+  std::vector<PromptInput> prompts;
+  if (prompt->IsString()) {
+    if (prompt->GetStringLength() == 0) throw_bad_request(std::string(kEmpty), "prompt");
+    prompts.push_back({false, text(*prompt), {}});
+    return prompts;
+  }
+  if (!prompt->IsArray()) throw_bad_request(std::string(kShape), "prompt");
+  if (prompt->Empty()) throw_bad_request(std::string(kEmpty), "prompt");
+  const auto& first = (*prompt)[0];
+  if (first.IsNumber()) {
+    prompts.push_back({true, {}, token_ids(*prompt, "prompt")});
+    return prompts;
+  }
+  if (prompt->Size() > limits.max_prompts) {
+    throw_bad_request("prompt list length " + std::to_string(prompt->Size()) +
+                          " exceeds the maximum allowed count of " + std::to_string(limits.max_prompts) + ".",
+                      "prompt");
+  }
+  for (const auto& item : prompt->GetArray()) {
+    if (item.IsString() && first.IsString()) {
+      prompts.push_back({false, text(item), {}});
+    } else if (item.IsArray() && first.IsArray()) {
+      prompts.push_back({true, {}, token_ids(item, "prompt")});
+    } else {
+      throw_bad_request(std::string(kShape), "prompt");
+    }
+  }
+  return prompts;
+}
+
+// A message's content as text: a string, null, or a list of text parts (joined with newlines, as vLLM does
+// for templates that take string content).
+std::optional<std::string> message_text(const Value& content) {
+  if (content.IsNull()) return std::nullopt;
+  if (content.IsString()) return text(content);
+  if (!content.IsArray()) throw_bad_request("A message's 'content' must be a string or an array of parts", "messages");
+  std::string joined;
+  bool first = true;
+  for (const auto& part : content.GetArray()) {
+    if (!part.IsObject()) throw_bad_request("A message's content parts must be objects", "messages");
+    const auto type = string_field(part, "type").value_or("text");
+    if (type != "text" && type != "input_text") {
+      throw_bad_request("Content parts of type '" + type + "' are not supported; this server takes text only",
+                        "messages");
+    }
+    const auto part_text = string_field(part, "text");
+    if (!part_text) throw_bad_request("A text content part needs a 'text' string", "messages");
+    if (!first) joined += '\n';
+    joined += *part_text;
+    first = false;
+  }
+  return joined;
+}
+
+ChatMessages parse_messages(const Value& body) {
+  const auto* messages = field(body, "messages");
+  if (messages == nullptr) throw_bad_request("'messages' is required", "messages");
+  if (!messages->IsArray()) throw_bad_request("'messages' must be an array of message objects", "messages");
+  if (messages->Empty()) throw_bad_request("'messages' must not be empty", "messages");
+  ChatMessages out;
+  JsonWriter w;
+  w.begin_array();
+  for (const auto& message : messages->GetArray()) {
+    if (!message.IsObject()) throw_bad_request("Each message must be an object", "messages");
+    const auto* role = field(message, "role");
+    if (role == nullptr || !role->IsString()) throw_bad_request("Each message needs a 'role' string", "messages");
+    out.last_role = text(*role);
+    out.last_content.reset();
+    w.begin_object();
+    for (const auto& member : message.GetObject()) {
+      const std::string_view name(member.name.GetString(), member.name.GetStringLength());
+      w.key(name);
+      if (name == "content") {
+        out.last_content = message_text(member.value);
+        if (out.last_content) {
+          w.value(*out.last_content);
+        } else {
+          w.null();
+        }
+      } else {
+        w.value(member.value);
+      }
+    }
+    w.end_object();
+  }
+  w.end_array();
+  out.json = w.take();
+  return out;
+}
+
+constexpr std::string_view kUntrustedTemplate =
+    "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with "
+    "untrusted chat template.";
+
+std::string template_kwargs(const Value& body) {
+  if (field(body, "chat_template") != nullptr) throw_bad_request(std::string(kUntrustedTemplate), "chat_template");
+  const auto* kwargs = field(body, "chat_template_kwargs");
+  if (kwargs == nullptr) return {};
+  if (!kwargs->IsObject()) throw_bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  if (field(*kwargs, "chat_template") != nullptr) {
+    throw_bad_request(std::string(kUntrustedTemplate), "chat_template_kwargs");
+  }
+  return to_json(*kwargs);
+}
+
+// Tools are passed to the template; only tool_choice "none" can be honoured (the others need a tool-call
+// parser or structured outputs).
+std::string tools(const Value& body) {
+  const auto* list = field(body, "tools");
+  const auto* choice = field(body, "tool_choice");
+  if (list != nullptr) {
+    if (!list->IsArray()) throw_bad_request("'tools' must be an array", "tools");
+    if (list->Empty()) {
+      throw_bad_request(
+          "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.", "tools");
+    }
+  }
+  const std::string mode = choice == nullptr    ? (list != nullptr ? "auto" : "none")
+                           : choice->IsString() ? text(*choice)
+                                                : "named";
+  if (mode != "none" && list == nullptr) {
+    throw_bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+  }
+  if (mode == "auto") {
+    throw_bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+                      "tool_choice");
+  }
+  if (mode != "none") unsupported("tool_choice", "'" + mode + "' needs structured outputs");
+  return list == nullptr ? std::string() : to_json(*list);
+}
+
+void parse_generation_prompt(const Value& body, bool& add_generation_prompt, bool& continue_final_message) {
+  const auto add = bool_field(body, "add_generation_prompt");
+  continue_final_message = bool_field(body, "continue_final_message").value_or(false);
+  if (continue_final_message && add.value_or(false)) {
+    throw_bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
+  }
+  add_generation_prompt = add.value_or(!continue_final_message);
+}
+
+int logprobs_count(std::int64_t value, std::string_view name, const ParseLimits& limits) {
+  if (value < 0) throw_bad_request("`" + std::string(name) + "` must be a positive value or -1.", std::string(name));
+  if (value > limits.max_logprobs) {
+    throw_bad_request("Requested sample logprobs of " + std::to_string(value) +
+                          ", which is greater than max allowed: " + std::to_string(limits.max_logprobs),
+                      std::string(name));
+  }
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const Value& body, const ParseLimits& limits) {
+  CompletionRequest r;
+  r.common = parse_common(body, limits, Endpoint::kCompletions);
+  if (field(body, "suffix") != nullptr) throw_bad_request("suffix is not currently supported", "suffix");
+  if (const auto best_of = int_field(body, "best_of"); best_of && *best_of != static_cast<std::int64_t>(r.common.n)) {
+    unsupported("best_of", "best_of must equal n");
+  }
+  if (const auto logprobs = int_field(body, "logprobs")) {
+    // -1 asks vLLM for the whole vocabulary, more than max_logprobs allows.
+    r.logprobs = logprobs_count(*logprobs == -1 ? limits.max_logprobs + 1 : *logprobs, "logprobs", limits);
+    if (r.common.echo) unsupported("echo", "echo with logprobs needs the prompt's log-probabilities");
+  }
+  r.prompts = parse_prompts(body, limits);
+  return r;
+}
+
+ChatRequest parse_chat_request(const Value& body, const ParseLimits& limits) {
+  ChatRequest r;
+  r.common = parse_common(body, limits, Endpoint::kChat);
+  r.messages = parse_messages(body);
+  if (field(body, "documents") != nullptr) unsupported("documents");
+  r.tools_json = tools(body);
+  r.template_kwargs_json = template_kwargs(body);
+  parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
+  r.logprobs = bool_field(body, "logprobs").value_or(false);
+  if (const auto top = int_field(body, "top_logprobs")) {
+    r.top_logprobs = logprobs_count(*top == -1 ? limits.max_logprobs + 1 : *top, "top_logprobs", limits);
+    if (r.top_logprobs > 0 && !r.logprobs) {
+      throw_bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
+    }
+  }
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(const Value& body) {
+  TokenizeRequest r;
+  r.model = string_field(body, "model");
+  r.return_token_strs = bool_field(body, "return_token_strs").value_or(false);
+  if (field(body, "messages") != nullptr) {
+    r.chat = true;
+    r.messages = parse_messages(body);
+    r.tools_json = tools(body);
+    r.template_kwargs_json = template_kwargs(body);
+    parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
+    r.add_special_tokens = bool_field(body, "add_special_tokens").value_or(false);
+  } else {
+    const auto prompt = string_field(body, "prompt");
+    if (!prompt) throw_bad_request("Either 'prompt' or 'messages' is required", "prompt");
+    r.prompt = *prompt;
+    r.add_special_tokens = bool_field(body, "add_special_tokens").value_or(true);
+  }
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(const Value& body) {
+  DetokenizeRequest r;
+  r.model = string_field(body, "model");
+  const auto* tokens = field(body, "tokens");
+  if (tokens == nullptr) throw_bad_request("'tokens' is required", "tokens");
+  r.tokens = token_ids(*tokens, "tokens");
+  return r;
+}
+
+}  // namespace serverd::api

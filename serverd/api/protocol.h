@@ -1,0 +1,108 @@
+#pragma once
+
+// The request bodies of the OpenAI API as vLLM accepts them, parsed into plain structs. Parsing checks
+// types and what can be checked without the model (ranges that need the vocabulary or the context length
+// are checked when the prompt is built); every refusal is an ApiException naming the field. Unknown fields
+// are ignored; known ones this server cannot honour are refused by name.
+
+#include <rapidjson/document.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace serverd::api {
+
+struct ParseLimits {
+  std::size_t max_n = 128;            // choices per prompt
+  std::size_t max_prompts = 1024;     // prompts in one completions request
+  std::size_t max_stop_strings = 64;  // bounds the per-token stop string search
+  std::size_t max_stop_string_bytes = 1024;
+  int max_logprobs = 20;  // vLLM's default --max-logprobs
+};
+
+// What both completion endpoints share.
+struct CommonFields {
+  std::optional<std::string> model;
+  std::size_t n = 1;
+  std::optional<std::size_t> max_tokens;  // as requested (max_completion_tokens wins for chat)
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::optional<std::uint64_t> seed;  // a negative seed keeps its bits
+  std::vector<std::string> stop;
+  std::vector<std::int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;
+  bool ignore_eos = false;
+  std::size_t min_tokens = 0;
+  bool skip_special_tokens = true;
+  std::vector<std::pair<std::int32_t, float>> logit_bias;
+  std::optional<std::int64_t> truncate_prompt_tokens;  // -1: the context length
+  bool add_special_tokens = true;
+  bool echo = false;
+};
+
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<std::int32_t> tokens;
+};
+
+struct CompletionRequest {
+  CommonFields common;
+  std::vector<PromptInput> prompts;
+  std::optional<int> logprobs;  // top log-probabilities per token; 0: the chosen token's only
+};
+
+// Chat messages as the template receives them: text content only, content part lists joined.
+struct ChatMessages {
+  std::string json;  // a JSON array of message objects
+  std::string last_role;
+  std::optional<std::string> last_content;
+};
+
+struct ChatRequest {
+  CommonFields common;
+  ChatMessages messages;
+  std::string tools_json;            // empty: no tools
+  std::string template_kwargs_json;  // empty: none
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+// POST /tokenize: a prompt, or messages through the chat template.
+struct TokenizeRequest {
+  std::optional<std::string> model;
+  bool chat = false;
+  std::string prompt;
+  ChatMessages messages;
+  std::string tools_json;
+  std::string template_kwargs_json;
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  bool add_special_tokens = true;
+  bool return_token_strs = false;
+};
+
+struct DetokenizeRequest {
+  std::optional<std::string> model;
+  std::vector<std::int32_t> tokens;
+};
+
+CompletionRequest parse_completion_request(const rapidjson::Value& body, const ParseLimits& limits);
+ChatRequest parse_chat_request(const rapidjson::Value& body, const ParseLimits& limits);
+TokenizeRequest parse_tokenize_request(const rapidjson::Value& body);
+DetokenizeRequest parse_detokenize_request(const rapidjson::Value& body);
+
+}  // namespace serverd::api

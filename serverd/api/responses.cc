@@ -1,0 +1,134 @@
+#include "serverd/api/responses.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace serverd::api {
+namespace {
+
+double floored(float logprob) {
+  return std::isnan(logprob) ? kMinLogprob : std::max(static_cast<double>(logprob), kMinLogprob);
+}
+
+std::string token_text(const engine::tokenizer::Tokenizer& tokenizer, std::int32_t token) {
+  return tokenizer.decode(std::span<const std::int32_t>(&token, 1), false);
+}
+
+// Python's len(): code points, which is what vLLM's text_offset counts.
+std::size_t code_points(std::string_view text) {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+void write_bytes(JsonWriter& w, std::string_view text) {
+  w.begin_array();
+  for (const char c : text) w.value(static_cast<std::int64_t>(static_cast<unsigned char>(c)));
+  w.end_array();
+}
+
+}  // namespace
+
+void write_usage(JsonWriter& w, std::size_t prompt_tokens, std::size_t completion_tokens) {
+  w.begin_object();
+  w.key("prompt_tokens").value(static_cast<std::uint64_t>(prompt_tokens));
+  w.key("total_tokens").value(static_cast<std::uint64_t>(prompt_tokens + completion_tokens));
+  w.key("completion_tokens").value(static_cast<std::uint64_t>(completion_tokens));
+  w.key("prompt_tokens_details").null();
+  w.end_object();
+}
+
+void write_stop_reason(JsonWriter& w, const StopReason& reason) {
+  if (const auto* token = std::get_if<std::int32_t>(&reason)) {
+    w.value(static_cast<std::int64_t>(*token));
+  } else if (const auto* text = std::get_if<std::string>(&reason)) {
+    w.value(*text);
+  } else {
+    w.null();
+  }
+}
+
+void write_completion_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer& tokenizer,
+                               std::span<const LogprobRecord> records, int top_logprobs, std::size_t& text_offset) {
+  std::vector<std::string> tokens;
+  tokens.reserve(records.size());
+  for (const auto& record : records) tokens.push_back(token_text(tokenizer, record.token));
+
+  w.begin_object();
+  w.key("text_offset").begin_array();
+  for (const auto& token : tokens) {
+    w.value(static_cast<std::uint64_t>(text_offset));
+    text_offset += code_points(token);
+  }
+  w.end_array();
+  w.key("token_logprobs").begin_array();
+  for (const auto& record : records) w.value(floored(record.logprob));
+  w.end_array();
+  w.key("tokens").begin_array();
+  for (const auto& token : tokens) w.value(token);
+  w.end_array();
+  w.key("top_logprobs").begin_array();
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    // The chosen token first, then the most likely ones: up to top_logprobs + 1 entries, keyed by text as a
+    // Python dict would be (a repeated text keeps its first place and its last value).
+    std::vector<std::pair<std::string, double>> entries{{tokens[i], floored(records[i].logprob)}};
+    std::vector<std::int32_t> ids{records[i].token};
+    for (const auto& top : records[i].top) {
+      if (static_cast<int>(ids.size()) > top_logprobs) break;
+      if (std::find(ids.begin(), ids.end(), top.token) != ids.end()) continue;
+      ids.push_back(top.token);
+      std::string text = token_text(tokenizer, top.token);
+      const auto same = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == text; });
+      if (same != entries.end()) {
+        same->second = floored(top.logprob);
+      } else {
+        entries.emplace_back(std::move(text), floored(top.logprob));
+      }
+    }
+    w.begin_object();
+    for (const auto& [text, logprob] : entries) w.key(text).value(logprob);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
+void write_chat_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer& tokenizer,
+                         std::span<const LogprobRecord> records, int top_logprobs) {
+  w.begin_object();
+  w.key("content").begin_array();
+  for (const auto& record : records) {
+    const std::string token = token_text(tokenizer, record.token);
+    w.begin_object();
+    w.key("token").value(token);
+    w.key("logprob").value(floored(record.logprob));
+    w.key("bytes");
+    write_bytes(w, token);
+    w.key("top_logprobs").begin_array();
+    const std::size_t count = std::min(record.top.size(), static_cast<std::size_t>(std::max(top_logprobs, 0)));
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::string text = token_text(tokenizer, record.top[i].token);
+      w.begin_object();
+      w.key("token").value(text);
+      w.key("logprob").value(floored(record.top[i].logprob));
+      w.key("bytes");
+      write_bytes(w, text);
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
+std::string sse_event(std::string_view json) {
+  std::string out;
+  out.reserve(json.size() + 8);
+  out.append("data: ").append(json).append("\n\n");
+  return out;
+}
+
+}  // namespace serverd::api
