@@ -142,6 +142,7 @@ void EngineGenerator::preempt(std::size_t running_index) {
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
   engine_.release(seq->cache);  // its prompt blocks stay in the prefix cache; the rest is recomputed later
   seq->prefix_looked_up = false;
+  ++preemptions_;
   waiting_.push_front(std::move(seq));
 }
 

@@ -44,8 +44,9 @@ class EngineGenerator final : public api::Generator {
   void cancel(std::uint64_t handle) override;
   api::GeneratorStats stats() const override;
 
-  // Engine steps run so far (tests wait on progress with it).
+  // Engine steps run so far, and sequences preempted (their KV blocks given up, to be recomputed).
   std::uint64_t steps() const { return steps_.load(); }
+  std::uint64_t preemptions() const { return preemptions_.load(); }
 
  private:
   struct Sequence;
@@ -80,7 +81,7 @@ class EngineGenerator final : public api::Generator {
 
   std::atomic<std::size_t> running_count_{0}, waiting_count_{0};
   std::atomic<double> kv_usage_{0.0};
-  std::atomic<std::uint64_t> prefix_queries_{0}, prefix_hits_{0}, steps_{0};
+  std::atomic<std::uint64_t> prefix_queries_{0}, prefix_hits_{0}, steps_{0}, preemptions_{0};
   std::thread thread_;
 };
 

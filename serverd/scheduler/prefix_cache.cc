@@ -16,6 +16,10 @@ std::uint64_t mix(std::uint64_t x) {
 
 }  // namespace
 
+PrefixCache::~PrefixCache() {
+  for (const auto& [hash, entry] : by_hash_) pool_.release(std::span(&entry.block, 1));
+}
+
 std::vector<std::uint64_t> PrefixCache::block_hashes(std::span<const std::int32_t> tokens) const {
   std::vector<std::uint64_t> hashes;
   std::uint64_t h = 0x9e3779b97f4a7c15ULL;

@@ -19,6 +19,9 @@ namespace serverd::scheduler {
 class PrefixCache {
  public:
   PrefixCache(engine::runtime::BlockPool& pool, std::size_t block_size) : pool_(pool), block_size_(block_size) {}
+  ~PrefixCache();  // returns its references to the pool
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
 
   // The chain hash of each full block of `tokens` (block i's hash covers tokens [0, (i + 1) * block_size)).
   std::vector<std::uint64_t> block_hashes(std::span<const std::int32_t> tokens) const;
