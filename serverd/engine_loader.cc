@@ -1,9 +1,11 @@
 #include "serverd/engine_loader.h"
 
+#include <chrono>
+#include <cstdio>
 #include <iostream>
 
 #include "engine/runtime/engine.h"
-#include "fetchd/client/flags.h"
+#include "serverd/fetch/fetchd_client.h"
 #include "serverd/scheduler/engine_generator.h"
 
 namespace serverd {
@@ -12,8 +14,9 @@ namespace {
 
 class EngineModel final : public LoadedModel {
  public:
-  EngineModel(std::unique_ptr<engine::runtime::Engine> engine, const ServerOptions& options)
-      : engine_(std::move(engine)) {
+  EngineModel(std::unique_ptr<fetch::FetchdChild> fetchd, std::unique_ptr<engine::runtime::Engine> engine,
+              const ServerOptions& options)
+      : fetchd_(std::move(fetchd)), engine_(std::move(engine)) {
     info_.served_name = options.served_model_name;
     info_.root = options.model;
     info_.tokenizer = &engine_->tokenizer();
@@ -42,29 +45,63 @@ class EngineModel final : public LoadedModel {
   api::Generator& generator() override { return *generator_; }
 
  private:
+  std::unique_ptr<fetch::FetchdChild> fetchd_;  // the child fetchd, when serverd started one
   std::unique_ptr<engine::runtime::Engine> engine_;
   api::ModelInfo info_;
   std::unique_ptr<scheduler::EngineGenerator> generator_;  // stopped before the engine goes
 };
 
+// Logs fetchd's progress: each file's start and end, and at most every two seconds in between.
+class ProgressLog {
+ public:
+  void operator()(const ::fetch::v1::Progress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool done = p.bytes_total() > 0 && p.bytes_done() == p.bytes_total();
+    if (p.file() == file_ && !done && now - last_ < std::chrono::seconds(2)) return;
+    if (p.file() == file_ && done && done_) return;
+    file_ = p.file();
+    done_ = done;
+    last_ = now;
+    if (p.file().empty()) return;
+    std::fprintf(stderr, "serverd: fetching %s: %.1f of %.1f MB\n", p.file().c_str(),
+                 static_cast<double>(p.bytes_done()) / 1e6, static_cast<double>(p.bytes_total()) / 1e6);
+  }
+
+ private:
+  std::string file_;
+  bool done_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
 }  // namespace
 
 std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std::function<void(std::string)>& phase) {
+  std::unique_ptr<fetch::FetchdChild> child;
+  std::filesystem::path path = options.reference.local_path;
   if (!options.reference.is_local()) {
-    throw fetchd::client::UsageError("--model " + options.model +
-                                     ": hub names are resolved through fetchd, which serverd does not call yet; "
-                                     "run `fetchd pull --model " +
-                                     options.model + "` and give serverd the path it prints");
+    std::string address = options.fetchd_address;
+    if (address.empty()) {
+      child = fetch::FetchdChild::start(fetch::find_fetchd_binary());
+      address = child->address();
+    }
+    phase("downloading");
+    std::cerr << "serverd: resolving " << options.model << " through fetchd at " << address << '\n';
+    ProgressLog log;
+    const auto result = fetch::resolve(address, {options.model, options.revision, options.download_dir},
+                                       [&](const ::fetch::v1::Progress& p) { log(p); });
+    path = result.local_path();
+    std::cerr << "serverd: " << options.model << (result.commit().empty() ? "" : " at " + result.commit()) << " is "
+              << path.string() << (result.from_cache() ? " (from the cache)" : "") << '\n';
   }
   phase("loading");
   engine::runtime::EngineOptions eo;
   eo.device = engine::runtime::parse_device(options.device).value_or(engine::runtime::Device::Auto);
   eo.max_model_len = options.max_model_len;
-  auto engine = engine::runtime::Engine::load(options.reference.local_path, eo);
-  std::cerr << "serverd: loaded " << options.reference.local_path.string() << " ("
+  auto engine = engine::runtime::Engine::load(path, eo);
+  std::cerr << "serverd: loaded " << path.string() << " ("
             << engine::model::architecture_name(engine->config().architecture) << ", max_model_len "
             << engine->max_model_len() << ") on " << engine->device_name() << '\n';
-  return std::make_unique<EngineModel>(std::move(engine), options);
+  return std::make_unique<EngineModel>(std::move(child), std::move(engine), options);
 }
 
 }  // namespace serverd
