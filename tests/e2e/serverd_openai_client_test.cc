@@ -1,0 +1,63 @@
+// serverd end to end: a hub name resolved through the fetchd child serverd starts (from the loopback test
+// hub, weights as Xet), loaded into the CPU engine, and answered for the official `openai` npm client;
+// SIGTERM then stops serverd (exit 0) and its fetchd child.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+
+#include "engine/tools/model_writer.h"
+#include "tests/hub/test_hub.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using testing::HasSubstr;
+using testing_support::ChildProcess;
+using testing_support::TempDir;
+
+TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
+  TempDir dir;
+  engine::tools::ModelWriterOptions model;
+  model.arch = engine::model::Architecture::Qwen3;
+  model.out_dir = dir / "model";
+  model.seed = 21;
+  engine::tools::write_model(model);
+
+  testing_support::TestHub hub;
+  hub.set_store_lfs_as_xet(true);
+  hub.add_repository_from_folder("demo/tiny", dir / "model");
+
+  ChildProcess serverd(
+      {SERVERD_BINARY, "--model", "demo/tiny", "--host", "127.0.0.1", "--port", "0", "--api-key", "sk-test"},
+      {{"HF_HOME", (dir / "home").string()}, {"HF_ENDPOINT", hub.endpoint()}, {"FETCHD_BINARY", FETCHD_BINARY}});
+  std::smatch match;
+  const std::regex serving("serving 'demo/tiny' on 127\\.0\\.0\\.1:([0-9]+)");
+  std::string err;
+  ASSERT_TRUE(testing_support::eventually(
+      [&] {
+        err = serverd.err();
+        return std::regex_search(err, match, serving);
+      },
+      std::chrono::seconds(120)))
+      << serverd.err();
+  EXPECT_THAT(err, HasSubstr("through fetchd at unix:"));
+  const std::string base = "http://127.0.0.1:" + match[1].str() + "/v1";
+
+  std::string output;
+  const int status = testing_support::run_command(
+      std::string("'") + NODE_EXECUTABLE + "' '" + OPENAI_CLIENT_SCRIPT + "' " + base + " demo/tiny sk-test", output);
+  EXPECT_EQ(status, 0) << output << serverd.err();
+  for (const char* check : {"models", "completions", "chat", "chat streaming with usage", "n > 1", "logprobs",
+                            "stop strings", "seed reproducibility", "errors"}) {
+    EXPECT_THAT(output, HasSubstr(std::string("ok ") + check + "\n")) << output;
+  }
+
+  serverd.signal(SIGTERM);
+  EXPECT_EQ(serverd.wait(), 0) << serverd.err();
+  EXPECT_THAT(serverd.err(), HasSubstr("fetchd: SIGTERM, stopping"));
+}
+
+}  // namespace

@@ -1,0 +1,144 @@
+// The official `openai` npm client against a running serverd: node openai_client.mjs BASE_URL MODEL API_KEY
+// Each check asserts and prints "ok <name>"; the first failure exits non-zero with the reason.
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+
+const [baseURL, model, apiKey] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
+
+async function check(name, body) {
+  await body();
+  console.log(`ok ${name}`);
+}
+
+await check("models", async () => {
+  const list = await client.models.list();
+  assert.deepEqual(list.data.map((m) => m.id), [model]);
+});
+
+let greedyText = "";
+await check("completions", async () => {
+  const r = await client.completions.create({ model, prompt: "The river flows", max_tokens: 20, temperature: 0, ignore_eos: true });
+  assert.equal(r.object, "text_completion");
+  assert.equal(r.model, model);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].finish_reason, "length");
+  assert.equal(r.usage.completion_tokens, 20);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 20);
+  greedyText = r.choices[0].text;
+  const again = await client.completions.create({ model, prompt: "The river flows", max_tokens: 20, temperature: 0, ignore_eos: true });
+  assert.equal(again.choices[0].text, greedyText);
+});
+
+await check("chat", async () => {
+  const r = await client.chat.completions.create({
+    model,
+    messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Name a river." }],
+    max_tokens: 12,
+    temperature: 0,
+  });
+  assert.equal(r.object, "chat.completion");
+  assert.equal(r.choices[0].message.role, "assistant");
+  assert.equal(typeof r.choices[0].message.content, "string");
+  assert.ok(["stop", "length"].includes(r.choices[0].finish_reason));
+  assert.ok(r.usage.prompt_tokens > 5);
+});
+
+await check("chat streaming with usage", async () => {
+  const stream = await client.chat.completions.create({
+    model,
+    messages: [{ role: "user", content: "Count to five." }],
+    max_tokens: 10,
+    temperature: 0,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = "";
+  let usage = null;
+  let finish = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks += 1;
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of chunk.choices) {
+      text += choice.delta.content ?? "";
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+  }
+  assert.ok(chunks >= 3, `only ${chunks} chunks`);
+  assert.ok(usage, "no usage chunk");
+  assert.ok(usage.completion_tokens >= 1 && usage.completion_tokens <= 10);
+  assert.ok(["stop", "length"].includes(finish));
+  const whole = await client.chat.completions.create({
+    model,
+    messages: [{ role: "user", content: "Count to five." }],
+    max_tokens: 10,
+    temperature: 0,
+  });
+  assert.equal(text, whole.choices[0].message.content);
+});
+
+await check("n > 1", async () => {
+  const r = await client.completions.create({ model, prompt: "Once", max_tokens: 6, n: 3, temperature: 1, seed: 7, ignore_eos: true });
+  assert.deepEqual(r.choices.map((c) => c.index).sort(), [0, 1, 2]);
+  assert.equal(r.usage.completion_tokens, 18);
+});
+
+await check("logprobs", async () => {
+  const r = await client.completions.create({ model, prompt: "Hello", max_tokens: 5, temperature: 0, logprobs: 3, ignore_eos: true });
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.tokens.length, 5);
+  assert.equal(lp.token_logprobs.length, 5);
+  for (let i = 0; i < 5; i++) {
+    assert.ok(lp.token_logprobs[i] <= 0);
+    const top = Object.values(lp.top_logprobs[i]);
+    assert.ok(top.length >= 1 && top.length <= 4);
+    // Greedy: the chosen token is the most likely one (tokens spelled alike share one key, so compare bounds).
+    assert.ok(top.every((v) => v <= lp.token_logprobs[i] + 1e-5), JSON.stringify(lp.top_logprobs[i]));
+    assert.ok(lp.tokens[i] in lp.top_logprobs[i]);
+  }
+  const chat = await client.chat.completions.create({
+    model,
+    messages: [{ role: "user", content: "Hi" }],
+    max_tokens: 4,
+    temperature: 0,
+    logprobs: true,
+    top_logprobs: 2,
+  });
+  const content = chat.choices[0].logprobs.content;
+  assert.ok(content.length >= 1);
+  for (const entry of content) {
+    assert.equal(typeof entry.token, "string");
+    assert.ok(entry.top_logprobs.length === 2);
+  }
+});
+
+await check("stop strings", async () => {
+  // A stop string taken from the greedy text: generation ends just before it.
+  const match = /[A-Za-z]{3,}/.exec(greedyText.slice(2));
+  assert.ok(match, `no word in the greedy text ${JSON.stringify(greedyText)}`);
+  const stop = match[0];
+  const r = await client.completions.create({ model, prompt: "The river flows", max_tokens: 20, temperature: 0, ignore_eos: true, stop: [stop] });
+  assert.equal(r.choices[0].finish_reason, "stop");
+  assert.equal(r.choices[0].stop_reason, stop);
+  assert.equal(r.choices[0].text, greedyText.slice(0, greedyText.indexOf(stop)));
+});
+
+await check("seed reproducibility", async () => {
+  const ask = (seed) =>
+    client.completions.create({ model, prompt: "A story:", max_tokens: 16, temperature: 1, seed });
+  const [a, b, c] = await Promise.all([ask(1234), ask(1234), ask(99)]);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+  assert.notEqual(a.choices[0].text, c.choices[0].text);
+});
+
+await check("errors", async () => {
+  await assert.rejects(
+    client.completions.create({ model: "no/such-model", prompt: "x", max_tokens: 2 }),
+    (e) => e.status === 404,
+  );
+  await assert.rejects(
+    client.completions.create({ model, prompt: "x", max_tokens: 2, temperature: -1 }),
+    (e) => e.status === 400,
+  );
+});
