@@ -7,10 +7,6 @@
 
 #include "engine/cpu/kernels.h"
 
-// The vector types never cross a non-inlined boundary of another unit, so GCC's note that passing them
-// by value depends on the ISA (-Wpsabi) does not concern us.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 namespace engine::cpu::kernels {
 namespace {
 

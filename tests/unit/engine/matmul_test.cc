@@ -205,7 +205,7 @@ TEST_P(MatmulLevels, MatchesDoublePrecisionReference) {
       for (const std::size_t rows : {1, 3, 4, 13}) {
         const Matrix m = make_matrix(type, rows, cols, ++seed);
         const auto bias = random_vector(rows, ++seed);
-        for (const std::size_t tokens : {1, 2, 5, 7, 17}) {
+        for (std::size_t tokens = 1; tokens <= 17; ++tokens) {
           const auto x = random_vector(tokens * cols, ++seed);
           for (const bool with_bias : {false, true}) {
             auto out = poisoned(tokens * rows);
@@ -252,6 +252,26 @@ TEST_P(MatmulLevels, TokenResultsDoNotDependOnTheBatch) {
         EXPECT_EQ(std::memcmp(partial.data(), batched.data() + t * rows, partial.size() * sizeof(float)), 0)
             << describe(level, type, rows, cols, sub) << " from token " << t;
       }
+    }
+  }
+}
+
+// Wide rows and enough tokens that the batched path works through several token blocks.
+TEST_P(MatmulLevels, LongBatchesMatchSingleTokens) {
+  const std::string_view level = GetParam();
+  ThreadPool pool(2);
+  std::uint32_t seed = 700;
+  for (const WeightType type : kAllTypes) {
+    const Matrix m = make_matrix(type, 9, 3072, ++seed);
+    const std::size_t tokens = 61;
+    const auto x = random_vector(tokens * m.cols, ++seed);
+    auto batched = poisoned(tokens * m.rows);
+    matmul_at_level(level, pool, m.view(), x.data(), tokens, batched.data());
+    for (std::size_t t = 0; t < tokens; ++t) {
+      auto alone = poisoned(m.rows);
+      matmul_at_level(level, pool, m.view(), x.data() + t * m.cols, 1, alone.data());
+      ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * m.rows, m.rows * sizeof(float)), 0)
+          << describe(level, type, m.rows, m.cols, tokens) << " token " << t;
     }
   }
 }
