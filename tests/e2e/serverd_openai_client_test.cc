@@ -50,14 +50,53 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   const int status = testing_support::run_command(
       std::string("'") + NODE_EXECUTABLE + "' '" + OPENAI_CLIENT_SCRIPT + "' " + base + " demo/tiny sk-test", output);
   EXPECT_EQ(status, 0) << output << serverd.err();
-  for (const char* check : {"models", "completions", "chat", "chat streaming with usage", "n > 1", "logprobs",
-                            "stop strings", "seed reproducibility", "errors"}) {
+  for (const char* check :
+       {"models", "completions", "chat", "chat streaming with usage", "n > 1", "logprobs", "stop strings",
+        "seed reproducibility", "errors", "64 concurrent streams match their runs alone",
+        "a client that disconnects mid-stream is cancelled"}) {
     EXPECT_THAT(output, HasSubstr(std::string("ok ") + check + "\n")) << output;
   }
 
   serverd.signal(SIGTERM);
   EXPECT_EQ(serverd.wait(), 0) << serverd.err();
   EXPECT_THAT(serverd.err(), HasSubstr("fetchd: SIGTERM, stopping"));
+}
+
+// --revision names a branch other than main and --download-dir a cache outside HF_HOME: serverd serves the
+// branch's commit from that directory.
+TEST(ServerdOpenAiClient, RevisionAndDownloadDirCarryThrough) {
+  TempDir dir;
+  engine::tools::ModelWriterOptions model;
+  model.arch = engine::model::Architecture::Llama;
+  model.out_dir = dir / "model";
+  engine::tools::write_model(model);
+
+  testing_support::TestHub hub;
+  hub.add_repository_from_folder("demo/tiny", dir / "model");
+  std::vector<testing_support::HubFile> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "model")) {
+    const auto bytes = testing_support::read_file(entry.path());
+    const std::string name = entry.path().filename().string();
+    files.push_back(
+        {name, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()), name.ends_with(".safetensors")});
+  }
+  files.push_back({"README.md", "the dev branch\n"});
+  const std::string dev_commit = hub.commit("demo/tiny", "dev", files);
+
+  const auto cache = dir / "elsewhere" / "cache";
+  ChildProcess serverd(
+      {SERVERD_BINARY, "--model", "demo/tiny", "--revision", "dev", "--download-dir", cache.string(), "--host",
+       "127.0.0.1", "--port", "0"},
+      {{"HF_HOME", (dir / "home").string()}, {"HF_ENDPOINT", hub.endpoint()}, {"FETCHD_BINARY", FETCHD_BINARY}});
+  ASSERT_TRUE(testing_support::eventually(
+      [&] { return serverd.err().find("serving 'demo/tiny'") != std::string::npos; }, std::chrono::seconds(120)))
+      << serverd.err();
+  EXPECT_THAT(serverd.err(), HasSubstr("demo/tiny at " + dev_commit + " is " + cache.string() +
+                                       "/models--demo--tiny/snapshots/" + dev_commit));
+  EXPECT_TRUE(std::filesystem::exists(cache / "models--demo--tiny" / "snapshots" / dev_commit / "config.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "home" / "hub" / "models--demo--tiny"));
+  serverd.signal(SIGTERM);
+  EXPECT_EQ(serverd.wait(), 0) << serverd.err();
 }
 
 }  // namespace

@@ -142,3 +142,59 @@ await check("errors", async () => {
     (e) => e.status === 400,
   );
 });
+
+// Prometheus text: the value of the first sample of `name`.
+async function metric(name) {
+  const text = await (await fetch(baseURL.replace(/\/v1$/, "") + "/metrics")).text();
+  const line = text.split("\n").find((l) => l.startsWith(name + "{") || l.startsWith(name + " "));
+  assert.ok(line, `no ${name} in /metrics`);
+  return Number(line.split(" ").pop());
+}
+
+// Polls /metrics until `name` reads `value` (the engine thread updates it after the step that ends the work).
+async function metricBecomes(name, value) {
+  const deadline = Date.now() + 30_000;
+  while ((await metric(name)) !== value) {
+    assert.ok(Date.now() < deadline, `${name} stayed at ${await metric(name)}, not ${value}`);
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+async function streamText(prompt, maxTokens) {
+  const stream = await client.completions.create({
+    model, prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true,
+  });
+  let text = "";
+  for await (const chunk of stream) text += chunk.choices[0]?.text ?? "";
+  return text;
+}
+
+await check("64 concurrent streams match their runs alone", async () => {
+  const prompts = Array.from({ length: 8 }, (_, i) => `Story number ${i}: once upon a time`);
+  const alone = [];
+  for (const p of prompts) alone.push(await streamText(p, 24));
+  const together = await Promise.all(Array.from({ length: 64 }, (_, i) => streamText(prompts[i % 8], 24)));
+  together.forEach((text, i) => assert.equal(text, alone[i % 8], `stream ${i}`));
+  await metricBecomes("vllm:num_requests_running", 0);
+  await metricBecomes("vllm:kv_cache_usage_perc", 0);
+});
+
+await check("a client that disconnects mid-stream is cancelled", async () => {
+  const controller = new AbortController();
+  const stream = await client.completions.create(
+    { model, prompt: "Never ending", max_tokens: 2000, temperature: 0, ignore_eos: true, stream: true },
+    { signal: controller.signal },
+  );
+  let chunks = 0;
+  try {
+    for await (const chunk of stream) {
+      chunks += chunk.choices.length;
+      if (chunks === 3) controller.abort();
+    }
+  } catch (e) {
+    assert.ok(e.name === "AbortError" || controller.signal.aborted, String(e));
+  }
+  assert.ok(chunks >= 3 && chunks < 100, `${chunks} chunks after the abort`);
+  await metricBecomes("vllm:num_requests_running", 0);
+  await metricBecomes("vllm:kv_cache_usage_perc", 0);
+});
