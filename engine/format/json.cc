@@ -22,4 +22,13 @@ rapidjson::Document parse_json_prefix(std::string_view text, std::size_t& consum
   return doc;
 }
 
+std::string_view json_type_name(const rapidjson::Value& value) {
+  if (value.IsNull()) return "null";
+  if (value.IsBool()) return "a boolean";
+  if (value.IsNumber()) return "a number";
+  if (value.IsString()) return "a string";
+  if (value.IsArray()) return "an array";
+  return "an object";
+}
+
 }  // namespace engine::format

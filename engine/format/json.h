@@ -13,4 +13,7 @@ namespace engine::format {
 // bytes read, so callers decide what may follow. Returns the error text in `error` (empty on success).
 rapidjson::Document parse_json_prefix(std::string_view text, std::size_t& consumed, std::string& error);
 
+// "null", "a boolean", "a number", "a string", "an array" or "an object": the kind of a value, for messages.
+std::string_view json_type_name(const rapidjson::Value& value);
+
 }  // namespace engine::format

@@ -76,6 +76,16 @@ class JsonFields {
   std::string_view name_;
 };
 
+// A JSON document that must be an object (config.json, generation_config.json).
+rapidjson::Document parse_json_object(std::string_view json, std::string_view name) {
+  std::size_t consumed = 0;
+  std::string error;
+  auto doc = format::parse_json_prefix(json, consumed, error);
+  if (!error.empty()) throw ConfigError(std::string(name) + ": not valid JSON: " + error);
+  if (!doc.IsObject()) throw ConfigError(std::string(name) + ": not a JSON object");
+  return doc;
+}
+
 [[noreturn]] void throw_config_error(std::string_view name, const std::string& what) {
   throw ConfigError(std::string(name) + ": " + what);
 }
@@ -100,11 +110,7 @@ std::string_view architecture_name(Architecture arch) {
 }
 
 ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
-  std::size_t consumed = 0;
-  std::string error;
-  const auto doc = format::parse_json_prefix(json, consumed, error);
-  if (!error.empty()) throw ConfigError(std::string(name) + ": not valid JSON: " + error);
-  if (!doc.IsObject()) throw ConfigError(std::string(name) + ": not a JSON object");
+  const auto doc = parse_json_object(json, name);
   const JsonFields f(doc, name);
 
   const auto* archs = f.find("architectures");
@@ -178,11 +184,7 @@ ModelConfig read_hf_config(const std::filesystem::path& config_json) {
 }
 
 GenerationDefaults parse_generation_config(std::string_view json, std::string_view name) {
-  std::size_t consumed = 0;
-  std::string error;
-  const auto doc = format::parse_json_prefix(json, consumed, error);
-  if (!error.empty()) throw ConfigError(std::string(name) + ": not valid JSON: " + error);
-  if (!doc.IsObject()) throw ConfigError(std::string(name) + ": not a JSON object");
+  const auto doc = parse_json_object(json, name);
   const JsonFields f(doc, name);
   GenerationDefaults g;
   auto number = [&](const char* key, std::optional<double>& out) {

@@ -19,12 +19,7 @@ namespace {
 using rapidjson::Value;
 
 std::string describe(const Value& value) {
-  if (value.IsNull()) return "null";
-  if (value.IsBool()) return "a boolean";
-  if (value.IsNumber()) return "a number";
-  if (value.IsString()) return "a string";
-  if (value.IsArray()) return "an array";
-  return "an object";
+  return std::string(engine::format::json_type_name(value));
 }
 
 // Walks a parsed document, naming the file and the field in every error.

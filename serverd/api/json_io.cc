@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/format/json.h"
 #include "serverd/api/api_error.h"
 
 namespace serverd::api {
@@ -121,12 +122,7 @@ const rapidjson::Value* field(const rapidjson::Value& object, std::string_view n
 }
 
 std::string_view json_type_name(const rapidjson::Value& value) {
-  if (value.IsNull()) return "null";
-  if (value.IsBool()) return "a boolean";
-  if (value.IsNumber()) return "a number";
-  if (value.IsString()) return "a string";
-  if (value.IsArray()) return "an array";
-  return "an object";
+  return engine::format::json_type_name(value);
 }
 
 std::optional<bool> bool_field(const rapidjson::Value& object, std::string_view name) {
