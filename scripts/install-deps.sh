@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain
   cmake g++ ninja-build pkg-config git ca-certificates
+  # the demo asks serverd with curl
+  curl
   # fetchd: gRPC, protobuf, HTTP client with TLS, JSON, LZ4 and BLAKE3 for Xet
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcurl4-openssl-dev libssl-dev rapidjson-dev liblz4-dev librust-blake3-dev b3sum
