@@ -21,6 +21,7 @@
 #include "fetchd/resolve/resolver.h"
 #include "fetchd/service/fetch_service.h"
 #include "fetchd/verify/cache_verifier.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace {
 
@@ -31,6 +32,7 @@ constexpr std::string_view kUsage =
     "  pull     Resolve --model into the Hugging Face cache and print the path to serve (last line of stdout)\n"
     "  serve    Answer Resolve over gRPC on --listen (unix:PATH or HOST:PORT), with grpc.health.v1\n"
     "  verify   Re-prove every file in the cache from its bytes; report, or --delete, the ones that fail\n"
+    "  health   Ask a running 'fetchd serve' the grpc.health.v1 Check; exit 0 when it is SERVING\n"
     "\n"
     "Run 'fetchd COMMAND --help' for a command's options.\n"
     "\n"
@@ -191,6 +193,44 @@ int serve(std::span<char* const> args) {
   return 0;
 }
 
+// `fetchd health`: the standard grpc.health.v1 Check against a running `fetchd serve`, as an exec probe.
+// Kubernetes' own gRPC probes dial the pod IP, which a sidecar listening on a Unix socket (or on loopback)
+// never answers; this command reaches the socket from inside the container instead.
+int health(std::span<char* const> args) {
+  std::string address;
+  std::string service;
+  std::uint64_t timeout_s = 5;
+  fetchd::client::FlagParser flags("usage: fetchd health --address ADDR [--service NAME] [--timeout SECONDS]");
+  flags.add_string("address", "ADDR", "unix:PATH or HOST:PORT of a running 'fetchd serve'", &address);
+  flags.add_string("service", "NAME", "Service to ask about (default: the server as a whole)", &service);
+  flags.add_uint("timeout", "SECONDS", "Give up after this long (default 5)", &timeout_s, 1, 3600);
+  if (!flags.parse(args)) {
+    std::fputs(flags.help().c_str(), stdout);
+    return 0;
+  }
+  if (address.empty()) throw fetchd::client::UsageError("health needs --address unix:PATH or HOST:PORT");
+
+  const auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  const auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  if (!status.ok()) {
+    throw fetchd::FetchError(fetchd::ErrorKind::Network, "health: no answer from '" + address + "' within " +
+                                                             std::to_string(timeout_s) +
+                                                             " s: " + status.error_message());
+  }
+  const std::string state = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    throw fetchd::FetchError(fetchd::ErrorKind::Network, "health: '" + address + "' answers " + state);
+  }
+  std::cout << state << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,6 +252,7 @@ int main(int argc, char** argv) {
     if (command == "pull") return pull(args.subspan(1));
     if (command == "serve") return serve(args.subspan(1));
     if (command == "verify") return verify(args.subspan(1));
+    if (command == "health") return health(args.subspan(1));
     throw fetchd::client::UsageError("unknown command '" + std::string(command) + "' (see fetchd --help)");
   } catch (const fetchd::FetchError& e) {
     std::cerr << "fetchd: " << e.what() << '\n';

@@ -18,7 +18,12 @@ packages=(
   # tests: GoogleTest, the numpy reference, Jinja2 (transformers' chat-template engine), node for the
   # reference peers from npm
   libgtest-dev libgmock-dev python3 python3-numpy python3-jinja2
+  # tests: the deployment's nginx, run by the local pod test (tests/deploy/local_pod.mjs) as a plain binary.
+  # (On a machine with systemd, Debian's package also starts its default site on port 80.)
+  nginx
 )
+# kubectl is not in Debian 12: the Kubernetes checks render k8s/ themselves (tests/deploy/kustomize.mjs) and
+# compare with `kubectl kustomize` only where kubectl is installed.
 
 missing=()
 for p in "${packages[@]}"; do
