@@ -45,8 +45,8 @@ struct Table {
   DequantFn dequantize[kTypeCount];
   SumFn sum;
   ScratchFn gemm_scratch_floats;
-  std::size_t row_tile;          // rows decoded together by gemm (work is best split in multiples of it)
-  std::size_t batch_max_tokens;  // gemv_batch is used for 2 .. batch_max_tokens tokens, gemm above
+  std::size_t row_tile;                      // rows decoded together by gemm (work is best split in multiples of it)
+  std::size_t batch_max_tokens[kTypeCount];  // by type: gemv_batch for 2 .. batch_max_tokens tokens, gemm above
 };
 
 const Table& portable_table();

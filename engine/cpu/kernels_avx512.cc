@@ -20,8 +20,9 @@ struct Avx512 {
   static constexpr int kGemvRows = 4;   // rows per gemv tile: 4 accumulator chains, x loaded once per tile
   static constexpr int kBatchRows = 4;  // gemv_batch tile: 4 rows x 4 tokens = 16 accumulators, the rest for decoding
   static constexpr int kBatchTokens = 4;
-  static constexpr std::size_t kBatchMaxTokens = 16;  // gemv_batch up to this many tokens, gemm above
-  static constexpr bool kLookup16 = true;             // 4-bit weights decode with one vpermps from a 16-value table
+  static constexpr std::size_t kBatchMaxTokens = 48;       // gemv_batch up to this many tokens, gemm above
+  static constexpr std::size_t kBatchMaxTokensKQuant = 8;  // (K-quants: decoding dominates, see make_table)
+  static constexpr bool kLookup16 = true;  // 4-bit weights decode with one vpermps from a 16-value table
   using F = __m512;
   using I = __m512i;
 

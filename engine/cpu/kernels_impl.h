@@ -576,6 +576,14 @@ float sum_floats(const float* data, std::size_t n) {
   return s;
 }
 
+// gemv_batch re-decodes a row tile for every kBatchTokens tokens, gemm decodes it once per token block: the
+// K-quants' costly decode makes gemm the faster one from about 12 tokens, while for the cheaply decoded
+// types gemv_batch (no store and reload of the decoded tile) stays ahead past 48 (docs/cpu-kernels.md).
+template <class V>
+constexpr std::size_t batch_max_tokens(int type) {
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K ? V::kBatchMaxTokensKQuant : V::kBatchMaxTokens;
+}
+
 template <class V>
 constexpr Table make_table(const char* name) {
   return Table{
@@ -591,7 +599,8 @@ constexpr Table make_table(const char* name) {
       sum_floats<V>,
       gemm_scratch_floats<V>,
       kRowTile,
-      V::kBatchMaxTokens,
+      {batch_max_tokens<V>(kF32), batch_max_tokens<V>(kF16), batch_max_tokens<V>(kBF16), batch_max_tokens<V>(kQ8_0),
+       batch_max_tokens<V>(kQ4_0), batch_max_tokens<V>(kQ4_K), batch_max_tokens<V>(kQ5_K), batch_max_tokens<V>(kQ6_K)},
   };
 }
 

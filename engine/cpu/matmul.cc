@@ -111,7 +111,7 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
                       });
     return;
   }
-  if (tokens <= table.batch_max_tokens) {
+  if (tokens <= table.batch_max_tokens[type]) {
     // A few tokens (batched decode): stream the weights once, as for one token, and multiply each decoded
     // group into every token's accumulators; split like gemv, since the work is still bound by the weights.
     const kernels::GemvBatchFn gemv_batch = table.gemv_batch[type];

@@ -77,7 +77,7 @@ void bench_batches(ThreadPool& pool, const std::string& level, bool quick) {
   const WeightType types[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
                               WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
   const Shape shapes[] = {{"3072x1024", 3072, 1024}, {"1024x3072", 1024, 3072}};
-  constexpr std::size_t kTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 24};
+  constexpr std::size_t kTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48};
   std::printf("ms per matmul (weights from memory)\n%-6s %-10s", "type", "matrix");
   for (const std::size_t t : kTokens) std::printf(" %6zu", t);
   std::printf("   (tokens)\n");
