@@ -27,6 +27,10 @@ using GemvFn = void (*)(const Rows& rows, const float* x, float* out, const floa
 // gemm_scratch_floats(cols) floats; the result of every (row, token) equals GemvFn's bit for bit.
 using GemmFn = void (*)(const Rows& rows, const float* x, std::size_t tokens, float* out, std::size_t out_stride,
                         const float* bias, float* scratch);
+// GemmFn for a few tokens (batched decode), without scratch: the weights are decoded in registers and
+// streamed once per row tile, each decoded group multiplied into several tokens' accumulators.
+using GemvBatchFn = void (*)(const Rows& rows, const float* x, std::size_t tokens, float* out, std::size_t out_stride,
+                             const float* bias);
 // All rows as f32, `cols` values each, back to back.
 using DequantFn = void (*)(const Rows& rows, float* out);
 // The sum of n floats read with the widest loads (the memory bandwidth probe).
@@ -36,11 +40,13 @@ using ScratchFn = std::size_t (*)(std::size_t cols);
 struct Table {
   const char* name;
   GemvFn gemv[kTypeCount];
+  GemvBatchFn gemv_batch[kTypeCount];
   GemmFn gemm[kTypeCount];
   DequantFn dequantize[kTypeCount];
   SumFn sum;
   ScratchFn gemm_scratch_floats;
-  std::size_t row_tile;  // rows decoded together by gemm (work is best split in multiples of it)
+  std::size_t row_tile;                      // rows decoded together by gemm (work is best split in multiples of it)
+  std::size_t batch_max_tokens[kTypeCount];  // by type: gemv_batch for 2 .. batch_max_tokens tokens, gemm above
 };
 
 const Table& portable_table();

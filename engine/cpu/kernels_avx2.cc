@@ -12,6 +12,10 @@ struct Avx2 {
   static constexpr int W = 8;
   static constexpr int kTokenTile = 3;  // 4 rows x 3 tokens = 12 of the 16 vector registers accumulate
   static constexpr int kGemvRows = 4;   // rows per gemv tile: 4 accumulator chains, x loaded once per tile
+  static constexpr int kBatchRows = 4;  // gemv_batch tile: 4 rows x 2 tokens = 8 of the 16 registers accumulate
+  static constexpr int kBatchTokens = 2;
+  static constexpr std::size_t kBatchMaxTokens = 48;       // gemv_batch up to this many tokens, gemm above
+  static constexpr std::size_t kBatchMaxTokensKQuant = 8;  // (K-quants: decoding dominates, see make_table)
   static constexpr bool kLookup16 = false;
   using F = __m256;
   using I = __m256i;

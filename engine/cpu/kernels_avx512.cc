@@ -16,8 +16,12 @@ namespace {
 
 struct Avx512 {
   static constexpr int W = 16;
-  static constexpr int kTokenTile = 6;     // 4 rows x 6 tokens = 24 of the 32 vector registers accumulate
-  static constexpr int kGemvRows = 4;      // rows per gemv tile: 4 accumulator chains, x loaded once per tile
+  static constexpr int kTokenTile = 6;  // 4 rows x 6 tokens = 24 of the 32 vector registers accumulate
+  static constexpr int kGemvRows = 4;   // rows per gemv tile: 4 accumulator chains, x loaded once per tile
+  static constexpr int kBatchRows = 4;  // gemv_batch tile: 4 rows x 4 tokens = 16 accumulators, the rest for decoding
+  static constexpr int kBatchTokens = 4;
+  static constexpr std::size_t kBatchMaxTokens = 48;       // gemv_batch up to this many tokens, gemm above
+  static constexpr std::size_t kBatchMaxTokensKQuant = 8;  // (K-quants: decoding dominates, see make_table)
   static constexpr bool kLookup16 = true;  // 4-bit weights decode with one vpermps from a 16-value table
   using F = __m512;
   using I = __m512i;

@@ -325,6 +325,123 @@ void gemv(const Rows& m, const float* x, float* out, const float* bias) {
   }
 }
 
+// ---- a few tokens (batched decode): gemv with T token accumulators per row ------------------------------
+
+// R rows x T tokens: the weights are decoded in registers as gemv does, and each decoded group is multiplied
+// into the T tokens' accumulators while it is in a register. acc[r][t] sees the same values in the same
+// order as gemv_tile's acc[r] for token t, so the result is gemv's bit for bit.
+template <class V, int Type, int R, int T>
+void batch_tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x, float* out,
+                std::size_t out_stride, const float* bias) {
+  using F = typename V::F;
+  F acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+  }
+  const std::uint8_t* ahead = w + kPrefetchTiles * R * row_bytes;
+  if constexpr (is_float_type(Type)) {
+    const std::size_t full = cols / V::W * V::W;
+    constexpr std::size_t kGroupBytes = R * V::W * block_bytes(Type);
+    for (std::size_t k = 0; k < full; k += V::W) {
+      prefetch_span<V>(ahead, kGroupBytes);
+      ahead += kGroupBytes;
+      F wv[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) wv[r] = load_float_group<V, Type>(w + r * row_bytes, k);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const F xv = V::loadu(x + t * cols + k);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+      }
+    }
+    if (full < cols) {
+      alignas(64) float xt[V::W];
+      alignas(64) float wt[V::W];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        float_tail<V, Type>(w + r * row_bytes, full, cols, wt);
+        const F wv = V::loadu(wt);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          x_tail<V>(x + t * cols, full, cols, xt);
+          acc[r][t] = V::fma(wv, V::loadu(xt), acc[r][t]);
+        }
+      }
+    }
+  } else {
+    constexpr std::size_t be = block_elements(Type), bb = block_bytes(Type);
+    for (std::size_t blk = 0; blk < cols / be; ++blk) {
+      prefetch_span<V>(ahead, R * bb);
+      ahead += R * bb;
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        auto sink = [&](std::size_t k, F wv) {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) acc[r][t] = V::fma(wv, V::loadu(x + t * cols + k), acc[r][t]);
+        };
+        decode_block<V, Type>(w + r * row_bytes + blk * bb, blk * be, sink);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const float s = V::hsum(acc[r][t]);
+      out[t * out_stride + r] = bias != nullptr ? s + bias[r] : s;
+    }
+  }
+}
+
+// batch_tile for n <= T tokens (T at compile time, n at run time).
+template <class V, int Type, int R, int T>
+void batch_tile_tokens(int n, const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x,
+                       float* out, std::size_t out_stride, const float* bias) {
+  if (n == T) return batch_tile<V, Type, R, T>(w, row_bytes, cols, x, out, out_stride, bias);
+  if constexpr (T > 1) batch_tile_tokens<V, Type, R, T - 1>(n, w, row_bytes, cols, x, out, out_stride, bias);
+}
+
+// A tile of R rows against every token, kBatchTokens at a time: the tile's bytes come from memory for the
+// first token group and from L1/L2 for the others.
+template <class V, int Type, int R>
+void batch_rows(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x, std::size_t tokens,
+                float* out, std::size_t out_stride, const float* bias) {
+  constexpr std::size_t kTokens = V::kBatchTokens;
+  for (std::size_t t = 0; t < tokens; t += kTokens) {
+    const auto n = static_cast<int>(min_size(kTokens, tokens - t));
+    batch_tile_tokens<V, Type, R, V::kBatchTokens>(n, w, row_bytes, cols, x + t * cols, out + t * out_stride,
+                                                   out_stride, bias);
+  }
+}
+
+template <class V, int Type, int R>
+void batch_rows_tail(int n, const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x,
+                     std::size_t tokens, float* out, std::size_t out_stride, const float* bias) {
+  if (n == R) return batch_rows<V, Type, R>(w, row_bytes, cols, x, tokens, out, out_stride, bias);
+  if constexpr (R > 1) batch_rows_tail<V, Type, R - 1>(n, w, row_bytes, cols, x, tokens, out, out_stride, bias);
+}
+
+template <class V, int Type>
+void gemv_batch(const Rows& m, const float* x, std::size_t tokens, float* out, std::size_t out_stride,
+                const float* bias) {
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  constexpr int kRows = V::kBatchRows;
+  std::size_t r = 0;
+  for (; r + kRows <= m.rows; r += kRows) {
+    batch_rows<V, Type, kRows>(w + r * m.row_bytes, m.row_bytes, m.cols, x, tokens, out + r, out_stride,
+                               bias != nullptr ? bias + r : nullptr);
+  }
+  if constexpr (kRows > 1) {
+    if (r < m.rows) {
+      batch_rows_tail<V, Type, kRows - 1>(static_cast<int>(m.rows - r), w + r * m.row_bytes, m.row_bytes, m.cols, x,
+                                          tokens, out + r, out_stride, bias != nullptr ? bias + r : nullptr);
+    }
+  }
+}
+
 // ---- several tokens: decode a row tile once, reuse it for every token -----------------------------------
 
 // T tokens x kRowTile rows of the decoded tile `w` (rows cols_pad apart, zero-padded); rows >= nr are not
@@ -459,12 +576,22 @@ float sum_floats(const float* data, std::size_t n) {
   return s;
 }
 
+// gemv_batch re-decodes a row tile for every kBatchTokens tokens, gemm decodes it once per token block: the
+// K-quants' costly decode makes gemm the faster one from about 12 tokens, while for the cheaply decoded
+// types gemv_batch (no store and reload of the decoded tile) stays ahead past 48 (docs/cpu-kernels.md).
+template <class V>
+constexpr std::size_t batch_max_tokens(int type) {
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K ? V::kBatchMaxTokensKQuant : V::kBatchMaxTokens;
+}
+
 template <class V>
 constexpr Table make_table(const char* name) {
   return Table{
       name,
       {gemv<V, kF32>, gemv<V, kF16>, gemv<V, kBF16>, gemv<V, kQ8_0>, gemv<V, kQ4_0>, gemv<V, kQ4_K>, gemv<V, kQ5_K>,
        gemv<V, kQ6_K>},
+      {gemv_batch<V, kF32>, gemv_batch<V, kF16>, gemv_batch<V, kBF16>, gemv_batch<V, kQ8_0>, gemv_batch<V, kQ4_0>,
+       gemv_batch<V, kQ4_K>, gemv_batch<V, kQ5_K>, gemv_batch<V, kQ6_K>},
       {gemm<V, kF32>, gemm<V, kF16>, gemm<V, kBF16>, gemm<V, kQ8_0>, gemm<V, kQ4_0>, gemm<V, kQ4_K>, gemm<V, kQ5_K>,
        gemm<V, kQ6_K>},
       {dequantize<V, kF32>, dequantize<V, kF16>, dequantize<V, kBF16>, dequantize<V, kQ8_0>, dequantize<V, kQ4_0>,
@@ -472,6 +599,8 @@ constexpr Table make_table(const char* name) {
       sum_floats<V>,
       gemm_scratch_floats<V>,
       kRowTile,
+      {batch_max_tokens<V>(kF32), batch_max_tokens<V>(kF16), batch_max_tokens<V>(kBF16), batch_max_tokens<V>(kQ8_0),
+       batch_max_tokens<V>(kQ4_0), batch_max_tokens<V>(kQ4_K), batch_max_tokens<V>(kQ5_K), batch_max_tokens<V>(kQ6_K)},
   };
 }
 

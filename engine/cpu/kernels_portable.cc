@@ -14,6 +14,10 @@ struct Portable {
   static constexpr int W = 16;
   static constexpr int kTokenTile = 2;
   static constexpr int kGemvRows = 4;
+  static constexpr int kBatchRows = 4;  // gemv_batch tile: as AVX2: baseline ISAs have 16 vector registers or fewer
+  static constexpr int kBatchTokens = 2;
+  static constexpr std::size_t kBatchMaxTokens = 48;       // gemv_batch up to this many tokens, gemm above
+  static constexpr std::size_t kBatchMaxTokensKQuant = 8;  // (K-quants: decoding dominates, see make_table)
   static constexpr bool kLookup16 = false;
   using F = float __attribute__((vector_size(64)));
   using I = std::int32_t __attribute__((vector_size(64)));

@@ -111,6 +111,16 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
                       });
     return;
   }
+  if (tokens <= table.batch_max_tokens[type]) {
+    // A few tokens (batched decode): stream the weights once, as for one token, and multiply each decoded
+    // group into every token's accumulators; split like gemv, since the work is still bound by the weights.
+    const kernels::GemvBatchFn gemv_batch = table.gemv_batch[type];
+    pool.parallel_for(
+        w.rows, range_rows(row_bytes, kGemvRangeBytes, table.row_tile), [&](std::size_t begin, std::size_t end) {
+          gemv_batch(rows_at(begin, end), x, tokens, out + begin, w.rows, bias != nullptr ? bias + begin : nullptr);
+        });
+    return;
+  }
   const kernels::GemmFn gemm = table.gemm[type];
   const std::size_t scratch_floats = table.gemm_scratch_floats(w.cols);
   pool.parallel_for(w.rows, range_rows(row_bytes, kGemmRangeBytes, table.row_tile),

@@ -1,6 +1,7 @@
 // engine-kernel-bench: throughput of the CPU matmul kernels on Qwen3-0.6B-sized matrices, per weight type.
 // Batch-1 (decode) is reported as GB/s of weights streamed, beside the machine's measured read bandwidth;
-// 64 tokens (prefill) as GFLOP/s. Usage: engine-kernel-bench [--threads N] [--level L] [--quick]
+// 64 tokens (prefill) as GFLOP/s. With --batches, the time of one matmul at 1..16 tokens (batched decode)
+// instead, weights streamed from memory. Usage: engine-kernel-bench [--threads N] [--level L] [--quick] [--batches]
 
 #include <algorithm>
 #include <chrono>
@@ -61,12 +62,58 @@ double best_seconds(int repeats, F&& f) {
   return best;
 }
 
+// Copies of `bytes` filling about `target` bytes, so that repeated calls stream the weights from memory
+// (as a decode step does) instead of finding them in the last-level cache.
+std::vector<std::byte> streamed_copies(const std::vector<std::byte>& bytes, std::size_t target, std::size_t& copies) {
+  copies = std::clamp<std::size_t>(target / bytes.size(), 1, 256);
+  std::vector<std::byte> streamed(copies * bytes.size());
+  for (std::size_t c = 0; c < copies; ++c) std::memcpy(streamed.data() + c * bytes.size(), bytes.data(), bytes.size());
+  return streamed;
+}
+
+// Milliseconds per matmul at small token counts (batched decode), weights streamed from memory: a
+// memory-bound kernel costs about the same at 8 tokens as at 1.
+void bench_batches(ThreadPool& pool, const std::string& level, bool quick) {
+  const WeightType types[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
+                              WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+  const Shape shapes[] = {{"3072x1024", 3072, 1024}, {"1024x3072", 1024, 3072}};
+  constexpr std::size_t kTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48};
+  std::printf("ms per matmul (weights from memory)\n%-6s %-10s", "type", "matrix");
+  for (const std::size_t t : kTokens) std::printf(" %6zu", t);
+  std::printf("   (tokens)\n");
+  for (const WeightType type : types) {
+    for (const Shape& shape : shapes) {
+      const auto bytes = make_weights(type, shape.rows, shape.cols);
+      std::size_t copies = 0;
+      const auto streamed = streamed_copies(bytes, quick ? (64u << 20) : (256u << 20), copies);
+      std::mt19937 rng(11);
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      std::vector<float> x(kTokens[std::size(kTokens) - 1] * shape.cols);
+      for (auto& v : x) v = dist(rng);
+      std::vector<float> out(kTokens[std::size(kTokens) - 1] * shape.rows);
+      std::printf("%-6s %-10s", std::string(engine::quant::weight_type_name(type)).c_str(), shape.name);
+      for (const std::size_t tokens : kTokens) {
+        const double s = best_seconds(quick ? 2 : 5, [&] {
+          for (std::size_t c = 0; c < copies; ++c) {
+            const WeightMatrix copy{type, streamed.data() + c * bytes.size(), shape.rows, shape.cols};
+            engine::cpu::matmul_at_level(level, pool, copy, x.data(), tokens, out.data());
+          }
+        });
+        std::printf(" %6.3f", 1e3 * s / static_cast<double>(copies));
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::size_t threads = 0;
   std::string level;
   bool quick = false;
+  bool batches = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) {
@@ -75,8 +122,12 @@ int main(int argc, char** argv) {
       level = argv[++i];
     } else if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--batches") {
+      batches = true;
     } else {
-      std::fprintf(stderr, "usage: engine-kernel-bench [--threads N] [--level avx512|avx2|portable] [--quick]\n");
+      std::fprintf(stderr,
+                   "usage: engine-kernel-bench [--threads N] [--level avx512|avx2|portable] [--quick] "
+                   "[--batches]\n");
       return arg == "--help" ? 0 : 2;
     }
   }
@@ -85,6 +136,10 @@ int main(int argc, char** argv) {
   std::printf("SIMD level %s (levels here:", level.c_str());
   for (const auto l : engine::cpu::supported_simd_levels()) std::printf(" %.*s", static_cast<int>(l.size()), l.data());
   std::printf("), %zu threads\n", pool.size());
+  if (batches) {
+    bench_batches(pool, level, quick);
+    return 0;
+  }
   const double bandwidth = engine::cpu::measure_memory_bandwidth(pool, quick ? (256u << 20) : (1u << 30));
   std::printf("measured memory read bandwidth: %.1f GB/s\n\n", bandwidth);
 
@@ -102,10 +157,8 @@ int main(int argc, char** argv) {
       const WeightMatrix w{type, bytes.data(), shape.rows, shape.cols};
       // Batch-1 runs over enough copies (about 512 MiB) that the weights stream from memory, as a decode
       // step's do, instead of sitting in the last-level cache between repeats.
-      const std::size_t copies = std::clamp<std::size_t>((quick ? (128u << 20) : (512u << 20)) / bytes.size(), 1, 256);
-      std::vector<std::byte> streamed(copies * bytes.size());
-      for (std::size_t c = 0; c < copies; ++c)
-        std::memcpy(streamed.data() + c * bytes.size(), bytes.data(), bytes.size());
+      std::size_t copies = 0;
+      const auto streamed = streamed_copies(bytes, quick ? (128u << 20) : (512u << 20), copies);
       std::mt19937 rng(11);
       std::normal_distribution<float> dist(0.0f, 1.0f);
       std::vector<float> x(kPrefillTokens * shape.cols);

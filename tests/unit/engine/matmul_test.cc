@@ -194,6 +194,15 @@ std::string describe(std::string_view level, WeightType type, std::size_t rows, 
          std::to_string(cols) + " tokens " + std::to_string(tokens);
 }
 
+// Every token count 1..17 and some on either side of where the few-token path (gemv_batch) hands over to
+// the tiled one (gemm): 8 tokens for the K-quants, 48 for the other types.
+std::vector<std::size_t> batch_sizes() {
+  std::vector<std::size_t> sizes;
+  for (std::size_t t = 1; t <= 17; ++t) sizes.push_back(t);
+  for (const std::size_t t : {24, 47, 48, 49}) sizes.push_back(t);
+  return sizes;
+}
+
 class MatmulLevels : public ::testing::TestWithParam<std::string_view> {};
 
 TEST_P(MatmulLevels, MatchesDoublePrecisionReference) {
@@ -205,7 +214,7 @@ TEST_P(MatmulLevels, MatchesDoublePrecisionReference) {
       for (const std::size_t rows : {1, 3, 4, 13}) {
         const Matrix m = make_matrix(type, rows, cols, ++seed);
         const auto bias = random_vector(rows, ++seed);
-        for (std::size_t tokens = 1; tokens <= 17; ++tokens) {
+        for (const std::size_t tokens : batch_sizes()) {
           const auto x = random_vector(tokens * cols, ++seed);
           for (const bool with_bias : {false, true}) {
             auto out = poisoned(tokens * rows);
@@ -251,6 +260,40 @@ TEST_P(MatmulLevels, TokenResultsDoNotDependOnTheBatch) {
         matmul_at_level(level, pool3, m.view(), x.data() + t * cols, sub, partial.data(), bias.data());
         EXPECT_EQ(std::memcmp(partial.data(), batched.data() + t * rows, partial.size() * sizeof(float)), 0)
             << describe(level, type, rows, cols, sub) << " from token " << t;
+      }
+    }
+  }
+}
+
+// Every batch size, both paths, odd row counts (a partial row tile) and bias: each (row, token) result is
+// the single-token result bit for bit.
+TEST_P(MatmulLevels, EveryBatchSizeMatchesSingleTokens) {
+  const std::string_view level = GetParam();
+  ThreadPool pool(2);
+  std::uint32_t seed = 600;
+  const std::size_t max_tokens = batch_sizes().back();
+  for (const WeightType type : kAllTypes) {
+    for (const std::size_t cols : test_cols(type)) {
+      for (const std::size_t rows : {5, 7, 12}) {
+        const Matrix m = make_matrix(type, rows, cols, ++seed);
+        const auto bias = random_vector(rows, ++seed);
+        const auto x = random_vector(max_tokens * cols, ++seed);
+        for (const bool with_bias : {false, true}) {
+          const float* b = with_bias ? bias.data() : nullptr;
+          auto alone = poisoned(max_tokens * rows);
+          for (std::size_t t = 0; t < max_tokens; ++t) {
+            matmul_at_level(level, pool, m.view(), x.data() + t * cols, 1, alone.data() + t * rows, b);
+          }
+          for (const std::size_t tokens : batch_sizes()) {
+            auto batched = poisoned(tokens * rows);
+            matmul_at_level(level, pool, m.view(), x.data(), tokens, batched.data(), b);
+            for (std::size_t i = 0; i < tokens * rows; ++i) {
+              ASSERT_EQ(std::bit_cast<std::uint32_t>(alone[i]), std::bit_cast<std::uint32_t>(batched[i]))
+                  << describe(level, type, rows, cols, tokens) << (with_bias ? " bias" : "") << " token " << i / rows
+                  << " row " << i % rows;
+            }
+          }
+        }
       }
     }
   }
@@ -302,7 +345,7 @@ TEST_P(MatmulLevels, LargeQuantizedMatrices) {
   std::uint32_t seed = 1300;
   for (const WeightType type : kAllTypes) {
     const Matrix m = make_matrix(type, 150, 3072, ++seed);
-    for (const std::size_t tokens : {1, 9}) {
+    for (const std::size_t tokens : {1, 4, 9, 33}) {
       const auto x = random_vector(tokens * m.cols, ++seed);
       auto out = poisoned(tokens * m.rows);
       matmul_at_level(level, pool, m.view(), x.data(), tokens, out.data());
