@@ -9,9 +9,9 @@
 //   a half scale times small integers, so computing d*sc*q or fmsub(d*sc, q, dmin*m) in any order gives
 //   the same float).
 // - The dot product of a (row, token) pair is one W-lane accumulator chain, acc = fma(w, x, acc) over
-//   k = 0, W, 2W, ... in order (a zero-padded last group), then V::hsum, then + bias. gemv decodes in
-//   registers and gemm decodes into a tile buffer first, but both feed the same values in the same order,
-//   so a token's result does not depend on the batch it is computed in.
+//   k = 0, W, 2W, ... in order (a zero-padded last group), then V::hsum, then + bias. gemv and gemv_batch
+//   decode in registers and gemm decodes into a tile buffer first, but all feed the same values in the same
+//   order, so a token's result does not depend on the batch it is computed in.
 
 #include <cstddef>
 #include <cstdint>
