@@ -14,8 +14,10 @@ struct Avx2 {
   static constexpr int kGemvRows = 4;   // rows per gemv tile: 4 accumulator chains, x loaded once per tile
   static constexpr int kBatchRows = 4;  // gemv_batch tile: 4 rows x 2 tokens = 8 of the 16 registers accumulate
   static constexpr int kBatchTokens = 2;
-  static constexpr std::size_t kBatchMaxTokens = 48;       // gemv_batch up to this many tokens, gemm above
-  static constexpr std::size_t kBatchMaxTokensKQuant = 8;  // (K-quants: decoding dominates, see make_table)
+  // With 2 tokens per group a row tile is decoded 6 times for 12 tokens; gemm is ahead from about 16
+  // (6 for the K-quants), measured with engine-kernel-bench --batches --level avx2.
+  static constexpr std::size_t kBatchMaxTokens = 12;
+  static constexpr std::size_t kBatchMaxTokensKQuant = 6;
   static constexpr bool kLookup16 = false;
   using F = __m256;
   using I = __m256i;

@@ -9,9 +9,9 @@
 //   a half scale times small integers, so computing d*sc*q or fmsub(d*sc, q, dmin*m) in any order gives
 //   the same float).
 // - The dot product of a (row, token) pair is one W-lane accumulator chain, acc = fma(w, x, acc) over
-//   k = 0, W, 2W, ... in order (a zero-padded last group), then V::hsum, then + bias. gemv decodes in
-//   registers and gemm decodes into a tile buffer first, but both feed the same values in the same order,
-//   so a token's result does not depend on the batch it is computed in.
+//   k = 0, W, 2W, ... in order (a zero-padded last group), then V::hsum, then + bias. gemv and gemv_batch
+//   decode in registers and gemm decodes into a tile buffer first, but all feed the same values in the same
+//   order, so a token's result does not depend on the batch it is computed in.
 
 #include <cstddef>
 #include <cstdint>
@@ -577,8 +577,8 @@ float sum_floats(const float* data, std::size_t n) {
 }
 
 // gemv_batch re-decodes a row tile for every kBatchTokens tokens, gemm decodes it once per token block: the
-// K-quants' costly decode makes gemm the faster one from about 12 tokens, while for the cheaply decoded
-// types gemv_batch (no store and reload of the decoded tile) stays ahead past 48 (docs/cpu-kernels.md).
+// K-quants' costly decode makes gemm the faster one sooner than for the cheaply decoded types, where
+// gemv_batch saves the store and reload of the decoded tile (limits per level in its V; docs/cpu-kernels.md).
 template <class V>
 constexpr std::size_t batch_max_tokens(int type) {
   return type == kQ4_K || type == kQ5_K || type == kQ6_K ? V::kBatchMaxTokensKQuant : V::kBatchMaxTokens;

@@ -16,8 +16,10 @@ struct Portable {
   static constexpr int kGemvRows = 4;
   static constexpr int kBatchRows = 4;  // gemv_batch tile: as AVX2: baseline ISAs have 16 vector registers or fewer
   static constexpr int kBatchTokens = 2;
-  static constexpr std::size_t kBatchMaxTokens = 48;       // gemv_batch up to this many tokens, gemm above
-  static constexpr std::size_t kBatchMaxTokensKQuant = 8;  // (K-quants: decoding dominates, see make_table)
+  // With 2 tokens per group a row tile is decoded 6 times for 12 tokens; gemm is ahead from about 16
+  // (6 for the K-quants), measured with engine-kernel-bench --batches --level avx2.
+  static constexpr std::size_t kBatchMaxTokens = 12;
+  static constexpr std::size_t kBatchMaxTokensKQuant = 6;
   static constexpr bool kLookup16 = false;
   using F = float __attribute__((vector_size(64)));
   using I = std::int32_t __attribute__((vector_size(64)));

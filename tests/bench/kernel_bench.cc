@@ -1,6 +1,6 @@
 // engine-kernel-bench: throughput of the CPU matmul kernels on Qwen3-0.6B-sized matrices, per weight type.
 // Batch-1 (decode) is reported as GB/s of weights streamed, beside the machine's measured read bandwidth;
-// 64 tokens (prefill) as GFLOP/s. With --batches, the time of one matmul at 1..16 tokens (batched decode)
+// 64 tokens (prefill) as GFLOP/s. With --batches, the time of one matmul at 1..48 tokens (batched decode)
 // instead, weights streamed from memory. Usage: engine-kernel-bench [--threads N] [--level L] [--quick] [--batches]
 
 #include <algorithm>

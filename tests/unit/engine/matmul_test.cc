@@ -195,7 +195,7 @@ std::string describe(std::string_view level, WeightType type, std::size_t rows, 
 }
 
 // Every token count 1..17 and some on either side of where the few-token path (gemv_batch) hands over to
-// the tiled one (gemm): 8 tokens for the K-quants, 48 for the other types.
+// the tiled one (gemm): 6 to 48 tokens, by level and type.
 std::vector<std::size_t> batch_sizes() {
   std::vector<std::size_t> sizes;
   for (std::size_t t = 1; t <= 17; ++t) sizes.push_back(t);
