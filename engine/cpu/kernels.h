@@ -53,6 +53,8 @@ const Table& portable_table();
 #if defined(ENGINE_CPU_X86)
 const Table& avx2_table();
 const Table& avx512_table();
+// avx512_table() with BF16 weights computed by vdpbf16ps on bf16-rounded activations.
+const Table& avx512bf16_table();
 #endif
 
 }  // namespace engine::cpu::kernels

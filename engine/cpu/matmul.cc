@@ -27,10 +27,10 @@ bool cpu_supports(std::string_view level) {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   if (level == "avx2") return avx2;
-  if (level == "avx512") {
-    return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  }
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (level == "avx512") return avx512;
+  if (level == "avx512bf16") return avx512 && __builtin_cpu_supports("avx512bf16");
 #endif
   return false;
 }
@@ -41,18 +41,19 @@ const kernels::Table* table_for(std::string_view level) {
 #if defined(ENGINE_CPU_X86)
   if (level == "avx2") return &kernels::avx2_table();
   if (level == "avx512") return &kernels::avx512_table();
+  if (level == "avx512bf16") return &kernels::avx512bf16_table();
 #endif
   return nullptr;
 }
 
-constexpr std::string_view kLevelsBestFirst[] = {"avx512", "avx2", "portable"};
+constexpr std::string_view kLevelsBestFirst[] = {"avx512bf16", "avx512", "avx2", "portable"};
 
 // The best level the CPU runs, unless ENGINE_SIMD names another one it runs.
 const kernels::Table& choose_table() {
   if (const char* forced = std::getenv("ENGINE_SIMD"); forced != nullptr && *forced != '\0') {
     if (const auto* table = table_for(forced)) return *table;
     std::fprintf(stderr,
-                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512, avx2, portable); "
+                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512bf16, avx512, avx2, portable); "
                  "using the best one\n",
                  forced);
   }

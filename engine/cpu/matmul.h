@@ -23,14 +23,15 @@ struct WeightMatrix {
 };
 
 // out[t * w.rows + n] = dot(x[t * w.cols ...], row n of w) + (bias ? bias[n] : 0), for t < tokens.
-// Accumulates in f32 with the weights converted exactly (bf16, f16) or as ggml dequantizes them.
+// Accumulates in f32 with the weights converted exactly (bf16, f16) or as ggml dequantizes them; at the
+// avx512bf16 level BF16 weights multiply activations rounded to bf16 (relative error up to about 1e-2).
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,
             const float* bias = nullptr);
 
 // Rows [first, first + count) of w as f32 (embedding lookups), count * w.cols values.
 void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out);
 
-// The SIMD level in use: "avx512", "avx2" or "portable": the best this CPU runs, unless the environment
+// The SIMD level in use: "avx512bf16", "avx512", "avx2" or "portable": the best this CPU runs, unless the environment
 // variable ENGINE_SIMD (read once, at the first call) names another level it runs.
 std::string_view simd_level();
 

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
       batches = true;
     } else {
       std::fprintf(stderr,
-                   "usage: engine-kernel-bench [--threads N] [--level avx512|avx2|portable] [--quick] "
+                   "usage: engine-kernel-bench [--threads N] [--level avx512bf16|avx512|avx2|portable] [--quick] "
                    "[--batches]\n");
       return arg == "--help" ? 0 : 2;
     }

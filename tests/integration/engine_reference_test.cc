@@ -1,6 +1,7 @@
 // The CPU engine against the independent float64 numpy reference (tests/reference/reference_model.py) on
 // model-writer's tiny random models of each architecture: logits within 1e-4 with f32 weights (safetensors
-// shards and every GGUF type, whose dequantized weights both sides share) and 2e-2 with bf16 weights,
+// shards and every GGUF type, whose dequantized weights both sides share) and 2e-2 with bf16 weights (also
+// the BF16 GGUF at the avx512bf16 level, which rounds activations to bf16),
 // greedy generations identical for 64 steps, and a sequence's logits bit-identical alone, inside a batch
 // of 8 mixed prefill/decode sequences, and with its prompt prefilled in chunks.
 #include <gmock/gmock.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu/matmul.h"
 #include "engine/format/gguf.h"
 #include "engine/format/gguf_writer.h"
 #include "engine/runtime/engine.h"
@@ -142,9 +144,12 @@ TEST_P(EngineReference, EveryGgufTypeMatchesTheReferenceOnTheSameFile) {
   for (const auto type : types) {
     const fs::path file = dir / engine::tools::gguf_file_name(type);
     auto engine = load(file);
+    // At the avx512bf16 level BF16 weights multiply activations rounded to bf16 (docs/cpu-kernels.md): a
+    // bf16 checkpoint's 2e-2 then applies; every other type (and BF16 at other levels) keeps 1e-4.
+    const bool bf16_activations = type == WeightType::BF16 && engine::cpu::simd_level() == "avx512bf16";
     EXPECT_LE(
         worst_relative_error(engine_logits(*engine, kSequences), testing_support::reference_logits(file, kSequences)),
-        1e-4)
+        bf16_activations ? 2e-2 : 1e-4)
         << file;
   }
 }

@@ -161,9 +161,23 @@ std::vector<float> poisoned(std::size_t n) {
   return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
 }
 
-// Compares out against a double-precision product of the dequantized weights.
-void expect_close_to_reference(const Matrix& m, const std::vector<float>& x, std::size_t tokens,
-                               const std::vector<float>& out, const float* bias, const std::string& what) {
+// Whether `level` rounds the activations to bf16 for this weight type (avx512bf16 with BF16 weights:
+// vdpbf16ps multiplies bf16 by bf16).
+bool rounds_activations(std::string_view level, WeightType type) {
+  return level == "avx512bf16" && type == WeightType::BF16;
+}
+
+// x with every value rounded to bf16 (round to nearest even), what avx512bf16 multiplies BF16 weights with.
+std::vector<float> bf16_rounded(const std::vector<float>& x) {
+  std::vector<float> rounded(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) rounded[i] = quant::bf16_to_f32(quant::f32_to_bf16(x[i]));
+  return rounded;
+}
+
+// Compares out against a double-precision product of the dequantized weights, within `relative` of the sum
+// of the products' magnitudes.
+void expect_close_to(const Matrix& m, const std::vector<float>& x, std::size_t tokens, const std::vector<float>& out,
+                     const float* bias, double relative, const std::string& what) {
   for (std::size_t t = 0; t < tokens; ++t) {
     for (std::size_t n = 0; n < m.rows; ++n) {
       double dot = 0, magnitude = 0;
@@ -178,8 +192,21 @@ void expect_close_to_reference(const Matrix& m, const std::vector<float>& x, std
       }
       const float got = out[t * m.rows + n];
       ASSERT_TRUE(std::isfinite(got)) << what << " token " << t << " row " << n;
-      ASSERT_NEAR(got, dot, 1e-5 * magnitude + 1e-30) << what << " token " << t << " row " << n;
+      ASSERT_NEAR(got, dot, relative * magnitude + 1e-30) << what << " token " << t << " row " << n;
     }
+  }
+}
+
+// The double-precision reference at float rounding (1e-5); where the level rounds the activations to bf16,
+// the reference uses the same rounded activations, and the result must also stay within 1e-2 of the exact
+// product (bf16 keeps 8 significant bits: each product is off by at most 2^-9 relative).
+void expect_close_to_reference(std::string_view level, const Matrix& m, const std::vector<float>& x, std::size_t tokens,
+                               const std::vector<float>& out, const float* bias, const std::string& what) {
+  if (rounds_activations(level, m.type)) {
+    expect_close_to(m, bf16_rounded(x), tokens, out, bias, 1e-5, what + " (bf16 activations)");
+    expect_close_to(m, x, tokens, out, bias, 1e-2, what + " (f32 activations)");
+  } else {
+    expect_close_to(m, x, tokens, out, bias, 1e-5, what);
   }
 }
 
@@ -220,7 +247,7 @@ TEST_P(MatmulLevels, MatchesDoublePrecisionReference) {
             auto out = poisoned(tokens * rows);
             const float* b = with_bias ? bias.data() : nullptr;
             matmul_at_level(level, pool, m.view(), x.data(), tokens, out.data(), b);
-            expect_close_to_reference(m, x, tokens, out, b,
+            expect_close_to_reference(level, m, x, tokens, out, b,
                                       describe(level, type, rows, cols, tokens) + (with_bias ? " bias" : ""));
           }
         }
@@ -349,7 +376,7 @@ TEST_P(MatmulLevels, LargeQuantizedMatrices) {
       const auto x = random_vector(tokens * m.cols, ++seed);
       auto out = poisoned(tokens * m.rows);
       matmul_at_level(level, pool, m.view(), x.data(), tokens, out.data());
-      expect_close_to_reference(m, x, tokens, out, nullptr, describe(level, type, m.rows, m.cols, tokens));
+      expect_close_to_reference(level, m, x, tokens, out, nullptr, describe(level, type, m.rows, m.cols, tokens));
     }
   }
 }
@@ -357,21 +384,35 @@ TEST_P(MatmulLevels, LargeQuantizedMatrices) {
 INSTANTIATE_TEST_SUITE_P(Supported, MatmulLevels, ::testing::ValuesIn(supported_simd_levels()),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
-// Every level this CPU runs agrees with the portable one to float rounding.
+// Every level this CPU runs agrees with the portable one to float rounding; a level that rounds the
+// activations to bf16 agrees with portable given the rounded activations, and with the exact product to 1e-2.
 TEST(Matmul, LevelsAgree) {
   ThreadPool pool(2);
   std::uint32_t seed = 2000;
+  const auto agree = [](const std::vector<float>& got, const std::vector<float>& expected, float relative,
+                        const std::string& what) {
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], expected[i], relative * (std::fabs(expected[i]) + 1.0f)) << what << " " << i;
+    }
+  };
   for (const WeightType type : kAllTypes) {
     const Matrix m = make_matrix(type, 37, 512, ++seed);
     const auto x = random_vector(6 * m.cols, ++seed);
+    const auto x_bf16 = bf16_rounded(x);
     auto expected = poisoned(6 * m.rows);
+    auto expected_bf16 = poisoned(6 * m.rows);
     matmul_at_level("portable", pool, m.view(), x.data(), 6, expected.data());
+    matmul_at_level("portable", pool, m.view(), x_bf16.data(), 6, expected_bf16.data());
     for (const auto level : supported_simd_levels()) {
+      const std::string what = std::string(level) + " " + std::string(quant::weight_type_name(type));
       auto got = poisoned(6 * m.rows);
       matmul_at_level(level, pool, m.view(), x.data(), 6, got.data());
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        ASSERT_NEAR(got[i], expected[i], 1e-5 * (std::fabs(expected[i]) + 1.0f))
-            << level << " " << quant::weight_type_name(type) << " " << i;
+      if (rounds_activations(level, type)) {
+        agree(got, expected_bf16, 1e-5f, what + " (bf16 activations)");
+        // Relative to the products' magnitudes: the dot products cancel, so their rounding errors don't.
+        expect_close_to(m, x, 6, got, nullptr, 1e-2, what + " (f32 activations)");
+      } else {
+        agree(got, expected, 1e-5f, what);
       }
     }
   }
@@ -453,7 +494,8 @@ TEST(Dispatch, LevelInUse) {
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq")) {
-    EXPECT_EQ(levels.front(), "avx512");
+    EXPECT_EQ(levels.front(), __builtin_cpu_supports("avx512bf16") ? "avx512bf16" : "avx512");
+    EXPECT_NE(std::find(levels.begin(), levels.end(), "avx512"), levels.end());
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     EXPECT_NE(std::find(levels.begin(), levels.end(), "avx2"), levels.end());
