@@ -213,6 +213,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read_header();
   void on_header(const beast::error_code& ec);
   void on_body(const beast::error_code& ec);
+  // The common end of a header or body read: false when the connection closed or the read failed (handled).
+  bool read_completed(const beast::error_code& ec);
   void on_read_error(const beast::error_code& ec);
   void dispatch();
   void reject(int status, std::string_view message);
@@ -398,14 +400,19 @@ void Connection::read_header() {
       [self = shared_from_this()](const beast::error_code& ec, std::size_t) { self->on_header(ec); });
 }
 
-void Connection::on_header(const beast::error_code& ec) {
+bool Connection::read_completed(const beast::error_code& ec) {
   read_pending_ = false;
-  if (phase_ == Phase::kClosed) return;
+  if (phase_ == Phase::kClosed) return false;
   disarm(read_timer_, read_generation_);
   if (ec) {
     on_read_error(ec);
-    return;
+    return false;
   }
+  return true;
+}
+
+void Connection::on_header(const beast::error_code& ec) {
+  if (!read_completed(ec)) return;
   const auto length = parser_->content_length();
   if (length && *length > server_->options().max_body_bytes) {
     reject(413, "Request body too large");
@@ -428,14 +435,7 @@ void Connection::on_header(const beast::error_code& ec) {
 }
 
 void Connection::on_body(const beast::error_code& ec) {
-  read_pending_ = false;
-  if (phase_ == Phase::kClosed) return;
-  disarm(read_timer_, read_generation_);
-  if (ec) {
-    on_read_error(ec);
-    return;
-  }
-  dispatch();
+  if (read_completed(ec)) dispatch();
 }
 
 void Connection::on_read_error(const beast::error_code& ec) {

@@ -99,4 +99,15 @@ TEST(ServerdOpenAiClient, RevisionAndDownloadDirCarryThrough) {
   EXPECT_EQ(serverd.wait(), 0) << serverd.err();
 }
 
+// fetchd's refusal reaches serverd's user as fetchd's own sentence and exit code (3: not found).
+TEST(ServerdOpenAiClient, FetchdErrorsKeepTheirSentenceAndExitCode) {
+  TempDir dir;
+  testing_support::TestHub hub;
+  ChildProcess serverd(
+      {SERVERD_BINARY, "--model", "org/missing", "--host", "127.0.0.1", "--port", "0"},
+      {{"HF_HOME", (dir / "home").string()}, {"HF_ENDPOINT", hub.endpoint()}, {"FETCHD_BINARY", FETCHD_BINARY}});
+  EXPECT_EQ(serverd.wait(), 3) << serverd.err();
+  EXPECT_THAT(serverd.err(), HasSubstr("repository 'org/missing' was not found"));
+}
+
 }  // namespace

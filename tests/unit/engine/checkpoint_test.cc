@@ -212,4 +212,14 @@ TEST(Checkpoint, GenerationConfigGivesDefaultsAndEosIds) {
   EXPECT_DOUBLE_EQ(*ckpt->generation_defaults().temperature, 0.0);
 }
 
+TEST(Checkpoint, ChatTemplateFileTakesPrecedenceOverTokenizerConfig) {
+  TempDir dir;
+  write_checkpoint(dir, llama_tensors());
+  EXPECT_FALSE(Checkpoint::open(dir.path())->chat_template().has_value());
+  write_file(dir / "tokenizer_config.json", R"({"chat_template": "from the config"})");
+  EXPECT_EQ(Checkpoint::open(dir.path())->chat_template(), "from the config");
+  write_file(dir / "chat_template.jinja", "from its own file");
+  EXPECT_EQ(Checkpoint::open(dir.path())->chat_template(), "from its own file");
+}
+
 }  // namespace
