@@ -29,8 +29,12 @@ struct EngineOptions {
   Device device = Device::Auto;
   std::size_t threads = 0;         // CPU threads; 0: one per online CPU
   std::size_t max_model_len = 0;   // 0: the config's, lowered to what the KV cache holds
-  std::size_t kv_cache_bytes = 0;  // 0: 4 GiB on the CPU (vLLM's default CPU KV cache space)
+  std::size_t kv_cache_bytes = 0;  // 0: 4 GiB on the CPU (vLLM's default CPU KV cache space); on a GPU, from
+                                   // gpu_memory_utilization
   std::size_t block_size = 16;
+  double gpu_memory_utilization = 0.9;  // share of the GPU's memory the engine may take (vLLM's meaning)
+  bool enforce_eager = false;           // GPU: run every step kernel by kernel (no CUDA graphs)
+  int cuda_device = 0;
 };
 
 // One sequence's place in the KV cache: its blocks and how many of its positions are already cached.
