@@ -25,8 +25,10 @@ std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
   flags.add_uint("max-num-seqs", "N", "Sequences decoded together (default: 256)", &o.max_num_seqs, 1, 65536);
   flags.add_uint("max-num-batched-tokens", "N", "Tokens per engine step (default: 2048)", &o.max_num_batched_tokens, 1,
                  1u << 24);
-  flags.add_double("gpu-memory-utilization", "F", "Share of GPU memory to use (default: 0.9)",
+  flags.add_double("gpu-memory-utilization", "F",
+                   "Share of the GPU's memory for weights, activations and KV cache (default: 0.9)",
                    &o.gpu_memory_utilization, 0.01, 1.0);
+  flags.add_switch("enforce-eager", "GPU: launch every kernel of a step (no CUDA graphs)", &o.enforce_eager);
   flags.add_string("api-key", "KEY", "Require this bearer key on /v1/* (default: $VLLM_API_KEY)", &o.api_key);
   flags.add_choice("device", {"auto", "cpu", "cuda"}, "Where the engine runs (default: auto)", &o.device);
   flags.add_string("fetchd", "ADDR", "fetchd's gRPC address (unix:PATH or HOST:PORT); default: start one",

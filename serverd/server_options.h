@@ -21,6 +21,7 @@ struct ServerOptions {
   std::uint64_t max_num_seqs = 256;
   std::uint64_t max_num_batched_tokens = 2048;
   double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
   std::string api_key;  // --api-key, else VLLM_API_KEY
   std::string device = "auto";
   std::string fetchd_address;  // empty: start fetchd as a child on a private Unix socket

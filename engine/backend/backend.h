@@ -7,11 +7,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/quant/quant.h"
+#include "engine/sampling/sampler.h"
 
 namespace engine::backend {
 
@@ -47,8 +51,13 @@ struct KvCacheShape {
   std::size_t head_dim = 0;
   std::size_t block_size = 16;
   std::size_t num_blocks = 0;
+  // F32, or BF16 to hold twice the positions (a GPU serving a bf16 checkpoint); the CPU backend keeps F32.
+  quant::WeightType kv_type = quant::WeightType::F32;
 
-  std::size_t bytes_per_block() const { return num_layers * 2 * num_kv_heads * block_size * head_dim * sizeof(float); }
+  std::size_t element_bytes() const { return kv_type == quant::WeightType::F32 ? 4 : 2; }
+  std::size_t bytes_per_block() const {
+    return num_layers * 2 * num_kv_heads * block_size * head_dim * element_bytes();
+  }
 };
 
 // What one forward step computes: for every sequence, its new tokens at consecutive positions starting at
@@ -61,7 +70,8 @@ struct StepSequence {
 
 struct StepLayout {
   std::vector<StepSequence> sequences;
-  std::vector<std::int32_t> tokens;  // every sequence's new tokens, in order
+  std::vector<std::int32_t> tokens;     // every sequence's new tokens, in order
+  std::vector<std::size_t> logit_rows;  // the tokens (indices into `tokens`) whose logits the step returns
 };
 
 // Rotary embedding: the inverse frequency of each pair of dimensions and how dimensions pair up.
@@ -80,7 +90,11 @@ class Backend {
   // destroyed (the CPU backend computes from it in place).
   virtual Weight add_weight(const WeightSource& source) = 0;
 
-  // Allocates the KV cache (once, before the first step) and sets the rotary embedding.
+  // Bytes the KV cache may take on a device whose memory the process may use `utilization` (0..1] of, with
+  // the weights already added and room kept for a step's activations; nullopt for host memory.
+  virtual std::optional<std::size_t> kv_cache_budget(double /*utilization*/) const { return std::nullopt; }
+
+  // Allocates the KV cache (once, after the weights, before the first step) and sets the rotary embedding.
   virtual void init_cache(const KvCacheShape& shape, const RopeSpec& rope) = 0;
   virtual const KvCacheShape& cache_shape() const = 0;
 
@@ -107,10 +121,30 @@ class Backend {
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;
   // x += y.
   virtual void add(Tensor x, Tensor y) = 0;
-  // out[i] = x[rows[i]].
-  virtual void gather_rows(Tensor x, std::span<const std::size_t> rows, Tensor out) = 0;
+  // x += y, then out = rms_norm(x): the residual add and the next norm (one kernel on a GPU).
+  virtual void add_rms_norm(Tensor x, Tensor y, const Weight& weight, float eps, Tensor out) {
+    add(x, y);
+    rms_norm(x, weight, eps, out);
+  }
+  // The optional per-head q and k norms, then rope (one kernel on a GPU).
+  virtual void qk_norm_rope(Tensor q, Tensor k, const Weight* q_norm, const Weight* k_norm, float eps,
+                            std::size_t head_dim) {
+    if (q_norm) rms_norm(q, *q_norm, eps, q);
+    if (k_norm) rms_norm(k, *k_norm, eps, k);
+    rope(q, k, head_dim);
+  }
+  // out[i] = x[layout.logit_rows[i]] for the step's layout.
+  virtual void gather_logit_rows(Tensor x, Tensor out) = 0;
   // Copies a tensor to host memory (rows × cols floats).
   virtual void read(Tensor x, std::span<float> out) = 0;
+
+  // Whether sample() chooses tokens where the logits are (else the engine reads them and samples on the host).
+  virtual bool samples_on_device() const { return false; }
+  // Chooses each logit row's next token as SequenceSampler::sample would: steps[i] is row i's.
+  virtual void sample(Tensor /*logits*/, std::span<const sampling::SamplingStep> /*steps*/,
+                      std::span<sampling::SampledToken> /*out*/) {
+    throw std::logic_error(std::string(name()) + " backend: no device sampling");
+  }
 };
 
 // The CPU backend: `threads` 0 means one per online CPU.

@@ -54,19 +54,25 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   }
 }
 
-void Transformer::forward(const backend::StepLayout& layout, std::span<const std::size_t> logit_rows,
-                          std::span<float> logits) {
-  const auto& c = config_;
-  const std::size_t tokens = layout.tokens.size();
-  if (logits.size() != logit_rows.size() * c.vocab_size) {
-    throw std::invalid_argument("Transformer::forward: " + std::to_string(logit_rows.size()) + " logit rows need " +
-                                std::to_string(logit_rows.size() * c.vocab_size) + " floats, got " +
+void Transformer::forward(const backend::StepLayout& layout, std::span<float> logits) {
+  const std::size_t rows = layout.logit_rows.size();
+  if (logits.size() != rows * config_.vocab_size) {
+    throw std::invalid_argument("Transformer::forward: " + std::to_string(rows) + " logit rows need " +
+                                std::to_string(rows * config_.vocab_size) + " floats, got " +
                                 std::to_string(logits.size()));
   }
+  const Tensor out = run(layout);
+  if (out.rows > 0) backend_.read(out, logits);
+}
+
+Tensor Transformer::run(const backend::StepLayout& layout) {
+  const auto& c = config_;
+  const auto& logit_rows = layout.logit_rows;
+  const std::size_t tokens = layout.tokens.size();
   for (const auto row : logit_rows) {
     if (row >= tokens) throw std::invalid_argument("Transformer::forward: logit row past the step's tokens");
   }
-  if (tokens == 0) return;
+  if (tokens == 0) return {};
 
   backend_.begin_step(layout);
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -85,33 +91,35 @@ void Transformer::forward(const backend::StepLayout& layout, std::span<const std
   const Tensor up = backend_.alloc(tokens, c.intermediate_size);
 
   backend_.embed(embed_, x);
+  // h holds the normed input of the next sub-block: each residual add is fused with the norm after it.
+  if (!layers_.empty()) backend_.rms_norm(x, layers_[0].attn_norm, eps, h);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
-    backend_.rms_norm(x, l.attn_norm, eps, h);
     backend_.matmul(h, l.q, l.q_bias ? &*l.q_bias : nullptr, q);
     backend_.matmul(h, l.k, l.k_bias ? &*l.k_bias : nullptr, k);
     backend_.matmul(h, l.v, l.v_bias ? &*l.v_bias : nullptr, v);
-    if (l.q_norm) backend_.rms_norm(q, *l.q_norm, eps, q);
-    if (l.k_norm) backend_.rms_norm(k, *l.k_norm, eps, k);
-    backend_.rope(q, k, c.head_dim);
+    backend_.qk_norm_rope(q, k, l.q_norm ? &*l.q_norm : nullptr, l.k_norm ? &*l.k_norm : nullptr, eps, c.head_dim);
     backend_.attention(i, q, k, v, scale, attn);
     backend_.matmul(attn, l.o, nullptr, h);
-    backend_.add(x, h);
+    backend_.add_rms_norm(x, h, l.ffn_norm, eps, h);
 
-    backend_.rms_norm(x, l.ffn_norm, eps, h);
     backend_.matmul(h, l.gate, nullptr, gate);
     backend_.matmul(h, l.up, nullptr, up);
     backend_.silu_mul(gate, up, gate);
     backend_.matmul(gate, l.down, nullptr, h);
-    backend_.add(x, h);
+    if (i + 1 < layers_.size()) {
+      backend_.add_rms_norm(x, h, layers_[i + 1].attn_norm, eps, h);
+    } else {
+      backend_.add(x, h);
+    }
   }
-  if (logit_rows.empty()) return;
+  if (logit_rows.empty()) return {};
   const Tensor last = backend_.alloc(logit_rows.size(), c.hidden_size);
-  backend_.gather_rows(x, logit_rows, last);
+  backend_.gather_logit_rows(x, last);
   backend_.rms_norm(last, final_norm_, eps, last);
   const Tensor out = backend_.alloc(logit_rows.size(), c.vocab_size);
   backend_.matmul(last, lm_head_, nullptr, out);
-  backend_.read(out, logits);
+  return out;
 }
 
 }  // namespace engine::model

@@ -21,8 +21,10 @@ class Transformer {
   Transformer(const ModelConfig& config, const ModelWeights& weights, backend::Backend& backend);
 
   // Runs one step over the layout's tokens (several sequences, prefills and decodes mixed) and writes
-  // the logits of the tokens at `logit_rows` (indices into layout.tokens), one vocab-sized row each.
-  void forward(const backend::StepLayout& layout, std::span<const std::size_t> logit_rows, std::span<float> logits);
+  // the logits of the tokens at `layout.logit_rows` (indices into layout.tokens), one vocab-sized row each.
+  void forward(const backend::StepLayout& layout, std::span<float> logits);
+  // The same step, its logits left in the backend's memory (a tensor of no rows when none are asked for).
+  backend::Tensor run(const backend::StepLayout& layout);
 
   const ModelConfig& config() const { return config_; }
 

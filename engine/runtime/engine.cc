@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <stdexcept>
 
+#if ENGINE_WITH_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_devices.h"
+#endif
+
 namespace engine::runtime {
 
 std::optional<Device> parse_device(std::string_view name) {
@@ -12,21 +17,51 @@ std::optional<Device> parse_device(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+std::unique_ptr<backend::Backend> make_backend(const EngineOptions& options) {
+  Device device = options.device;
+#if ENGINE_WITH_CUDA
+  if (device == Device::Auto) device = cuda::list_cuda_devices().devices.empty() ? Device::Cpu : Device::Cuda;
+  if (device == Device::Cuda) {
+    return backend::make_cuda_backend({.device = options.cuda_device, .enforce_eager = options.enforce_eager});
+  }
+#else
+  if (device == Device::Cuda) {
+    throw std::runtime_error(
+        "--device cuda: this build of the engine has no CUDA backend (nvcc was not found when "
+        "it was built; see docs/building.md); use --device cpu");
+  }
+#endif
+  return backend::make_cpu_backend(options.threads);
+}
+
+}  // namespace
+
 std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const EngineOptions& options) {
-  if (options.device == Device::Cuda) {
-    throw std::runtime_error("--device cuda: this build has no CUDA backend for the engine yet; use --device cpu");
+  if (!(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1)) {
+    throw std::invalid_argument("gpu_memory_utilization " + std::to_string(options.gpu_memory_utilization) +
+                                " is outside (0, 1]");
   }
   std::unique_ptr<Engine> engine(new Engine());
   engine->checkpoint_ = model::Checkpoint::open(model);
   const auto& c = engine->checkpoint_->config();
-  engine->backend_ = backend::make_cpu_backend(options.threads);
+  engine->backend_ = make_backend(options);
+  // Weights first: on a GPU the KV cache takes what they leave.
+  engine->transformer_ = std::make_unique<model::Transformer>(c, engine->checkpoint_->weights(), *engine->backend_);
 
   backend::KvCacheShape shape;
   shape.num_layers = c.num_layers;
   shape.num_kv_heads = c.num_kv_heads;
   shape.head_dim = c.head_dim;
   shape.block_size = options.block_size;
-  const std::size_t cache_bytes = options.kv_cache_bytes ? options.kv_cache_bytes : std::size_t{4} << 30;
+  const auto device_budget = engine->backend_->kv_cache_budget(options.gpu_memory_utilization);
+  // On a GPU the cache follows the checkpoint's precision (vLLM's "auto"): f32 checkpoints keep f32 keys.
+  if (device_budget && engine->checkpoint_->weights().embed.type != quant::WeightType::F32) {
+    shape.kv_type = quant::WeightType::BF16;
+  }
+  const std::size_t cache_bytes =
+      options.kv_cache_bytes ? options.kv_cache_bytes : device_budget.value_or(std::size_t{4} << 30);
   const std::size_t wanted_len = options.max_model_len ? options.max_model_len : c.max_position_embeddings;
   // No more blocks than a few full-length sequences could use: tiny models should not take gigabytes.
   const std::size_t blocks_for_len = (wanted_len + shape.block_size - 1) / shape.block_size;
@@ -34,7 +69,8 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   const std::size_t cache_positions = shape.num_blocks * shape.block_size;
   if (shape.num_blocks == 0) {
     throw std::runtime_error("the KV cache of " + std::to_string(cache_bytes) + " bytes holds no block of " +
-                             std::to_string(shape.bytes_per_block()) + " bytes; give it more memory");
+                             std::to_string(shape.bytes_per_block()) + " bytes; give it more memory" +
+                             (device_budget ? " (raise --gpu-memory-utilization)" : ""));
   }
   if (options.max_model_len && options.max_model_len > cache_positions) {
     throw std::runtime_error("max_model_len " + std::to_string(options.max_model_len) + " is larger than the " +
@@ -44,7 +80,6 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   engine->max_model_len_ = std::min(wanted_len, cache_positions);
   engine->backend_->init_cache(shape, model::rope_spec(c));
   engine->blocks_ = BlockPool(shape.num_blocks);
-  engine->transformer_ = std::make_unique<model::Transformer>(c, engine->checkpoint_->weights(), *engine->backend_);
 
   if (const auto& source = engine->checkpoint_->chat_template()) {
     try {
@@ -71,10 +106,10 @@ void Engine::release(SequenceCache& sequence) {
   sequence.cached = 0;
 }
 
-void Engine::step(std::span<const StepInput> inputs, std::vector<float>& logits) {
+void Engine::lay_out(std::span<const StepInput> inputs) {
   layout_.sequences.clear();
   layout_.tokens.clear();
-  logit_rows_.clear();
+  layout_.logit_rows.clear();
   for (const auto& input : inputs) {
     const std::size_t end = input.cache->cached + input.tokens.size();
     if (end > max_model_len_) {
@@ -86,13 +121,45 @@ void Engine::step(std::span<const StepInput> inputs, std::vector<float>& logits)
     layout_.tokens.insert(layout_.tokens.end(), input.tokens.begin(), input.tokens.end());
     if (input.tokens.empty() || input.no_logits) continue;
     if (input.all_logits) {
-      for (std::size_t i = 0; i < input.tokens.size(); ++i) logit_rows_.push_back(first + i);
+      for (std::size_t i = 0; i < input.tokens.size(); ++i) layout_.logit_rows.push_back(first + i);
     } else {
-      logit_rows_.push_back(layout_.tokens.size() - 1);
+      layout_.logit_rows.push_back(layout_.tokens.size() - 1);
     }
   }
-  logits.resize(logit_rows_.size() * config().vocab_size);
-  transformer_->forward(layout_, logit_rows_, logits);
+}
+
+void Engine::step(std::span<const StepInput> inputs, std::vector<float>& logits) {
+  lay_out(inputs);
+  logits.resize(layout_.logit_rows.size() * config().vocab_size);
+  transformer_->forward(layout_, logits);
+  for (const auto& input : inputs) input.cache->cached += input.tokens.size();
+}
+
+void Engine::step_and_sample(std::span<const StepInput> inputs, std::span<sampling::SequenceSampler* const> samplers,
+                             std::vector<sampling::SampledToken>& out) {
+  for (const auto& input : inputs) {
+    if (input.all_logits) throw std::invalid_argument("step_and_sample: an input asks for all its logits");
+  }
+  lay_out(inputs);
+  const std::size_t rows = layout_.logit_rows.size();
+  if (samplers.size() != rows) {
+    throw std::invalid_argument("step_and_sample: " + std::to_string(rows) + " inputs want a token but " +
+                                std::to_string(samplers.size()) + " samplers were given");
+  }
+  out.resize(rows);
+  const std::size_t vocab = config().vocab_size;
+  if (backend_->samples_on_device()) {
+    const backend::Tensor logits = transformer_->run(layout_);
+    sampling_steps_.clear();
+    for (auto* sampler : samplers) sampling_steps_.push_back(sampler->device_step());
+    if (rows > 0) backend_->sample(logits, sampling_steps_, out);
+    for (std::size_t i = 0; i < rows; ++i) samplers[i]->record(out[i].token);
+  } else {
+    host_logits_.resize(rows * vocab);
+    transformer_->forward(layout_, host_logits_);
+    for (std::size_t i = 0; i < rows; ++i)
+      out[i] = samplers[i]->sample(std::span(host_logits_.data() + i * vocab, vocab));
+  }
   for (const auto& input : inputs) input.cache->cached += input.tokens.size();
 }
 

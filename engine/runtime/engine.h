@@ -17,6 +17,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/transformer.h"
 #include "engine/runtime/block_pool.h"
+#include "engine/sampling/sampler.h"
 #include "engine/template/chat_template.h"
 
 namespace engine::runtime {
@@ -77,8 +78,16 @@ class Engine {
   // returns their logits, input by input, vocab_size floats per row. Advances each input's `cached`.
   void step(std::span<const StepInput> inputs, std::vector<float>& logits);
 
+  // Runs one step and chooses the next token of every input that asks for logits (its last token's; none
+  // may ask for all_logits), with samplers[i] the i-th such input's. Sampling runs on the device when the
+  // backend can (the logits never leave it), else on the host; either way each sampler records its token.
+  void step_and_sample(std::span<const StepInput> inputs, std::span<sampling::SequenceSampler* const> samplers,
+                       std::vector<sampling::SampledToken>& out);
+
  private:
   Engine() = default;
+  // Lays the inputs out as one step (layout_); throws for a sequence past max_model_len.
+  void lay_out(std::span<const StepInput> inputs);
 
   std::unique_ptr<model::Checkpoint> checkpoint_;
   std::unique_ptr<backend::Backend> backend_;
@@ -88,7 +97,8 @@ class Engine {
   std::size_t max_model_len_ = 0;
   BlockPool blocks_{0};
   backend::StepLayout layout_;  // reused from step to step
-  std::vector<std::size_t> logit_rows_;
+  std::vector<float> host_logits_;
+  std::vector<sampling::SamplingStep> sampling_steps_;
 };
 
 }  // namespace engine::runtime

@@ -153,6 +153,46 @@ SampledToken SequenceSampler::sample(std::span<float> logits) {
   return result;
 }
 
+SamplingStep SequenceSampler::device_step() {
+  SamplingStep step;
+  step.temperature = temperature_ < kGreedyTemperature ? 0.0f : temperature_;
+  step.top_k = params_.top_k;
+  step.top_p = params_.top_p;
+  step.min_p = params_.min_p;
+  step.repetition_penalty = params_.repetition_penalty;
+  step.presence_penalty = params_.presence_penalty;
+  step.frequency_penalty = params_.frequency_penalty;
+  step.logprobs = params_.logprobs;
+  step.draw_key = rng_();
+  // One entry per touched token, merged from the three ascending sources.
+  auto& adj = step.adjustments;
+  for (const auto& [token, bias] : logit_bias_) adj.push_back({token, bias, 0, false});
+  if (params_.repetition_penalty != 1.0f) {
+    for (const auto token : prompt_tokens_) adj.push_back({token, 0.0f, 0, true});
+  }
+  const bool output_penalties =
+      params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+  if (output_penalties) {
+    for (const auto& [token, count] : output_counts_) {
+      adj.push_back({token, 0.0f, count, params_.repetition_penalty != 1.0f});
+    }
+  }
+  std::sort(adj.begin(), adj.end(), [](const auto& a, const auto& b) { return a.token < b.token; });
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < adj.size(); ++i) {
+    if (kept > 0 && adj[kept - 1].token == adj[i].token) {
+      auto& merged = adj[kept - 1];
+      merged.bias += adj[i].bias;
+      merged.output_count += adj[i].output_count;
+      merged.repeat = merged.repeat || adj[i].repeat;
+    } else {
+      adj[kept++] = adj[i];
+    }
+  }
+  adj.resize(kept);
+  return step;
+}
+
 void SequenceSampler::apply_bias_and_penalties(std::span<float> logits, bool keep_raw) {
   raw_logits_.clear();
   const auto in_vocab = [&](std::int32_t token) {

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/sampling/sampling_step.h"
+
 namespace engine::sampling {
 
 // vLLM's default max_logprobs: the most `logprobs` a request may ask for.
@@ -70,6 +72,11 @@ class SequenceSampler {
   // at temperature 0, else temperature, min-p, top-k, top-p and a draw. Throws SamplingError for empty
   // logits or a logit_bias id outside them.
   SampledToken sample(std::span<float> logits);
+
+  // The same choice made on a device: this step's parameters and adjustments and a draw key from this
+  // sequence's stream (advancing it); the device's token comes back through record().
+  SamplingStep device_step();
+  void record(std::int32_t token) { ++output_counts_[token]; }
 
   const SamplingParams& params() const { return params_; }
 

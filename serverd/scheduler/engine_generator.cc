@@ -188,13 +188,15 @@ bool EngineGenerator::plan_step(std::vector<Planned>& plan) {
 
 void EngineGenerator::execute(std::vector<Planned>& plan) {
   std::vector<engine::runtime::StepInput> inputs;
+  std::vector<engine::sampling::SequenceSampler*> samplers;
   inputs.reserve(plan.size());
   for (const auto& p : plan) {
     const std::span<const std::int32_t> tokens(p.seq->tokens.data() + p.seq->cache.cached, p.count);
     inputs.push_back({&p.seq->cache, tokens, false, !p.logits});
+    if (p.logits) samplers.push_back(&p.seq->sampler);
   }
   try {
-    engine_.step(inputs, logits_);
+    engine_.step_and_sample(inputs, samplers, sampled_);
   } catch (const std::exception& e) {
     std::cerr << "serverd: an engine step failed: " << e.what() << "; its sequences are aborted\n";
     for (const auto& p : plan) p.seq->cache.cached = 0;
@@ -208,7 +210,6 @@ void EngineGenerator::execute(std::vector<Planned>& plan) {
     return;
   }
   ++steps_;
-  const std::size_t vocab = engine_.config().vocab_size;
   const std::size_t bs = engine_.block_size();
   std::size_t row = 0;
   std::vector<std::uint64_t> done;
@@ -220,7 +221,7 @@ void EngineGenerator::execute(std::vector<Planned>& plan) {
       for (std::size_t b = 0; b < full; ++b) prefix_.insert(seq.prompt_hashes[b], seq.cache.block_table[b]);
     }
     if (!p.logits) continue;
-    const auto sampled = seq.sampler.sample(std::span(logits_.data() + row * vocab, vocab));
+    const auto& sampled = sampled_[row];
     ++row;
     const std::int32_t token = sampled.token;
     seq.tokens.push_back(token);

@@ -76,8 +76,8 @@ class EngineGenerator final : public api::Generator {
 
   // The engine thread's own.
   std::deque<std::unique_ptr<Sequence>> waiting_;
-  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
-  std::vector<float> logits_;
+  std::vector<std::unique_ptr<Sequence>> running_;       // in admission order
+  std::vector<engine::sampling::SampledToken> sampled_;  // reused from step to step
 
   std::atomic<std::size_t> running_count_{0}, waiting_count_{0};
   std::atomic<double> kv_usage_{0.0};

@@ -107,6 +107,10 @@ class CpuBackend final : public Backend {
   }
 
   void init_cache(const KvCacheShape& shape, const RopeSpec& rope) override {
+    if (shape.kv_type != quant::WeightType::F32) {
+      throw std::invalid_argument("cpu backend: the KV cache is F32, not " +
+                                  std::string(quant::weight_type_name(shape.kv_type)));
+    }
     if (shape.num_blocks == 0 || shape.block_size == 0 || shape.block_size > kMaxBlockSize) {
       throw std::invalid_argument("cpu backend: a KV cache of " + std::to_string(shape.num_blocks) + " blocks of " +
                                   std::to_string(shape.block_size) + " positions (1 to " +
@@ -124,6 +128,7 @@ class CpuBackend final : public Backend {
     workspace_.reset();
     places_.clear();
     tokens_ = layout.tokens;
+    logit_rows_ = layout.logit_rows;
     for (std::size_t s = 0; s < layout.sequences.size(); ++s) {
       const auto& seq = layout.sequences[s];
       const std::size_t end = seq.start_position + seq.num_tokens;
@@ -293,9 +298,9 @@ class CpuBackend final : public Backend {
     for (std::size_t i = 0; i < n; ++i) x.data[i] += y.data[i];
   }
 
-  void gather_rows(Tensor x, std::span<const std::size_t> rows, Tensor out) override {
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      std::memcpy(out.data + i * out.cols, x.data + rows[i] * x.cols, x.cols * sizeof(float));
+  void gather_logit_rows(Tensor x, Tensor out) override {
+    for (std::size_t i = 0; i < logit_rows_.size(); ++i) {
+      std::memcpy(out.data + i * out.cols, x.data + logit_rows_[i] * x.cols, x.cols * sizeof(float));
     }
   }
 
@@ -327,6 +332,7 @@ class CpuBackend final : public Backend {
   Workspace workspace_;
   std::vector<TokenPlace> places_;
   std::vector<std::int32_t> tokens_;
+  std::vector<std::size_t> logit_rows_;
   std::vector<StepSequence> sequences_;
   float* cos_ = nullptr;
   float* sin_ = nullptr;

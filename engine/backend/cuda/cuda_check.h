@@ -23,21 +23,21 @@ namespace engine::cuda {
 
 }  // namespace engine::cuda
 
-#define CUDA_CHECK(call)                                                                           \
-  do {                                                                                             \
-    const cudaError_t cuda_check_status_ = (call);                                                 \
-    if (cuda_check_status_ != cudaSuccess) {                                                       \
-      ::engine::cuda::throw_cuda_error(#call, cuda_check_status_, __FILE__, __LINE__);             \
-    }                                                                                              \
+#define CUDA_CHECK(call)                                                               \
+  do {                                                                                 \
+    const cudaError_t cuda_check_status_ = (call);                                     \
+    if (cuda_check_status_ != cudaSuccess) {                                           \
+      ::engine::cuda::throw_cuda_error(#call, cuda_check_status_, __FILE__, __LINE__); \
+    }                                                                                  \
   } while (0)
 
 // After a kernel launch: launch configuration errors surface here, not at the next synchronisation.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
-#define CUBLAS_CHECK(call)                                                                         \
-  do {                                                                                             \
-    const cublasStatus_t cublas_check_status_ = (call);                                            \
-    if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                           \
-      ::engine::cuda::throw_cublas_error(#call, cublas_check_status_, __FILE__, __LINE__);         \
-    }                                                                                              \
+#define CUBLAS_CHECK(call)                                                                 \
+  do {                                                                                     \
+    const cublasStatus_t cublas_check_status_ = (call);                                    \
+    if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                   \
+      ::engine::cuda::throw_cublas_error(#call, cublas_check_status_, __FILE__, __LINE__); \
+    }                                                                                      \
   } while (0)

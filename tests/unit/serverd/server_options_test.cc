@@ -51,6 +51,7 @@ TEST(ServerOptions, ReadsEveryFlag) {
                         "512",
                         "--gpu-memory-utilization",
                         "0.5",
+                        "--enforce-eager",
                         "--api-key",
                         "k",
                         "--device",
@@ -68,6 +69,7 @@ TEST(ServerOptions, ReadsEveryFlag) {
   EXPECT_EQ(o->max_num_seqs, 8u);
   EXPECT_EQ(o->max_num_batched_tokens, 512u);
   EXPECT_EQ(o->gpu_memory_utilization, 0.5);
+  EXPECT_TRUE(o->enforce_eager);
   EXPECT_EQ(o->api_key, "k");
   EXPECT_EQ(o->device, "cpu");
   EXPECT_EQ(o->fetchd_address, "unix:/run/fetchd.sock");

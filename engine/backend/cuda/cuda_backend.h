@@ -1,0 +1,20 @@
+#pragma once
+
+// The CUDA backend: weights uploaded once as stored, the paged KV cache in device memory, cuBLAS GEMMs,
+// fused kernels, and decode steps replayed as CUDA graphs. This header needs no CUDA headers.
+
+#include <memory>
+
+#include "engine/backend/backend.h"
+
+namespace engine::backend {
+
+struct CudaBackendOptions {
+  int device = 0;
+  bool enforce_eager = false;  // no CUDA graphs: every kernel launched as the graph asks for it
+};
+
+// Throws std::runtime_error naming the device and CUDA's words when it cannot be used.
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
+
+}  // namespace engine::backend

@@ -1,0 +1,546 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/kernels.h"
+
+namespace engine::cuda {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sum over the block (any multiple of 32 threads up to 1024); every thread gets the total.
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  __shared__ float total;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  v = warp_sum(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = (blockDim.x + 31) / 32;
+    float s = lane < warps ? partial[lane] : 0.0f;
+    s = warp_sum(s);
+    if (lane == 0) total = s;
+  }
+  __syncthreads();
+  const float result = total;
+  __syncthreads();  // partial and total may be reused by a later call
+  return result;
+}
+
+int norm_threads(int width) {
+  return width >= 1024 ? 256 : width >= 256 ? 128 : 64;
+}
+
+__global__ void rms_norm_kernel(const float* x, const float* w, float eps, float* out, int width) {
+  const float* in = x + blockIdx.x * static_cast<std::size_t>(width);
+  float* o = out + blockIdx.x * static_cast<std::size_t>(width);
+  float sum = 0;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) sum += in[i] * in[i];
+  const float inv = rsqrtf(block_sum(sum) / static_cast<float>(width) + eps);
+  for (int i = threadIdx.x; i < width; i += blockDim.x) o[i] = in[i] * inv * w[i];
+}
+
+__global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, float eps, float* out, int width) {
+  const std::size_t base = blockIdx.x * static_cast<std::size_t>(width);
+  float sum = 0;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) {
+    const float v = x[base + i] + y[base + i];
+    x[base + i] = v;
+    sum += v * v;
+  }
+  const float inv = rsqrtf(block_sum(sum) / static_cast<float>(width) + eps);
+  // Each thread reads back only the elements it wrote, so no barrier is needed before out (which may be y).
+  for (int i = threadIdx.x; i < width; i += blockDim.x) out[base + i] = x[base + i] * inv * w[i];
+}
+
+// One block per (token, head) of q and k; thread i owns the rotated pair of dimensions i.
+__global__ void qk_norm_rope_kernel(float* q, float* k, int q_heads, int k_heads, int head_dim, const float* q_norm,
+                                    const float* k_norm, float eps, const double* inv_freq, bool interleaved,
+                                    const std::int32_t* positions) {
+  const int t = blockIdx.x;
+  const int head = blockIdx.y;
+  const bool is_q = head < q_heads;
+  const int heads = is_q ? q_heads : k_heads;
+  float* v = (is_q ? q : k) + (static_cast<std::size_t>(t) * heads + (is_q ? head : head - q_heads)) * head_dim;
+  const float* norm = is_q ? q_norm : k_norm;
+  const int half = head_dim / 2;
+  const int i = threadIdx.x;
+  const bool active = i < half;  // the block is rounded up to whole warps
+  const int a = active ? (interleaved ? 2 * i : i) : 0;
+  const int b = active ? (interleaved ? 2 * i + 1 : i + half) : 0;
+  float x0 = active ? v[a] : 0.0f;
+  float x1 = active ? v[b] : 0.0f;
+  if (norm != nullptr) {
+    const float inv = rsqrtf(block_sum(x0 * x0 + x1 * x1) / static_cast<float>(head_dim) + eps);
+    x0 = x0 * inv * norm[a];
+    x1 = x1 * inv * norm[b];
+  }
+  if (!active) return;
+  // The angle in double, as the CPU backend computes it: long positions keep their precision.
+  double s, c;
+  sincos(static_cast<double>(positions[t]) * inv_freq[i], &s, &c);
+  const float cf = static_cast<float>(c);
+  const float sf = static_cast<float>(s);
+  v[a] = x0 * cf - x1 * sf;
+  v[b] = x1 * cf + x0 * sf;
+}
+
+template <typename T>
+__device__ __forceinline__ float load_f32(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return *p;
+  } else {
+    return __bfloat162float(*p);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void store_f32(T* p, float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    *p = v;
+  } else {
+    *p = __float2bfloat16_rn(v);
+  }
+}
+
+// Elements from the start of a block to layer `layer`, kind (0 key, 1 value), head `head`, position 0.
+__device__ __forceinline__ std::size_t cache_offset(const KvCache& c, int layer, int kind, int head) {
+  return (((static_cast<std::size_t>(layer) * 2 + kind) * c.num_kv_heads + head) * c.block_size) * c.head_dim;
+}
+
+__device__ __forceinline__ std::size_t block_elements(const KvCache& c) {
+  return static_cast<std::size_t>(c.num_layers) * 2 * c.num_kv_heads * c.block_size * c.head_dim;
+}
+
+template <typename T>
+__global__ void store_kv_kernel(KvCache cache, int layer, const float* k, const float* v, const std::int32_t* slots) {
+  const int t = blockIdx.x;
+  const int width = cache.num_kv_heads * cache.head_dim;
+  const int slot = slots[t];
+  const int block = slot / cache.block_size;
+  const int offset = slot % cache.block_size;
+  T* base = static_cast<T*>(cache.data) + block * block_elements(cache);
+  for (int i = threadIdx.x; i < width; i += blockDim.x) {
+    const int head = i / cache.head_dim;
+    const int d = i % cache.head_dim;
+    const std::size_t row = static_cast<std::size_t>(offset) * cache.head_dim + d;
+    store_f32(base + cache_offset(cache, layer, 0, head) + row, k[static_cast<std::size_t>(t) * width + i]);
+    store_f32(base + cache_offset(cache, layer, 1, head) + row, v[static_cast<std::size_t>(t) * width + i]);
+  }
+}
+
+// ---- decode attention: one block of 4 warps per (token, q head, partition of the context) ----
+
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeUnroll = 4;  // positions a warp loads before it reduces, to keep loads in flight
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
+    decode_attention_kernel(KvCache cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
+                            int partition, float* partials, StepMeta meta) {
+  constexpr int kPerLane = D / 32;
+  const int t = blockIdx.x;
+  const int h = blockIdx.y;
+  const int split = blockIdx.z;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int kv_head = h / (q_heads / cache.num_kv_heads);
+  const int length = meta.positions[t] + 1;
+  const int begin = split * partition;
+  const int end = min(length, begin + partition);
+  const std::int32_t* table = meta.block_tables + static_cast<std::size_t>(meta.token_seq[t]) * meta.table_stride;
+  const T* cache_data = static_cast<const T*>(cache.data);
+  const std::size_t block_elems = block_elements(cache);
+  const std::size_t key_offset = cache_offset(cache, layer, 0, kv_head) + lane * kPerLane;
+  const std::size_t value_offset = cache_offset(cache, layer, 1, kv_head) + lane * kPerLane;
+
+  float qv[kPerLane];
+  const float* q_row = q + (static_cast<std::size_t>(t) * q_heads + h) * D + lane * kPerLane;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) qv[i] = q_row[i] * scale;
+
+  float m = kNegInf, l = 0;
+  float acc[kPerLane] = {};
+  for (int p0 = begin + warp * kDecodeUnroll; p0 < end; p0 += kDecodeWarps * kDecodeUnroll) {
+    float score[kDecodeUnroll];
+    std::size_t row[kDecodeUnroll];
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+      const int p = min(p0 + u, end - 1);  // past the end: a repeat, masked below
+      row[u] = table[p / cache.block_size] * block_elems + static_cast<std::size_t>(p % cache.block_size) * D;
+      float s = 0;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) s += qv[i] * load_f32(cache_data + row[u] + key_offset + i);
+      score[u] = s;
+    }
+    float block_max = m;
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+      score[u] = p0 + u < end ? warp_sum(score[u]) : kNegInf;
+      block_max = fmaxf(block_max, score[u]);
+    }
+    const float correction = __expf(m - block_max);
+    l *= correction;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) acc[i] *= correction;
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+      const float p = __expf(score[u] - block_max);  // 0 for masked positions
+      l += p;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) acc[i] += p * load_f32(cache_data + row[u] + value_offset + i);
+    }
+    m = block_max;
+  }
+
+  // Merge the warps' running softmaxes.
+  __shared__ float warp_m[kDecodeWarps], warp_l[kDecodeWarps];
+  __shared__ float warp_acc[kDecodeWarps][D];
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_l[warp] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) warp_acc[warp][lane * kPerLane + i] = acc[i];
+  __syncthreads();
+  float total_m = kNegInf;
+  for (int w = 0; w < kDecodeWarps; ++w) total_m = fmaxf(total_m, warp_m[w]);
+  float total_l = 0;
+  for (int w = 0; w < kDecodeWarps; ++w) {
+    total_l += warp_m[w] == kNegInf ? 0.0f : warp_l[w] * __expf(warp_m[w] - total_m);
+  }
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float o = 0;
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      if (warp_m[w] != kNegInf) o += warp_acc[w][d] * __expf(warp_m[w] - total_m);
+    }
+    if (splits == 1) {
+      out[(static_cast<std::size_t>(t) * q_heads + h) * D + d] = o / total_l;
+    } else {
+      float* part = partials + ((static_cast<std::size_t>(t) * q_heads + h) * splits + split) * (D + 2);
+      part[2 + d] = o;
+      if (d == 0) {
+        part[0] = total_m;
+        part[1] = total_l;
+      }
+    }
+  }
+}
+
+__global__ void combine_partitions_kernel(const float* partials, int q_heads, int head_dim, int splits, float* out) {
+  const int t = blockIdx.x;
+  const int h = blockIdx.y;
+  const float* parts = partials + (static_cast<std::size_t>(t) * q_heads + h) * splits * (head_dim + 2);
+  float m = kNegInf;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, parts[s * (head_dim + 2)]);
+  float l = 0;
+  for (int s = 0; s < splits; ++s) {
+    const float ms = parts[s * (head_dim + 2)];
+    if (ms != kNegInf) l += parts[s * (head_dim + 2) + 1] * __expf(ms - m);
+  }
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float o = 0;
+    for (int s = 0; s < splits; ++s) {
+      const float ms = parts[s * (head_dim + 2)];
+      if (ms != kNegInf) o += parts[s * (head_dim + 2) + 2 + d] * __expf(ms - m);
+    }
+    out[(static_cast<std::size_t>(t) * q_heads + h) * head_dim + d] = o / l;
+  }
+}
+
+// ---- prefill attention: one block per (tile of up to 32 queries of one sequence, q head) ----
+// 128 threads; thread (r = tid / 4, c = tid % 4) owns query row r: scores of keys c*8..c*8+7 of each key
+// tile, and output dimensions c, c + 4, c + 8, ...
+
+constexpr int kPrefillThreads = 128;
+constexpr int kKeyTile = 32;
+
+template <int D>
+constexpr std::size_t prefill_shared_bytes() {
+  return sizeof(float) * (3 * kPrefillTile * (D + 1) + kPrefillTile * (kKeyTile + 1));
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kPrefillThreads)
+    prefill_attention_kernel(KvCache cache, int layer, const float* q, int q_heads, float scale, float* out,
+                             StepMeta meta) {
+  extern __shared__ float shared[];
+  float* qs = shared;                       // [32][D + 1]
+  float* ks = qs + kPrefillTile * (D + 1);  // [32][D + 1]
+  float* vs = ks + kKeyTile * (D + 1);      // [32][D + 1]
+  float* ps = vs + kKeyTile * (D + 1);      // [32][33]
+  const int tile = blockIdx.x;
+  const int h = blockIdx.y;
+  const int first = meta.tile_first[tile];
+  const int count = meta.tile_count[tile];
+  const int kv_head = h / (q_heads / cache.num_kv_heads);
+  const std::int32_t* table = meta.block_tables + static_cast<std::size_t>(meta.token_seq[first]) * meta.table_stride;
+  const int first_position = meta.positions[first];
+  const int last_position = first_position + count - 1;
+  const T* cache_data = static_cast<const T*>(cache.data);
+  const std::size_t block_elems = block_elements(cache);
+  const std::size_t key_offset = cache_offset(cache, layer, 0, kv_head);
+  const std::size_t value_offset = cache_offset(cache, layer, 1, kv_head);
+
+  for (int i = threadIdx.x; i < kPrefillTile * D; i += kPrefillThreads) {
+    const int r = i / D, d = i % D;
+    qs[r * (D + 1) + d] = r < count ? q[(static_cast<std::size_t>(first + r) * q_heads + h) * D + d] * scale : 0.0f;
+  }
+  const int r = threadIdx.x / 4;
+  const int c = threadIdx.x % 4;
+  const int my_position = first_position + r;
+  float m = kNegInf, l = 0;
+  float acc[D / 4] = {};
+
+  for (int k0 = 0; k0 <= last_position; k0 += kKeyTile) {
+    __syncthreads();  // the previous tile's keys, values and probabilities are no longer read
+    for (int i = threadIdx.x; i < kKeyTile * D; i += kPrefillThreads) {
+      const int j = i / D, d = i % D;
+      const int p = min(k0 + j, last_position);
+      const std::size_t row =
+          table[p / cache.block_size] * block_elems + static_cast<std::size_t>(p % cache.block_size) * D + d;
+      ks[j * (D + 1) + d] = load_f32(cache_data + row + key_offset);
+      vs[j * (D + 1) + d] = load_f32(cache_data + row + value_offset);
+    }
+    __syncthreads();
+    float s[8];
+    float tile_max = m;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int j = c * 8 + u;
+      float dot = 0;
+#pragma unroll 16
+      for (int d = 0; d < D; ++d) dot += qs[r * (D + 1) + d] * ks[j * (D + 1) + d];
+      s[u] = (k0 + j <= my_position && r < count) ? dot : kNegInf;
+      tile_max = fmaxf(tile_max, s[u]);
+    }
+    // The four threads of a row are adjacent lanes of one warp.
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    float tile_sum = 0;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const float p = tile_max == kNegInf ? 0.0f : __expf(s[u] - tile_max);
+      ps[r * (kKeyTile + 1) + c * 8 + u] = p;
+      tile_sum += p;
+    }
+    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
+    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 2);
+    const float correction = m == kNegInf ? 0.0f : __expf(m - tile_max);
+    l = l * correction + tile_sum;
+    m = tile_max;
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < D / 4; ++i) acc[i] *= correction;
+    for (int j = 0; j < kKeyTile; ++j) {
+      const float p = ps[r * (kKeyTile + 1) + j];
+#pragma unroll
+      for (int i = 0; i < D / 4; ++i) acc[i] += p * vs[j * (D + 1) + c + 4 * i];
+    }
+  }
+  if (r < count) {
+    float* o = out + (static_cast<std::size_t>(first + r) * q_heads + h) * D;
+#pragma unroll
+    for (int i = 0; i < D / 4; ++i) o[c + 4 * i] = acc[i] / l;
+  }
+}
+
+__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + __expf(-g)) * up[i];
+  }
+}
+
+__global__ void add_kernel(float* x, const float* y, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    x[i] += y[i];
+  }
+}
+
+__global__ void add_bias_kernel(float* out, const float* bias, std::size_t rows, std::size_t cols) {
+  const std::size_t n = rows * cols;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    out[i] += bias[i % cols];
+  }
+}
+
+template <typename T>
+__global__ void convert_kernel(const float* x, T* out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<T, __half>) {
+      out[i] = __float2half_rn(x[i]);
+    } else {
+      out[i] = __float2bfloat16_rn(x[i]);
+    }
+  }
+}
+
+__global__ void gather_rows_kernel(const float* x, std::size_t cols, float* out, const std::int32_t* rows) {
+  const float* in = x + static_cast<std::size_t>(rows[blockIdx.x]) * cols;
+  float* o = out + blockIdx.x * cols;
+  for (std::size_t i = threadIdx.x; i < cols; i += blockDim.x) o[i] = in[i];
+}
+
+unsigned elementwise_blocks(std::size_t n) {
+  return static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 4096));
+}
+
+// Calls fn with the head dimension as a compile-time constant.
+template <typename Fn>
+void with_head_dim(int head_dim, Fn&& fn) {
+  switch (head_dim) {
+    case 32: return fn(std::integral_constant<int, 32>{});
+    case 64: return fn(std::integral_constant<int, 64>{});
+    case 96: return fn(std::integral_constant<int, 96>{});
+    case 128: return fn(std::integral_constant<int, 128>{});
+    case 256: return fn(std::integral_constant<int, 256>{});
+    default:
+      throw std::invalid_argument("the CUDA attention kernels take head_dim 32, 64, 96, 128 or 256, not " +
+                                  std::to_string(head_dim) + "; run this model with --device cpu");
+  }
+}
+
+}  // namespace
+
+bool attention_head_dim_supported(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256;
+}
+
+void rms_norm(const float* x, const float* w, float eps, float* out, std::size_t segments, int width,
+              cudaStream_t stream) {
+  if (segments == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(segments), norm_threads(width), 0, stream>>>(x, w, eps, out, width);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_rms_norm(float* x, const float* y, const float* w, float eps, float* out, std::size_t rows, int width,
+                  cudaStream_t stream) {
+  if (rows == 0) return;
+  add_rms_norm_kernel<<<static_cast<unsigned>(rows), norm_threads(width), 0, stream>>>(x, y, w, eps, out, width);
+  CUDA_CHECK_LAUNCH();
+}
+
+void qk_norm_rope(float* q, float* k, int q_heads, int k_heads, int head_dim, const float* q_norm, const float* k_norm,
+                  float eps, const double* inv_freq, bool interleaved, const StepMeta& meta, cudaStream_t stream) {
+  if (meta.num_tokens == 0) return;
+  if (head_dim % 2 != 0 || head_dim > 2048) {
+    throw std::invalid_argument("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
+  }
+  const dim3 grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads + k_heads));
+  const unsigned threads = static_cast<unsigned>((head_dim / 2 + 31) / 32 * 32);
+  qk_norm_rope_kernel<<<grid, threads, 0, stream>>>(q, k, q_heads, k_heads, head_dim, q_norm, k_norm, eps, inv_freq,
+                                                    interleaved, meta.positions);
+  CUDA_CHECK_LAUNCH();
+}
+
+void store_kv(const KvCache& cache, int layer, const float* k, const float* v, const StepMeta& meta,
+              cudaStream_t stream) {
+  if (meta.num_tokens == 0) return;
+  if (cache.bf16) {
+    store_kv_kernel<__nv_bfloat16><<<meta.num_tokens, 128, 0, stream>>>(cache, layer, k, v, meta.slots);
+  } else {
+    store_kv_kernel<float><<<meta.num_tokens, 128, 0, stream>>>(cache, layer, k, v, meta.slots);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void decode_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
+                      int partition, float* partials, const StepMeta& meta, cudaStream_t stream) {
+  if (meta.num_tokens == 0) return;
+  const dim3 grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads),
+                  static_cast<unsigned>(splits));
+  with_head_dim(cache.head_dim, [&](auto dim) {
+    constexpr int D = decltype(dim)::value;
+    if (cache.bf16) {
+      decode_attention_kernel<__nv_bfloat16, D><<<grid, kDecodeWarps * 32, 0, stream>>>(
+          cache, layer, q, q_heads, scale, out, splits, partition, partials, meta);
+    } else {
+      decode_attention_kernel<float, D><<<grid, kDecodeWarps * 32, 0, stream>>>(cache, layer, q, q_heads, scale, out,
+                                                                                splits, partition, partials, meta);
+    }
+  });
+  CUDA_CHECK_LAUNCH();
+  if (splits > 1) {
+    const dim3 combine_grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads));
+    combine_partitions_kernel<<<combine_grid, 128, 0, stream>>>(partials, q_heads, cache.head_dim, splits, out);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+void prefill_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out,
+                       const StepMeta& meta, cudaStream_t stream) {
+  if (meta.num_tiles == 0) return;
+  const dim3 grid(static_cast<unsigned>(meta.num_tiles), static_cast<unsigned>(q_heads));
+  with_head_dim(cache.head_dim, [&](auto dim) {
+    constexpr int D = decltype(dim)::value;
+    constexpr std::size_t shared = prefill_shared_bytes<D>();
+    auto launch = [&](auto kernel) {
+      // Above 48 KiB a kernel must ask for its shared memory; asking again is cheap.
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+      kernel<<<grid, kPrefillThreads, shared, stream>>>(cache, layer, q, q_heads, scale, out, meta);
+    };
+    if (cache.bf16) {
+      launch(prefill_attention_kernel<__nv_bfloat16, D>);
+    } else {
+      launch(prefill_attention_kernel<float, D>);
+    }
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  silu_mul_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(gate, up, out, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_inplace(float* x, const float* y, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  add_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(x, y, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(float* out, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  add_bias_kernel<<<elementwise_blocks(rows * cols), 256, 0, stream>>>(out, bias, rows, cols);
+  CUDA_CHECK_LAUNCH();
+}
+
+void gather_logit_rows(const float* x, std::size_t cols, float* out, const StepMeta& meta, cudaStream_t stream) {
+  if (meta.num_logit_rows == 0) return;
+  gather_rows_kernel<<<meta.num_logit_rows, 256, 0, stream>>>(x, cols, out, meta.logit_rows);
+  CUDA_CHECK_LAUNCH();
+}
+
+void to_bf16(const float* x, void* out, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  convert_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(x, static_cast<__nv_bfloat16*>(out), n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void to_f16(const float* x, void* out, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  convert_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(x, static_cast<__half*>(out), n);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace engine::cuda

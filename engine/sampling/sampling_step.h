@@ -1,0 +1,35 @@
+#pragma once
+
+// One sequence's sampling for one step, as a device sampler takes it: the sequence's parameters with the
+// token-specific parts (logit bias and penalties) merged into one adjustment per touched token, and the key
+// of this step's random draw. SequenceSampler::device_step() makes it; SequenceSampler::record() takes the
+// token back.
+
+#include <cstdint>
+#include <vector>
+
+namespace engine::sampling {
+
+// A token whose logit the bias or a penalty changes. Applied in SequenceSampler's order: bias, then the
+// repetition penalty (when `repeat`), then frequency (× output_count) and presence (when output_count > 0).
+struct TokenAdjustment {
+  std::int32_t token = 0;
+  float bias = 0.0f;
+  std::uint32_t output_count = 0;
+  bool repeat = false;
+};
+
+struct SamplingStep {
+  float temperature = 1.0f;  // as applied (raised to the minimum); 0: greedy
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int logprobs = -1;
+  std::uint64_t draw_key = 0;                // from the sequence's random stream: seeded sequences repeat their draws
+  std::vector<TokenAdjustment> adjustments;  // ascending token ids, each once
+};
+
+}  // namespace engine::sampling
