@@ -67,6 +67,7 @@ class Engine {
   std::size_t max_model_len() const { return max_model_len_; }
   std::string_view device_name() const { return backend_->name(); }
   std::size_t block_size() const { return backend_->cache_shape().block_size; }
+  const backend::KvCacheShape& cache_shape() const { return backend_->cache_shape(); }
   BlockPool& blocks() { return blocks_; }
 
   // Grows the sequence's block table to hold `positions`; false (nothing taken) when too few blocks are free.

@@ -22,8 +22,8 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_devices.h"
-#include "engine/cpu/thread_pool.h"
 #include "engine/runtime/engine.h"
+#include "engine/sampling/sampler.h"
 #include "fetchd/client/flags.h"
 
 namespace {
@@ -219,9 +219,9 @@ ModelCost model_cost(const Engine& engine) {
   cost.embed_row_bytes = static_cast<double>(w.embed.bytes.size()) / static_cast<double>(w.embed.rows);
   // Checkpoint::weight_bytes counts lm_head (the embedding itself when tied) but not the embedding lookup.
   cost.weight_bytes = static_cast<double>(engine.checkpoint().weight_bytes()) + cost.embed_row_bytes;
-  // The backend interface's own size of a cache block, so a change of KV storage type follows here.
-  const engine::backend::KvCacheShape position{c.num_layers, c.num_kv_heads, c.head_dim, 1, 1};
-  cost.kv_bytes_per_position = static_cast<double>(position.bytes_per_block());
+  // The engine's own cache blocks (f32 or bf16 keys and values), per position.
+  const auto& cache = engine.cache_shape();
+  cost.kv_bytes_per_position = static_cast<double>(cache.bytes_per_block()) / static_cast<double>(cache.block_size);
   for (const auto& l : w.layers) {
     for (const auto* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
       cost.matmul_params += static_cast<double>(m->rows) * static_cast<double>(m->cols);
@@ -248,19 +248,6 @@ std::vector<std::int32_t> random_tokens(std::size_t count, std::uint64_t vocab, 
   std::uint64_t state = seed;
   for (auto& id : ids) id = static_cast<std::int32_t>(splitmix64(state) % vocab);
   return ids;
-}
-
-// Greedy next token of each logits row on the host, rows spread over the host's threads.
-void argmax_rows(engine::cpu::ThreadPool& pool, const std::vector<float>& logits, std::size_t vocab,
-                 std::span<std::int32_t> out) {
-  pool.parallel_for(out.size(), 1, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t r = begin; r < end; ++r) {
-      const float* row = logits.data() + r * vocab;
-      std::size_t best = 0;
-      for (std::size_t i = 1; i < vocab; ++i) best = row[i] > row[best] ? i : best;
-      out[r] = static_cast<std::int32_t>(best);
-    }
-  });
 }
 
 // Sequences that give their blocks back on every path out, so one failed measurement leaves the pool whole.
@@ -294,28 +281,35 @@ class Sequences {
 struct DecodeResult {
   std::size_t batch = 0;
   std::size_t steps = 0;
-  double step_seconds = 0;    // inside Engine::step, the logits' copy to the host included
-  double argmax_seconds = 0;  // the host's argmax over the returned logits, between steps
-  double kv_bytes = 0;        // keys and values attention read over the timed steps
+  double step_seconds = 0;  // inside Engine::step_and_sample: the forward pass and the sampling
+  double kv_bytes = 0;      // keys and values attention read over the timed steps
   double flops = 0;
   double tokens() const { return static_cast<double>(batch * steps); }
   double tokens_per_s() const { return tokens() / step_seconds; }
-  double tokens_per_s_with_argmax() const { return tokens() / (step_seconds + argmax_seconds); }
 };
 
 // `batch` sequences decoding together: each prompt prefilled first (whole prompts, as many per step as fit
 // in `token_budget` tokens), `warmup` untimed decode steps (a GPU backend may capture a graph per batch
 // size on first use), then `steps` timed greedy decode steps.
-DecodeResult run_decode(Engine& engine, engine::cpu::ThreadPool& pool, const ModelCost& cost, std::size_t batch,
-                        std::size_t prompt_len, std::size_t warmup, std::size_t steps, std::size_t token_budget) {
+DecodeResult run_decode(Engine& engine, const ModelCost& cost, std::size_t batch, std::size_t prompt_len,
+                        std::size_t warmup, std::size_t steps, std::size_t token_budget) {
   const std::size_t vocab = engine.config().vocab_size;
   Sequences seqs(engine, batch);
   seqs.reserve_all(prompt_len + warmup + steps);
   std::vector<std::vector<std::int32_t>> prompts;
   for (std::size_t b = 0; b < batch; ++b) prompts.push_back(random_tokens(prompt_len, vocab, 1000 + b));
 
+  // Greedy samplers: serverd's path, the tokens chosen where the logits are.
+  engine::sampling::SamplingParams greedy;
+  greedy.temperature = 0;
+  std::vector<std::unique_ptr<engine::sampling::SequenceSampler>> samplers;
+  std::vector<engine::sampling::SequenceSampler*> sampler_ptrs;
+  for (std::size_t b = 0; b < batch; ++b) {
+    samplers.push_back(std::make_unique<engine::sampling::SequenceSampler>(greedy, prompts[b]));
+    sampler_ptrs.push_back(samplers.back().get());
+  }
   std::vector<std::int32_t> next(batch);
-  std::vector<float> logits;
+  std::vector<engine::sampling::SampledToken> sampled;
   std::vector<StepInput> inputs;
   for (std::size_t first = 0; first < batch;) {
     inputs.clear();
@@ -324,12 +318,12 @@ DecodeResult run_decode(Engine& engine, engine::cpu::ThreadPool& pool, const Mod
       inputs.push_back({&seqs[end], prompts[end]});
       tokens += prompt_len;
     }
-    engine.step(inputs, logits);
-    argmax_rows(pool, logits, vocab, std::span(next).subspan(first, end - first));
+    engine.step_and_sample(inputs, std::span(sampler_ptrs).subspan(first, end - first), sampled);
+    for (std::size_t b = first; b < end; ++b) next[b] = sampled[b - first].token;
     first = end;
   }
 
-  // Each input reads its token from next[b], which the argmax after every step overwrites in place.
+  // Each input reads its token from next[b], which every step overwrites in place.
   inputs.clear();
   for (std::size_t b = 0; b < batch; ++b) inputs.push_back({&seqs[b], std::span(&next[b], 1)});
   DecodeResult result{batch, steps};
@@ -342,13 +336,9 @@ DecodeResult run_decode(Engine& engine, engine::cpu::ThreadPool& pool, const Mod
       }
     }
     const auto start = Clock::now();
-    engine.step(inputs, logits);
-    const auto stepped = Clock::now();
-    argmax_rows(pool, logits, vocab, next);
-    if (timed) {
-      result.step_seconds += std::chrono::duration<double>(stepped - start).count();
-      result.argmax_seconds += seconds_since(stepped);
-    }
+    engine.step_and_sample(inputs, sampler_ptrs, sampled);
+    if (timed) result.step_seconds += seconds_since(start);
+    for (std::size_t b = 0; b < batch; ++b) next[b] = sampled[b].token;
   }
   return result;
 }
@@ -492,20 +482,16 @@ void bench_model(const Options& o, const CopyBound& copy, const GemmBound& gemm,
       cost.weight_bytes / 1e9, cost.embed_row_bytes, cost.kv_bytes_per_position / 1e3);
   std::printf("matmul params    %.1f M in the layers + %.1f M lm_head; KV cache %zu blocks of %zu positions\n",
               cost.matmul_params / 1e6, cost.lm_head_params / 1e6, engine->blocks().num_blocks(), engine->block_size());
-  std::printf(
-      "(greedy tokens by argmax of the returned logits on the host; its time is shown apart and left out "
-      "of tokens/s)\n");
-  engine::cpu::ThreadPool pool(0);
+  std::printf("(greedy tokens chosen by Engine::step_and_sample, as serverd chooses them)\n");
 
   // Batch-1 decode: memory-bound, so its figure is the bytes it must read per second.
-  const auto d1 = run_decode(*engine, pool, cost, 1, kShortPrompt, kDecodeWarmup, o.decode_steps, o.prefill_chunk);
+  const auto d1 = run_decode(*engine, cost, 1, kShortPrompt, kDecodeWarmup, o.decode_steps, o.prefill_chunk);
   const double d1_bytes = cost.weight_bytes * static_cast<double>(d1.steps) + d1.kv_bytes;
   const double d1_rate = d1_bytes / d1.step_seconds;
   std::printf(
-      "decode batch 1   %.1f tokens/s (%.3f ms/token; %.1f with host argmax, %.3f ms/token of it); "
+      "decode batch 1   %.1f tokens/s (%.3f ms/token); "
       "%.0f GB/s of weights + KV = %.1f%% of copy bandwidth (%llu steps after a %zu-token prompt)\n",
-      d1.tokens_per_s(), 1e3 * d1.step_seconds / d1.tokens(), d1.tokens_per_s_with_argmax(),
-      1e3 * d1.argmax_seconds / d1.tokens(), d1_rate / 1e9, 100 * d1_rate / bandwidth,
+      d1.tokens_per_s(), 1e3 * d1.step_seconds / d1.tokens(), d1_rate / 1e9, 100 * d1_rate / bandwidth,
       static_cast<unsigned long long>(o.decode_steps), kShortPrompt);
   table.push_back({"decode batch 1, tokens/s", format("%.1f", d1.tokens_per_s()),
                    format("%.1f (copy bandwidth / bytes per token)", bandwidth / (d1_bytes / d1.tokens())),
@@ -517,14 +503,13 @@ void bench_model(const Options& o, const CopyBound& copy, const GemmBound& gemm,
   // Larger batches: the weights are read once per step for all sequences; the bound is the roofline of the
   // step (its bytes at copy bandwidth or its FLOPs at the cuBLAS rate, whichever takes longer).
   for (const std::size_t batch : parse_batches(o.batches)) {
-    const auto d = run_decode(*engine, pool, cost, batch, o.batch_prompt, kBatchWarmup, o.batch_steps, o.prefill_chunk);
+    const auto d = run_decode(*engine, cost, batch, o.batch_prompt, kBatchWarmup, o.batch_steps, o.prefill_chunk);
     const double bytes = cost.weight_bytes * static_cast<double>(d.steps) + d.kv_bytes;
     const double roofline = d.tokens() / std::max(bytes / bandwidth, d.flops / peak);
     std::printf(
-        "decode batch %-4zu%.0f output tokens/s (%.2f ms/step; %.0f with host argmax, %.2f ms/step of it); "
+        "decode batch %-4zu%.0f output tokens/s (%.2f ms/step); "
         "%.0f GB/s, %.1f TFLOP/s (%llu steps after %llu-token prompts)\n",
-        batch, d.tokens_per_s(), 1e3 * d.step_seconds / static_cast<double>(d.steps), d.tokens_per_s_with_argmax(),
-        1e3 * d.argmax_seconds / static_cast<double>(d.steps), bytes / d.step_seconds / 1e9,
+        batch, d.tokens_per_s(), 1e3 * d.step_seconds / static_cast<double>(d.steps), bytes / d.step_seconds / 1e9,
         d.flops / d.step_seconds / 1e12, static_cast<unsigned long long>(o.batch_steps),
         static_cast<unsigned long long>(o.batch_prompt));
     table.push_back({format("decode batch %zu, output tokens/s", batch), format("%.0f", d.tokens_per_s()),

@@ -706,5 +706,47 @@ TEST(LargeVocabulary, TopPWithoutTopKKeepsOnlyTheHeavyHalf) {
   EXPECT_GT(*tokens.rbegin(), heavy[1400]);
 }
 
+// What a device sampler is handed: one adjustment per touched token, ascending, the bias clamped and the
+// last of a repeated id kept, the repetition penalty on prompt and output tokens once, output counts as
+// recorded; greedy as temperature 0; each step a new draw key from the seeded stream.
+TEST(DeviceStep, MergesBiasAndPenaltiesPerToken) {
+  SamplingParams params = seeded(7);
+  params.temperature = 0.0f;
+  params.repetition_penalty = 1.3f;
+  params.frequency_penalty = 0.5f;
+  params.logit_bias = {{40, 1.0f}, {9, 250.0f}, {40, -3.0f}};
+  SequenceSampler sampler(params, std::vector<std::int32_t>{9, 5, 5});
+  sampler.record(5);
+  sampler.record(12);
+  sampler.record(12);
+  const SamplingStep step = sampler.device_step();
+  EXPECT_EQ(step.temperature, 0.0f);
+  ASSERT_EQ(step.adjustments.size(), 4u);
+  const auto expect = [&](std::size_t i, std::int32_t token, float bias, std::uint32_t count, bool repeat) {
+    EXPECT_EQ(step.adjustments[i].token, token) << i;
+    EXPECT_EQ(step.adjustments[i].bias, bias) << i;
+    EXPECT_EQ(step.adjustments[i].output_count, count) << i;
+    EXPECT_EQ(step.adjustments[i].repeat, repeat) << i;
+  };
+  expect(0, 5, 0.0f, 1, true);  // in the prompt and the output: one repetition penalty
+  expect(1, 9, kMaxLogitBias, 0, true);
+  expect(2, 12, 0.0f, 2, true);
+  expect(3, 40, -3.0f, 0, false);
+
+  SequenceSampler same(params, std::vector<std::int32_t>{9, 5, 5});
+  EXPECT_EQ(same.device_step().draw_key, step.draw_key);
+  EXPECT_NE(sampler.device_step().draw_key, step.draw_key);
+
+  params.repetition_penalty = 1.0f;
+  params.frequency_penalty = 0.0f;
+  params.logit_bias.clear();
+  params.temperature = 0.004f;  // raised to the minimum, not greedy
+  SequenceSampler plain(params, std::vector<std::int32_t>{1, 2, 3});
+  plain.record(2);
+  const auto plain_step = plain.device_step();
+  EXPECT_TRUE(plain_step.adjustments.empty());
+  EXPECT_EQ(plain_step.temperature, kMinTemperature);
+}
+
 }  // namespace
 }  // namespace engine::sampling
