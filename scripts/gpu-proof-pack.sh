@@ -54,7 +54,7 @@ say "building ${targets[*]}"
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
 rm -rf "$pack"
-mkdir -p "$pack/bin" "$pack/lib" "$pack/node" "$pack/tokenizer/qwen3" "$cache"
+mkdir -p "$pack/bin" "$pack/lib" "$pack/fallback-lib" "$pack/node" "$pack/tokenizer/qwen3" "$cache"
 
 # Libraries the lent machine has in a newer or matching version, or must not get from us: glibc's
 # (their private symbols tie them to one ld.so), the C++ runtime, and the CUDA driver and toolkit.
@@ -72,7 +72,7 @@ is_system_lib() {
   return 1
 }
 
-declare -A libs=() # soname → resolved file
+declare -A libs=() cxx_runtime=() # soname → resolved file
 collect_libs() {
   local binary=$1 line name path
   while IFS= read -r line; do
@@ -80,6 +80,7 @@ collect_libs() {
     name=$(awk '{print $1}' <<<"$line")
     path=$(awk '{print $3}' <<<"$line")
     [[ $path == not ]] && die "$binary needs $name, which this machine cannot find"
+    [[ $name == libstdc++.so.* || $name == libgcc_s.so.* ]] && cxx_runtime[$name]=$(readlink -f "$path")
     is_system_lib "$name" "$path" && continue
     libs[$name]=$(readlink -f "$path")
   done < <(ldd "$binary")
@@ -100,6 +101,10 @@ for name in "${!libs[@]}"; do
   cp "${libs[$name]}" "$pack/lib/$name"
 done
 say "${#libs[@]} shared libraries for ${#targets[@]} binaries"
+# The C++ runtime we built against, used there only if the image's is older (gpu-proof.sh checks).
+for name in "${!cxx_runtime[@]}"; do
+  cp "${cxx_runtime[$name]}" "$pack/fallback-lib/$name"
+done
 
 # node: a self-contained binary (it links only glibc and the C++ runtime); refuse one that needs more.
 node_path=$(readlink -f "$(command -v node)")

@@ -117,9 +117,16 @@ finish() {
     echo "######## $(basename "$f")"
     cat "$f"
   done >"$work/gpu-proof.log"
-  [[ $dest == "$work" ]] || cp "$work/gpu-proof.log" "$logdir/summary.txt" "$dest/"
+  cp "$logdir/summary.txt" "$dest/"
+  [[ $dest == "$work" ]] || cp "$work/gpu-proof.log" "$dest/"
   tar -C "$work" -czf "$dest/logs.tar.gz" logs
   echo "gpu-proof: logs in $dest (summary.txt, gpu-proof.log, logs.tar.gz)"
+  # The models written here (1.2 GB for the bench) go; the logs stay where they were reported.
+  if [[ $dest == "$work" ]]; then
+    rm -rf "${work:?}/bin" "$work/transformers" "$work/qwen3-0.6b"
+  else
+    rm -rf "$work"
+  fi
   ((failed == 0))
 }
 
@@ -176,12 +183,17 @@ export -f unpack
 step "unpack .gpu-proof" 60 unpack
 
 # --- libraries: the carried ones through the binaries' RPATH; CUDA's from wherever this image keeps them
-cuda_dirs=()
+extra_dirs=()
 find_cuda_libs() {
   local missing=() lib dir candidates=()
   for b in "$pack"/bin/*; do
     [[ $b == *.xz ]] && continue
-    while read -r lib _; do missing+=("$lib"); done < <(ldd "$b" 2>/dev/null | grep 'not found')
+    while read -r lib _; do missing+=("$lib"); done < <(ldd "$b" 2>/dev/null | grep '=> not found')
+    # An image whose C++ runtime is older than the one we built with: ours, from the pack.
+    if ldd "$b" 2>&1 | grep -q "version .\(GLIBCXX\|CXXABI\|GCC\)_[0-9.]*' not found"; then
+      [[ " ${extra_dirs[*]} " == *" $pack/fallback-lib "* ]] || extra_dirs+=("$pack/fallback-lib")
+      echo "$(basename "$b"): the system's libstdc++/libgcc_s is too old; using .gpu-proof/fallback-lib"
+    fi
   done
   ((${#missing[@]})) || {
     echo "every library of .gpu-proof/bin resolves"
@@ -205,7 +217,7 @@ for s in site.getsitepackages():
     done
     if [[ -n $found ]]; then
       echo "$lib: $found"
-      [[ " ${cuda_dirs[*]} " == *" $found "* ]] || cuda_dirs+=("$found")
+      [[ " ${extra_dirs[*]} " == *" $found "* ]] || extra_dirs+=("$found")
     else
       unresolved+=("$lib")
     fi
@@ -215,7 +227,7 @@ for s in site.getsitepackages():
     return 1
   }
 }
-# Not through step(): it sets cuda_dirs for the steps after it.
+# Not through step(): it sets extra_dirs for the steps after it.
 lib_log=$logdir/$(printf '%02d' "${#names[@]}")-libraries.log
 t0=$(date +%s)
 if find_cuda_libs >"$lib_log" 2>&1; then
@@ -231,7 +243,7 @@ wrap=$work/bin
 mkdir -p "$wrap"
 ld_path=$(
   IFS=:
-  echo "${cuda_dirs[*]}"
+  echo "${extra_dirs[*]}"
 )
 for b in "$pack"/bin/*; do
   [[ $b == *.xz ]] && continue
