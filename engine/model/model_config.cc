@@ -138,15 +138,22 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   c.head_dim = f.positive_or("head_dim", c.hidden_size / c.num_heads);
   c.max_position_embeddings = f.positive_or("max_position_embeddings", 4096);
   c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
-  c.rope_theta = f.number_or("rope_theta", 10000.0);
+  // transformers 5 writes one rope_parameters object (rope_theta with the scaling keys) in place of
+  // rope_theta and rope_scaling; older files keep the two keys, which then take precedence.
+  const auto* rope_parameters = f.find("rope_parameters");
+  if (rope_parameters != nullptr && !rope_parameters->IsObject()) f.fail("'rope_parameters' must be an object");
+  const double theta =
+      rope_parameters != nullptr ? JsonFields(*rope_parameters, name).number_or("rope_theta", 10000.0) : 10000.0;
+  c.rope_theta = f.number_or("rope_theta", theta);
   c.tie_word_embeddings = f.flag_or("tie_word_embeddings", false);
   c.qk_norm = c.architecture == Architecture::Qwen3;
   c.attention_bias = f.flag_or("attention_bias", c.architecture == Architecture::Qwen2);
   c.eos_token_ids = f.ids("eos_token_id");
   if (const auto bos = f.ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
 
-  if (const auto* scaling = f.find("rope_scaling")) {
-    if (!scaling->IsObject()) f.fail("'rope_scaling' must be an object");
+  const char* scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
+  if (const auto* scaling = f.find(scaling_key)) {
+    if (!scaling->IsObject()) f.fail("'" + std::string(scaling_key) + "' must be an object");
     const JsonFields s(*scaling, name);
     const auto* type = s.find("rope_type") != nullptr ? s.find("rope_type") : s.find("type");
     const std::string kind = type != nullptr && type->IsString() ? type->GetString() : "";
@@ -159,7 +166,7 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
           s.positive_or("original_max_position_embeddings", r.original_max_position_embeddings);
       c.rope_scaling = r;
     } else if (!kind.empty() && kind != "default") {
-      f.fail("rope_scaling of type '" + kind + "' is not supported (supported: llama3)");
+      f.fail(std::string(scaling_key) + " of type '" + kind + "' is not supported (supported: llama3)");
     }
   }
   check_shape(c, name);

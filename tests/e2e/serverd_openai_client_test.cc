@@ -1,6 +1,8 @@
 // serverd end to end: a hub name resolved through the fetchd child serverd starts (from the loopback test
-// hub, weights as Xet), loaded into the CPU engine, and answered for the official `openai` npm client;
-// SIGTERM then stops serverd (exit 0) and its fetchd child.
+// hub, weights as Xet), loaded into the engine (`--device` from ENGINE_TEST_DEVICE, cpu by default), and
+// answered for the official `openai` npm client; SIGTERM then stops serverd (exit 0) and its fetchd child.
+// SERVERD_BINARY, FETCHD_BINARY, NODE_EXECUTABLE and OPENAI_CLIENT_SCRIPT in the environment override the
+// paths compiled in (binaries carried to another machine, scripts/gpu-proof.sh).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include "engine/tools/model_writer.h"
 #include "tests/hub/test_hub.h"
 #include "tests/support/child_process.h"
+#include "tests/support/environment.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -17,6 +20,18 @@ namespace {
 using testing::HasSubstr;
 using testing_support::ChildProcess;
 using testing_support::TempDir;
+
+const std::string& serverd_binary() {
+  static const std::string path = testing_support::env_or("SERVERD_BINARY", SERVERD_BINARY);
+  return path;
+}
+
+// serverd's environment: the test hub, a fresh HF_HOME and the fetchd binary it starts as its child.
+std::map<std::string, std::string> serverd_environment(const TempDir& dir, const testing_support::TestHub& hub) {
+  return {{"HF_HOME", (dir / "home").string()},
+          {"HF_ENDPOINT", hub.endpoint()},
+          {"FETCHD_BINARY", testing_support::env_or("FETCHD_BINARY", FETCHD_BINARY)}};
+}
 
 TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   TempDir dir;
@@ -30,25 +45,28 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   hub.set_store_lfs_as_xet(true);
   hub.add_repository_from_folder("demo/tiny", dir / "model");
 
-  ChildProcess serverd(
-      {SERVERD_BINARY, "--model", "demo/tiny", "--host", "127.0.0.1", "--port", "0", "--api-key", "sk-test"},
-      {{"HF_HOME", (dir / "home").string()}, {"HF_ENDPOINT", hub.endpoint()}, {"FETCHD_BINARY", FETCHD_BINARY}});
+  ChildProcess serverd({serverd_binary(), "--model", "demo/tiny", "--device", testing_support::engine_test_device(),
+                        "--host", "127.0.0.1", "--port", "0", "--api-key", "sk-test"},
+                       serverd_environment(dir, hub));
   std::smatch match;
   const std::regex serving("serving 'demo/tiny' on 127\\.0\\.0\\.1:([0-9]+)");
   std::string err;
   ASSERT_TRUE(testing_support::eventually(
       [&] {
         err = serverd.err();
-        return std::regex_search(err, match, serving);
+        return std::regex_search(err, match, serving) || !serverd.running();
       },
       std::chrono::seconds(120)))
       << serverd.err();
+  ASSERT_FALSE(match.empty()) << "serverd exited before serving: " << serverd.err();
   EXPECT_THAT(err, HasSubstr("through fetchd at unix:"));
   const std::string base = "http://127.0.0.1:" + match[1].str() + "/v1";
 
   std::string output;
   const int status = testing_support::run_command(
-      std::string("'") + NODE_EXECUTABLE + "' '" + OPENAI_CLIENT_SCRIPT + "' " + base + " demo/tiny sk-test", output);
+      "'" + testing_support::env_or("NODE_EXECUTABLE", NODE_EXECUTABLE) + "' '" +
+          testing_support::env_or("OPENAI_CLIENT_SCRIPT", OPENAI_CLIENT_SCRIPT) + "' " + base + " demo/tiny sk-test",
+      output);
   EXPECT_EQ(status, 0) << output << serverd.err();
   for (const char* check :
        {"models", "completions", "chat", "chat streaming with usage", "n > 1", "logprobs", "stop strings",
@@ -84,13 +102,14 @@ TEST(ServerdOpenAiClient, RevisionAndDownloadDirCarryThrough) {
   const std::string dev_commit = hub.commit("demo/tiny", "dev", files);
 
   const auto cache = dir / "elsewhere" / "cache";
-  ChildProcess serverd(
-      {SERVERD_BINARY, "--model", "demo/tiny", "--revision", "dev", "--download-dir", cache.string(), "--host",
-       "127.0.0.1", "--port", "0"},
-      {{"HF_HOME", (dir / "home").string()}, {"HF_ENDPOINT", hub.endpoint()}, {"FETCHD_BINARY", FETCHD_BINARY}});
+  ChildProcess serverd({serverd_binary(), "--model", "demo/tiny", "--revision", "dev", "--download-dir", cache.string(),
+                        "--device", testing_support::engine_test_device(), "--host", "127.0.0.1", "--port", "0"},
+                       serverd_environment(dir, hub));
   ASSERT_TRUE(testing_support::eventually(
-      [&] { return serverd.err().find("serving 'demo/tiny'") != std::string::npos; }, std::chrono::seconds(120)))
+      [&] { return serverd.err().find("serving 'demo/tiny'") != std::string::npos || !serverd.running(); },
+      std::chrono::seconds(120)))
       << serverd.err();
+  ASSERT_THAT(serverd.err(), HasSubstr("serving 'demo/tiny'")) << "serverd exited before serving";
   EXPECT_THAT(serverd.err(), HasSubstr("demo/tiny at " + dev_commit + " is " + cache.string() +
                                        "/models--demo--tiny/snapshots/" + dev_commit));
   EXPECT_TRUE(std::filesystem::exists(cache / "models--demo--tiny" / "snapshots" / dev_commit / "config.json"));
@@ -103,9 +122,8 @@ TEST(ServerdOpenAiClient, RevisionAndDownloadDirCarryThrough) {
 TEST(ServerdOpenAiClient, FetchdErrorsKeepTheirSentenceAndExitCode) {
   TempDir dir;
   testing_support::TestHub hub;
-  ChildProcess serverd(
-      {SERVERD_BINARY, "--model", "org/missing", "--host", "127.0.0.1", "--port", "0"},
-      {{"HF_HOME", (dir / "home").string()}, {"HF_ENDPOINT", hub.endpoint()}, {"FETCHD_BINARY", FETCHD_BINARY}});
+  ChildProcess serverd({serverd_binary(), "--model", "org/missing", "--host", "127.0.0.1", "--port", "0"},
+                       serverd_environment(dir, hub));
   EXPECT_EQ(serverd.wait(), 3) << serverd.err();
   EXPECT_THAT(serverd.err(), HasSubstr("repository 'org/missing' was not found"));
 }

@@ -67,6 +67,13 @@ void ChildProcess::signal(int sig) const {
   ::kill(pid_, sig);
 }
 
+bool ChildProcess::running() const {
+  if (reaped_) return false;
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return false;
+  return info.si_pid == 0;  // WNOHANG leaves it zero while the process runs
+}
+
 int ChildProcess::wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;

@@ -22,6 +22,9 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   void signal(int sig) const;
+  // False once the process has exited (it stays unreaped for wait()), so a test stops waiting for output
+  // that will never come.
+  bool running() const;
   // Exit status (128 + signal when killed); -1 when `timeout` passed (the process is then killed).
   int wait(std::chrono::milliseconds timeout = std::chrono::seconds(120));
   std::string out() const;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/support/environment.h"
 #include "tests/support/temp_dir.h"
 
 namespace testing_support {
@@ -72,12 +73,12 @@ std::string token_list(const std::vector<std::int32_t>& ids) {
 }  // namespace
 
 const std::filesystem::path& reference_python() {
-  static const std::filesystem::path path = REFERENCE_PYTHON;
+  static const std::filesystem::path path = env_or("REFERENCE_PYTHON", REFERENCE_PYTHON);
   return path;
 }
 
 const std::filesystem::path& reference_model_script() {
-  static const std::filesystem::path path = REFERENCE_MODEL_SCRIPT;
+  static const std::filesystem::path path = env_or("REFERENCE_MODEL_SCRIPT", REFERENCE_MODEL_SCRIPT);
   return path;
 }
 

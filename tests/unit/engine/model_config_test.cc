@@ -64,6 +64,29 @@ TEST(ModelConfig, Llama3RopeScaling) {
   EXPECT_EQ(c.head_dim, 64u);
 }
 
+// transformers 5 saves RoPE settings as one rope_parameters object instead of rope_theta + rope_scaling.
+TEST(ModelConfig, Transformers5RopeParameters) {
+  const auto llama = parse_hf_config(R"({"architectures":["LlamaForCausalLM"],"vocab_size":128256,"hidden_size":2048,
+    "intermediate_size":8192,"num_hidden_layers":16,"num_attention_heads":32,"num_key_value_heads":8,
+    "rope_parameters":{"factor":32.0,"high_freq_factor":4.0,"low_freq_factor":1.0,
+    "original_max_position_embeddings":8192,"rope_theta":500000.0,"rope_type":"llama3"}})",
+                                     "c");
+  EXPECT_EQ(llama.rope_theta, 5e5);
+  ASSERT_TRUE(llama.rope_scaling);
+  EXPECT_EQ(llama.rope_scaling->factor, 32.0);
+  EXPECT_EQ(llama.rope_scaling->original_max_position_embeddings, 8192u);
+
+  const auto qwen = parse_hf_config(R"({"architectures":["Qwen3ForCausalLM"],"vocab_size":64,"hidden_size":64,
+    "intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,
+    "rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}})",
+                                    "c");
+  EXPECT_EQ(qwen.rope_theta, 1e6);
+  EXPECT_FALSE(qwen.rope_scaling);
+  EXPECT_THAT(error_of(R"({"architectures":["LlamaForCausalLM"],"vocab_size":1,"hidden_size":64,"intermediate_size":1,
+    "num_hidden_layers":1,"num_attention_heads":4,"rope_parameters":{"rope_type":"yarn","rope_theta":1e4}})"),
+              HasSubstr("rope_parameters of type 'yarn' is not supported"));
+}
+
 TEST(ModelConfig, RefusesWhatTheEngineCannotRunByName) {
   const auto e = error_of(R"({"architectures":["MistralForCausalLM"],"vocab_size":1})");
   EXPECT_THAT(e, HasSubstr("the architecture MistralForCausalLM is not supported"));
