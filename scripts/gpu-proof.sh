@@ -299,17 +299,13 @@ export -f node_check
 step "node + openai package" 30 node_check
 
 # --- (a) the CUDA test binaries ----------------------------------------------------------------------
-for t in cuda_devices_tests cuda_weight_kernels_tests cuda_backend_tests; do
+for t in cuda_backend_tests cuda_sampling_tests cuda_engine_tests cuda_weight_kernels_tests cuda_devices_tests; do
   if [[ -x $pack/bin/$t ]]; then
-    gpu_step "(a) $t" 60 "$wrap/$t" --gtest_brief=1
+    gpu_step "(a) $t" 90 "$wrap/$t" --gtest_brief=1
   else
     record "(a) $t" SKIP 0 "not in .gpu-proof (no such target when packed)"
   fi
 done
-
-# --- (b) the engine reference tests on the CUDA engine -----------------------------------------------
-gpu_step "(b) engine_reference_tests $device" 150 env ENGINE_TEST_DEVICE="$device" REFERENCE_PYTHON="${reference_python:-python3}" \
-  REFERENCE_MODEL_SCRIPT="$root/tests/reference/reference_model.py" "$wrap/engine_reference_tests" --gtest_brief=1
 
 # --- (c) transformers on its own checkpoints ---------------------------------------------------------
 if [[ -z $torch_python ]]; then
@@ -335,6 +331,28 @@ if [[ -x $pack/bin/engine-gpu-bench ]]; then
   gpu_step "(e) engine-gpu-bench" 120 "$wrap/engine-gpu-bench" --model "$work/qwen3-0.6b" ${GPU_BENCH_ARGS:-}
 else
   record "(e) engine-gpu-bench" SKIP 0 "not in .gpu-proof (no such target when packed)"
+fi
+
+# --- (b) the engine reference tests on the CUDA engine -----------------------------------------------
+gpu_step "(b) engine_reference_tests $device" 150 env ENGINE_TEST_DEVICE="$device" REFERENCE_PYTHON="${reference_python:-python3}" \
+  REFERENCE_MODEL_SCRIPT="$root/tests/reference/reference_model.py" "$wrap/engine_reference_tests" --gtest_brief=1
+
+# --- (f) the kernel tests under compute-sanitizer's memcheck: no access outside an allocation -----------
+if sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1) &&
+  [[ -n $sanitizer ]]; then
+  for t in cuda_backend_tests cuda_sampling_tests; do
+    [[ -x $pack/bin/$t ]] && gpu_step "(f) memcheck $t" 120 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$wrap/$t" --gtest_brief=1
+  done
+else
+  record "(f) memcheck" SKIP 0 "no compute-sanitizer on this machine"
+fi
+
+# --- (g) decode without CUDA graphs: what capturing decode steps buys ----------------------------------
+if [[ -x $pack/bin/engine-gpu-bench ]]; then
+  # shellcheck disable=SC2086
+  gpu_step "(g) engine-gpu-bench --enforce-eager" 90 "$wrap/engine-gpu-bench" --model "$work/qwen3-0.6b" \
+    --enforce-eager --batches 64 --copy-mib 1024 ${GPU_BENCH_ARGS:-}
 fi
 
 finish
