@@ -232,8 +232,9 @@ class CudaBackend final : public Backend {
                                   std::to_string(shape.block_size) + " positions");
     }
     if (!cuda::attention_head_dim_supported(static_cast<int>(shape.head_dim))) {
-      throw std::invalid_argument("cuda backend: the attention kernels take head_dim 32, 64, 96, 128 or 256, not " +
-                                  std::to_string(shape.head_dim) + "; run this model with --device cpu");
+      throw std::invalid_argument("cuda backend: head_dim " + std::to_string(shape.head_dim) +
+                                  " is not one the attention kernels take (32, 64, 96, 128 or 256); run this model "
+                                  "with --device cpu");
     }
     if (rope.inv_freq.size() * 2 != shape.head_dim) {
       throw std::invalid_argument("cuda backend: " + std::to_string(rope.inv_freq.size()) +
@@ -385,7 +386,8 @@ class CudaBackend final : public Backend {
       cuda::decode_attention(cache_, static_cast<int>(layer), q.data, q_heads, scale, out.data, splits, partition,
                              partials, meta_, stream_);
     } else {
-      cuda::prefill_attention(cache_, static_cast<int>(layer), q.data, q_heads, scale, out.data, meta_, stream_);
+      cuda::prefill_attention(cache_, static_cast<int>(layer), q.data, q_heads, scale, out.data, meta_,
+                              options_.tensor_core_attention, stream_);
     }
   }
 

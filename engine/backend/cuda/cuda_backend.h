@@ -11,7 +11,8 @@ namespace engine::backend {
 
 struct CudaBackendOptions {
   int device = 0;
-  bool enforce_eager = false;  // no CUDA graphs: every kernel launched as the graph asks for it
+  bool enforce_eager = false;         // no CUDA graphs: every kernel launched as the graph asks for it
+  bool tensor_core_attention = true;  // bf16 caches: prefill attention on the tensor cores
 };
 
 // Throws std::runtime_error naming the device and CUDA's words when it cannot be used.

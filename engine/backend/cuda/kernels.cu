@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <mma.h>
 
 #include <cmath>
 #include <limits>
@@ -117,6 +118,36 @@ __device__ __forceinline__ void store_f32(T* p, float v) {
   }
 }
 
+// N consecutive cache elements as floats, in 8- or 16-byte loads where N allows (the row and the lane's
+// offset are multiples of N elements, so the addresses are aligned).
+template <typename T, int N>
+__device__ __forceinline__ void load_f32_row(const T* p, float (&out)[N]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p + i);
+      const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+      const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+      out[i] = lo.x;
+      out[i + 1] = lo.y;
+      out[i + 2] = hi.x;
+      out[i + 3] = hi.y;
+    }
+  } else if constexpr (std::is_same_v<T, float> && N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + i);
+      out[i] = v.x;
+      out[i + 1] = v.y;
+      out[i + 2] = v.z;
+      out[i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = load_f32(p + i);
+  }
+}
+
 // Elements from the start of a block to layer `layer`, kind (0 key, 1 value), head `head`, position 0.
 __device__ __forceinline__ std::size_t cache_offset(const KvCache& c, int layer, int kind, int head) {
   return (((static_cast<std::size_t>(layer) * 2 + kind) * c.num_kv_heads + head) * c.block_size) * c.head_dim;
@@ -146,7 +177,7 @@ __global__ void store_kv_kernel(KvCache cache, int layer, const float* k, const 
 // ---- decode attention: one block of 4 warps per (token, q head, partition of the context) ----
 
 constexpr int kDecodeWarps = 4;
-constexpr int kDecodeUnroll = 4;  // positions a warp loads before it reduces, to keep loads in flight
+constexpr int kDecodeUnroll = 8;  // positions a warp loads before it reduces, to keep loads in flight
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
@@ -182,9 +213,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     for (int u = 0; u < kDecodeUnroll; ++u) {
       const int p = min(p0 + u, end - 1);  // past the end: a repeat, masked below
       row[u] = table[p / cache.block_size] * block_elems + static_cast<std::size_t>(p % cache.block_size) * D;
+      float key[kPerLane];
+      load_f32_row(cache_data + row[u] + key_offset, key);
       float s = 0;
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) s += qv[i] * load_f32(cache_data + row[u] + key_offset + i);
+      for (int i = 0; i < kPerLane; ++i) s += qv[i] * key[i];
       score[u] = s;
     }
     float block_max = m;
@@ -201,8 +234,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     for (int u = 0; u < kDecodeUnroll; ++u) {
       const float p = __expf(score[u] - block_max);  // 0 for masked positions
       l += p;
+      float value[kPerLane];
+      load_f32_row(cache_data + row[u] + value_offset, value);
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) acc[i] += p * load_f32(cache_data + row[u] + value_offset + i);
+      for (int i = 0; i < kPerLane; ++i) acc[i] += p * value[i];
     }
     m = block_max;
   }
@@ -359,6 +394,151 @@ __global__ void __launch_bounds__(kPrefillThreads)
   }
 }
 
+// ---- prefill attention on the tensor cores (bf16 caches): one block of two warps per (tile of up to 32
+// queries of one sequence, q head). Each warp owns 16 query rows: S = Q·Kᵀ and O += P·V are 16×16×16 bf16
+// products with f32 accumulation (WMMA); the online softmax runs on S in shared memory, two lanes per row.
+
+constexpr int kTcWarps = 2;
+constexpr int kTcKeys = 64;  // keys per tile
+constexpr int kTcRows = 16;  // query rows per warp
+
+template <int D>
+struct TcLayout {
+  static constexpr int kQkvStride = D + 8;          // bf16 elements per row of Q, K, V (ldm: a multiple of 8)
+  static constexpr int kScoreStride = kTcKeys + 4;  // floats per row of S
+  static constexpr int kProbStride = kTcKeys + 8;   // bf16 per row of P
+  static constexpr int kOutStride = D + 4;          // floats per row of O
+  static constexpr std::size_t round(std::size_t bytes) { return (bytes + 127) / 128 * 128; }
+  static constexpr std::size_t kQ = 0;
+  static constexpr std::size_t kK = kQ + round(sizeof(__nv_bfloat16) * kPrefillTile * kQkvStride);
+  static constexpr std::size_t kV = kK + round(sizeof(__nv_bfloat16) * kTcKeys * kQkvStride);
+  static constexpr std::size_t kWarpBase = kV + round(sizeof(__nv_bfloat16) * kTcKeys * kQkvStride);
+  static constexpr std::size_t kS = 0;  // within a warp's part
+  static constexpr std::size_t kP = kS + round(sizeof(float) * kTcRows * kScoreStride);
+  static constexpr std::size_t kO = kP + round(sizeof(__nv_bfloat16) * kTcRows * kProbStride);
+  static constexpr std::size_t kWarpBytes = kO + round(sizeof(float) * kTcRows * kOutStride);
+  static constexpr std::size_t kBytes = kWarpBase + kTcWarps * kWarpBytes;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kTcWarps * 32)
+    prefill_attention_tc_kernel(KvCache cache, int layer, const float* q, int q_heads, float scale, float* out,
+                                StepMeta meta) {
+  namespace wmma = nvcuda::wmma;
+  using L = TcLayout<D>;
+  extern __shared__ __align__(128) unsigned char shared_bytes[];
+  auto* qs = reinterpret_cast<__nv_bfloat16*>(shared_bytes + L::kQ);
+  auto* ks = reinterpret_cast<__nv_bfloat16*>(shared_bytes + L::kK);
+  auto* vs = reinterpret_cast<__nv_bfloat16*>(shared_bytes + L::kV);
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  unsigned char* mine = shared_bytes + L::kWarpBase + warp * L::kWarpBytes;
+  auto* ss = reinterpret_cast<float*>(mine + L::kS);
+  auto* ps = reinterpret_cast<__nv_bfloat16*>(mine + L::kP);
+  auto* os = reinterpret_cast<float*>(mine + L::kO);
+
+  const int tile = blockIdx.x;
+  const int h = blockIdx.y;
+  const int first = meta.tile_first[tile];
+  const int count = meta.tile_count[tile];
+  const int kv_head = h / (q_heads / cache.num_kv_heads);
+  const std::int32_t* table = meta.block_tables + static_cast<std::size_t>(meta.token_seq[first]) * meta.table_stride;
+  const int first_position = meta.positions[first];
+  const int last_position = first_position + count - 1;
+  const auto* cache_data = static_cast<const __nv_bfloat16*>(cache.data);
+  const std::size_t block_elems = block_elements(cache);
+  const std::size_t key_offset = cache_offset(cache, layer, 0, kv_head);
+  const std::size_t value_offset = cache_offset(cache, layer, 1, kv_head);
+
+  for (int i = threadIdx.x; i < kPrefillTile * D; i += kTcWarps * 32) {
+    const int r = i / D, d = i % D;
+    const float x = r < count ? q[(static_cast<std::size_t>(first + r) * q_heads + h) * D + d] * scale : 0.0f;
+    qs[r * L::kQkvStride + d] = __float2bfloat16_rn(x);
+  }
+  for (int i = lane; i < kTcRows * D; i += 32) os[(i / D) * L::kOutStride + i % D] = 0.0f;
+
+  // Lanes 2r and 2r + 1 own row r of the warp's 16: half of its keys each, and half of its output dims.
+  const int row = lane / 2;
+  const int half = lane % 2;
+  const int query = warp * kTcRows + row;
+  const int my_position = first_position + query;
+  float m = kNegInf, l = 0.0f;
+
+  for (int k0 = 0; k0 <= last_position; k0 += kTcKeys) {
+    __syncthreads();  // the previous tile's keys and values are no longer read
+    // 16-byte copies: D bf16 of a position are contiguous in the cache.
+    constexpr int kChunks = D / 8;
+    for (int i = threadIdx.x; i < kTcKeys * kChunks; i += kTcWarps * 32) {
+      const int j = i / kChunks, c = i % kChunks;
+      const int p = min(k0 + j, last_position);
+      const std::size_t at =
+          table[p / cache.block_size] * block_elems + static_cast<std::size_t>(p % cache.block_size) * D + c * 8;
+      *reinterpret_cast<uint4*>(ks + j * L::kQkvStride + c * 8) =
+          *reinterpret_cast<const uint4*>(cache_data + at + key_offset);
+      *reinterpret_cast<uint4*>(vs + j * L::kQkvStride + c * 8) =
+          *reinterpret_cast<const uint4*>(cache_data + at + value_offset);
+    }
+    __syncthreads();
+
+    // S (16 × 64) = Q_warp (16 × D) · Kᵀ.
+    for (int n = 0; n < kTcKeys / 16; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
+        wmma::load_matrix_sync(a, qs + warp * kTcRows * L::kQkvStride + kk * 16, L::kQkvStride);
+        wmma::load_matrix_sync(b, ks + n * 16 * L::kQkvStride + kk * 16, L::kQkvStride);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+      wmma::store_matrix_sync(ss + n * 16, acc, L::kScoreStride, wmma::mem_row_major);
+    }
+    __syncwarp();
+
+    // Online softmax of this row's 64 scores (two lanes, 32 each); P in bf16 for the next product.
+    float tile_max = kNegInf;
+    for (int c = half * 32; c < half * 32 + 32; ++c) {
+      const bool visible = query < count && k0 + c <= my_position;
+      if (visible) tile_max = fmaxf(tile_max, ss[row * L::kScoreStride + c]);
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    const float new_m = fmaxf(m, tile_max);
+    float tile_sum = 0.0f;
+    for (int c = half * 32; c < half * 32 + 32; ++c) {
+      const bool visible = query < count && k0 + c <= my_position;
+      const float p = visible && new_m != kNegInf ? __expf(ss[row * L::kScoreStride + c] - new_m) : 0.0f;
+      ps[row * L::kProbStride + c] = __float2bfloat16_rn(p);
+      tile_sum += p;
+    }
+    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
+    const float correction = m == kNegInf ? 0.0f : __expf(m - new_m);
+    l = l * correction + tile_sum;
+    m = new_m;
+    for (int d = half * (D / 2); d < (half + 1) * (D / 2); ++d) os[row * L::kOutStride + d] *= correction;
+    __syncwarp();
+
+    // O_warp (16 × D) += P (16 × 64) · V (64 × D).
+    for (int n = 0; n < D / 16; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, os + n * 16, L::kOutStride, wmma::mem_row_major);
+      for (int kk = 0; kk < kTcKeys / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+        wmma::load_matrix_sync(a, ps + kk * 16, L::kProbStride);
+        wmma::load_matrix_sync(b, vs + kk * 16 * L::kQkvStride + n * 16, L::kQkvStride);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+      wmma::store_matrix_sync(os + n * 16, acc, L::kOutStride, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+
+  if (query < count) {
+    float* o = out + (static_cast<std::size_t>(first + query) * q_heads + h) * D;
+    for (int d = half * (D / 2); d < (half + 1) * (D / 2); ++d) o[d] = os[row * L::kOutStride + d] / l;
+  }
+}
+
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
@@ -487,9 +667,23 @@ void decode_attention(const KvCache& cache, int layer, const float* q, int q_hea
 }
 
 void prefill_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out,
-                       const StepMeta& meta, cudaStream_t stream) {
+                       const StepMeta& meta, bool tensor_cores, cudaStream_t stream) {
   if (meta.num_tiles == 0) return;
   const dim3 grid(static_cast<unsigned>(meta.num_tiles), static_cast<unsigned>(q_heads));
+  if (tensor_cores && cache.bf16 && cache.head_dim % 16 == 0) {
+    with_head_dim(cache.head_dim, [&](auto dim) {
+      constexpr int D = decltype(dim)::value;
+      if constexpr (D % 16 == 0) {
+        constexpr std::size_t shared = TcLayout<D>::kBytes;
+        CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shared)));
+        prefill_attention_tc_kernel<D>
+            <<<grid, kTcWarps * 32, shared, stream>>>(cache, layer, q, q_heads, scale, out, meta);
+      }
+    });
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   with_head_dim(cache.head_dim, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     constexpr std::size_t shared = prefill_shared_bytes<D>();

@@ -59,9 +59,11 @@ void store_kv(const KvCache& cache, int layer, const float* k, const float* v, c
 // num_tokens * q_heads * splits * (head_dim + 2) floats when splits > 1).
 void decode_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
                       int partition, float* partials, const StepMeta& meta, cudaStream_t stream);
-// The same function over prefill tiles (kPrefillTile queries of one sequence share each key load).
+// The same function over prefill tiles (kPrefillTile queries of one sequence share each key load). With
+// `tensor_cores` and a bf16 cache, Q·Kᵀ and P·V are bf16 tensor-core products (f32 accumulation); else
+// everything is f32 on the CUDA cores.
 void prefill_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out,
-                       const StepMeta& meta, cudaStream_t stream);
+                       const StepMeta& meta, bool tensor_cores, cudaStream_t stream);
 
 void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t stream);
 void add_inplace(float* x, const float* y, std::size_t n, cudaStream_t stream);

@@ -80,7 +80,12 @@ class CudaBackendTest : public ::testing::Test {
   void SetUp() override {
     if (!no_gpu_reason().empty()) return;
     cpu_ = make_cpu_backend(2);
-    gpu_ = make_cuda_backend({});
+    gpu_ = make_gpu();
+  }
+
+  // Eager: these tests call kernels one by one, not in the graph's order that a captured step replays.
+  static std::unique_ptr<Backend> make_gpu(bool tensor_core_attention = true) {
+    return make_cuda_backend({.enforce_eager = true, .tensor_core_attention = tensor_core_attention});
   }
 
   void init(std::size_t head_dim, WeightType kv_type, bool interleaved = false) {
@@ -274,7 +279,7 @@ TEST_F(CudaBackendTest, QkNormAndRopeMatchTheCpuAtLongPositions) {
   REQUIRE_GPU();
   for (const bool interleaved : {false, true}) {
     cpu_ = make_cpu_backend(2);
-    gpu_ = make_cuda_backend({});
+    gpu_ = make_gpu();
     init(128, WeightType::F32, interleaved);
     Seq a{0, 4, {}}, b{3000, 2, {}};  // far positions: the angles must keep their precision
     begin({&a, &b});
@@ -293,10 +298,11 @@ TEST_F(CudaBackendTest, QkNormAndRopeMatchTheCpuAtLongPositions) {
   }
 }
 
-// Prefills (tiled kernel), mixed decodes and short chunks (per-token kernel), and a long context split into
-// partitions, over shuffled block tables in both layers; f32 and bf16 caches.
+// Prefills (tiled kernels), mixed decodes and short chunks (per-token kernel), and a long context split into
+// partitions, over shuffled block tables in both layers; f32 and bf16 caches, bf16 ones with the prefill on
+// the tensor cores and on the CUDA cores.
 class CudaAttentionTest : public CudaBackendTest,
-                          public ::testing::WithParamInterface<std::tuple<std::size_t, WeightType>> {
+                          public ::testing::WithParamInterface<std::tuple<std::size_t, WeightType, bool>> {
  protected:
   // Runs attention for both layers of the current step on random q/k/v; returns the worst error.
   double attend(std::size_t q_heads) {
@@ -319,7 +325,8 @@ class CudaAttentionTest : public CudaBackendTest,
 
 TEST_P(CudaAttentionTest, MatchesTheCpuForPrefillDecodeAndLongContexts) {
   REQUIRE_GPU();
-  const auto [head_dim, kv_type] = GetParam();
+  const auto [head_dim, kv_type, tensor_cores] = GetParam();
+  gpu_ = make_gpu(tensor_cores);
   init(head_dim, kv_type);
   // bf16 keys and values round to 8 bits of mantissa.
   const double tolerance = kv_type == WeightType::F32 ? 1e-5 : 2e-2;
@@ -343,7 +350,7 @@ TEST_P(CudaAttentionTest, MatchesTheCpuForPrefillDecodeAndLongContexts) {
 
 INSTANTIATE_TEST_SUITE_P(HeadDimAndCache, CudaAttentionTest,
                          ::testing::Combine(::testing::Values(std::size_t{64}, std::size_t{128}),
-                                            ::testing::Values(WeightType::F32, WeightType::BF16)));
+                                            ::testing::Values(WeightType::F32, WeightType::BF16), ::testing::Bool()));
 
 TEST(CudaBackend, RefusesAHeadDimItsAttentionCannotRun) {
   REQUIRE_GPU();
@@ -359,7 +366,7 @@ TEST(CudaBackend, RefusesAHeadDimItsAttentionCannotRun) {
     gpu->init_cache(shape, rope);
     FAIL() << "head_dim 72 was accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("head_dim 72"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head_dim 72 is not"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
   }
 }
