@@ -372,7 +372,8 @@ class CudaBackend final : public Backend {
     const int q_heads = static_cast<int>(q.cols / shape_.head_dim);
     // Enough partitions of the context to give every multiprocessor two blocks; powers of two, so that one
     // graph serves every context length of its bucket.
-    const std::size_t blocks = std::max<std::size_t>(1, q.rows * static_cast<std::size_t>(q_heads));
+    // (A block serves a group of query heads that share a kv head.)
+    const std::size_t blocks = std::max<std::size_t>(1, q.rows * shape_.num_kv_heads);
     const int wanted_splits = next_pow2(static_cast<int>(std::max<std::size_t>(1, 2 * multiprocessors_ / blocks)));
     const int partition = std::max(64, context_bucket_ / wanted_splits);
     const int splits = (context_bucket_ + partition - 1) / partition;

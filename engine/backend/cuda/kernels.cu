@@ -174,22 +174,25 @@ __global__ void store_kv_kernel(KvCache cache, int layer, const float* k, const 
   }
 }
 
-// ---- decode attention: one block of 4 warps per (token, q head, partition of the context) ----
+// ---- decode attention: one block of 4 warps per (token, G query heads, partition of the context) ----
+// With G the group of query heads that share a kv head (grouped-query attention), each key and value is
+// loaded once for all of them.
 
 constexpr int kDecodeWarps = 4;
-constexpr int kDecodeUnroll = 8;  // positions a warp loads before it reduces, to keep loads in flight
 
-template <typename T, int D>
+template <typename T, int D, int G>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     decode_attention_kernel(KvCache cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
                             int partition, float* partials, StepMeta meta) {
   constexpr int kPerLane = D / 32;
+  // Positions a warp loads before it reduces, to keep loads in flight; fewer when there are more heads.
+  constexpr int kUnroll = G >= 4 ? 4 : 8;
   const int t = blockIdx.x;
-  const int h = blockIdx.y;
+  const int h0 = blockIdx.y * G;
   const int split = blockIdx.z;
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
-  const int kv_head = h / (q_heads / cache.num_kv_heads);
+  const int kv_head = h0 / (q_heads / cache.num_kv_heads);
   const int length = meta.positions[t] + 1;
   const int begin = split * partition;
   const int end = min(length, begin + partition);
@@ -199,74 +202,101 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const std::size_t key_offset = cache_offset(cache, layer, 0, kv_head) + lane * kPerLane;
   const std::size_t value_offset = cache_offset(cache, layer, 1, kv_head) + lane * kPerLane;
 
-  float qv[kPerLane];
-  const float* q_row = q + (static_cast<std::size_t>(t) * q_heads + h) * D + lane * kPerLane;
+  float qv[G][kPerLane];
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) qv[i] = q_row[i] * scale;
+  for (int j = 0; j < G; ++j) {
+    const float* q_row = q + (static_cast<std::size_t>(t) * q_heads + h0 + j) * D + lane * kPerLane;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) qv[j][i] = q_row[i] * scale;
+  }
 
-  float m = kNegInf, l = 0;
-  float acc[kPerLane] = {};
-  for (int p0 = begin + warp * kDecodeUnroll; p0 < end; p0 += kDecodeWarps * kDecodeUnroll) {
-    float score[kDecodeUnroll];
-    std::size_t row[kDecodeUnroll];
+  float m[G], l[G], acc[G][kPerLane];
 #pragma unroll
-    for (int u = 0; u < kDecodeUnroll; ++u) {
+  for (int j = 0; j < G; ++j) {
+    m[j] = kNegInf;
+    l[j] = 0;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) acc[j][i] = 0;
+  }
+  for (int p0 = begin + warp * kUnroll; p0 < end; p0 += kDecodeWarps * kUnroll) {
+    float score[kUnroll][G];
+    std::size_t row[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
       const int p = min(p0 + u, end - 1);  // past the end: a repeat, masked below
       row[u] = table[p / cache.block_size] * block_elems + static_cast<std::size_t>(p % cache.block_size) * D;
       float key[kPerLane];
       load_f32_row(cache_data + row[u] + key_offset, key);
-      float s = 0;
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) s += qv[i] * key[i];
-      score[u] = s;
+      for (int j = 0; j < G; ++j) {
+        float s = 0;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) s += qv[j][i] * key[i];
+        score[u][j] = s;
+      }
     }
-    float block_max = m;
+    float block_max[G];
 #pragma unroll
-    for (int u = 0; u < kDecodeUnroll; ++u) {
-      score[u] = p0 + u < end ? warp_sum(score[u]) : kNegInf;
-      block_max = fmaxf(block_max, score[u]);
+    for (int j = 0; j < G; ++j) block_max[j] = m[j];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        score[u][j] = p0 + u < end ? warp_sum(score[u][j]) : kNegInf;  // warp-uniform condition
+        block_max[j] = fmaxf(block_max[j], score[u][j]);
+      }
     }
-    const float correction = __expf(m - block_max);
-    l *= correction;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) acc[i] *= correction;
+    for (int j = 0; j < G; ++j) {
+      const float correction = __expf(m[j] - block_max[j]);
+      l[j] *= correction;
 #pragma unroll
-    for (int u = 0; u < kDecodeUnroll; ++u) {
-      const float p = __expf(score[u] - block_max);  // 0 for masked positions
-      l += p;
+      for (int i = 0; i < kPerLane; ++i) acc[j][i] *= correction;
+      m[j] = block_max[j];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
       float value[kPerLane];
       load_f32_row(cache_data + row[u] + value_offset, value);
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) acc[i] += p * value[i];
+      for (int j = 0; j < G; ++j) {
+        const float p = __expf(score[u][j] - m[j]);  // 0 for masked positions
+        l[j] += p;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) acc[j][i] += p * value[i];
+      }
     }
-    m = block_max;
   }
 
-  // Merge the warps' running softmaxes.
-  __shared__ float warp_m[kDecodeWarps], warp_l[kDecodeWarps];
-  __shared__ float warp_acc[kDecodeWarps][D];
-  if (lane == 0) {
-    warp_m[warp] = m;
-    warp_l[warp] = l;
-  }
+  // Merge the warps' running softmaxes, head by head.
+  __shared__ float warp_m[kDecodeWarps][G], warp_l[kDecodeWarps][G];
+  __shared__ float warp_acc[kDecodeWarps][G][D];
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) warp_acc[warp][lane * kPerLane + i] = acc[i];
-  __syncthreads();
-  float total_m = kNegInf;
-  for (int w = 0; w < kDecodeWarps; ++w) total_m = fmaxf(total_m, warp_m[w]);
-  float total_l = 0;
-  for (int w = 0; w < kDecodeWarps; ++w) {
-    total_l += warp_m[w] == kNegInf ? 0.0f : warp_l[w] * __expf(warp_m[w] - total_m);
-  }
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float o = 0;
-    for (int w = 0; w < kDecodeWarps; ++w) {
-      if (warp_m[w] != kNegInf) o += warp_acc[w][d] * __expf(warp_m[w] - total_m);
+  for (int j = 0; j < G; ++j) {
+    if (lane == 0) {
+      warp_m[warp][j] = m[j];
+      warp_l[warp][j] = l[j];
     }
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) warp_acc[warp][j][lane * kPerLane + i] = acc[j][i];
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < G * D; item += blockDim.x) {
+    const int j = item / D, d = item % D;
+    float total_m = kNegInf;
+    for (int w = 0; w < kDecodeWarps; ++w) total_m = fmaxf(total_m, warp_m[w][j]);
+    float total_l = 0, o = 0;
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      if (warp_m[w][j] == kNegInf) continue;
+      const float weight = __expf(warp_m[w][j] - total_m);
+      total_l += warp_l[w][j] * weight;
+      o += warp_acc[w][j][d] * weight;
+    }
+    const std::size_t head = static_cast<std::size_t>(t) * q_heads + h0 + j;
     if (splits == 1) {
-      out[(static_cast<std::size_t>(t) * q_heads + h) * D + d] = o / total_l;
+      out[head * D + d] = o / total_l;
     } else {
-      float* part = partials + ((static_cast<std::size_t>(t) * q_heads + h) * splits + split) * (D + 2);
+      float* part = partials + (head * splits + split) * (D + 2);
       part[2 + d] = o;
       if (d == 0) {
         part[0] = total_m;
@@ -646,16 +676,27 @@ void store_kv(const KvCache& cache, int layer, const float* k, const float* v, c
 void decode_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
                       int partition, float* partials, const StepMeta& meta, cudaStream_t stream) {
   if (meta.num_tokens == 0) return;
-  const dim3 grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads),
-                  static_cast<unsigned>(splits));
+  const int group = q_heads / cache.num_kv_heads;
   with_head_dim(cache.head_dim, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
-    if (cache.bf16) {
-      decode_attention_kernel<__nv_bfloat16, D><<<grid, kDecodeWarps * 32, 0, stream>>>(
-          cache, layer, q, q_heads, scale, out, splits, partition, partials, meta);
-    } else {
-      decode_attention_kernel<float, D><<<grid, kDecodeWarps * 32, 0, stream>>>(cache, layer, q, q_heads, scale, out,
-                                                                                splits, partition, partials, meta);
+    auto launch = [&](auto group_tag) {
+      constexpr int G = decltype(group_tag)::value;
+      const dim3 grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads / G),
+                      static_cast<unsigned>(splits));
+      if (cache.bf16) {
+        decode_attention_kernel<__nv_bfloat16, D, G><<<grid, kDecodeWarps * 32, 0, stream>>>(
+            cache, layer, q, q_heads, scale, out, splits, partition, partials, meta);
+      } else {
+        decode_attention_kernel<float, D, G><<<grid, kDecodeWarps * 32, 0, stream>>>(
+            cache, layer, q, q_heads, scale, out, splits, partition, partials, meta);
+      }
+    };
+    // A whole group per block where it is a small power of two; other groupings one head per block.
+    switch (group) {
+      case 2: return launch(std::integral_constant<int, 2>{});
+      case 4: return launch(std::integral_constant<int, 4>{});
+      case 8: return launch(std::integral_constant<int, 8>{});
+      default: return launch(std::integral_constant<int, 1>{});
     }
   });
   CUDA_CHECK_LAUNCH();
