@@ -325,10 +325,14 @@ gpu_step "(d) serverd_openai_client_tests $device" 120 env ENGINE_TEST_DEVICE="$
 # --- (e) engine-gpu-bench on Qwen3-0.6B's shape with the real tokenizer --------------------------------
 if [[ -x $pack/bin/engine-gpu-bench ]]; then
   gpu_step "(e) model-writer qwen3-0.6b" 90 "$wrap/model-writer" --arch qwen3 --preset qwen3-0.6b \
-    --tokenizer-dir "$pack/tokenizer/qwen3" --out "$work/qwen3-0.6b"
+    --tokenizer-dir "$pack/tokenizer/qwen3" --out "$work/qwen3-0.6b" --gguf Q8_0
   # GPU_BENCH_ARGS: extra flags, should the bench want more than --model.
   # shellcheck disable=SC2086
   gpu_step "(e) engine-gpu-bench" 120 "$wrap/engine-gpu-bench" --model "$work/qwen3-0.6b" ${GPU_BENCH_ARGS:-}
+  # The same shape as a GGUF Q8_0 file: weights kept quantized, decoded inside the kernels.
+  # shellcheck disable=SC2086
+  gpu_step "(e) engine-gpu-bench Q8_0" 90 "$wrap/engine-gpu-bench" --model "$work/qwen3-0.6b/model-Q8_0.gguf" \
+    --batches 64 --copy-mib 1024 ${GPU_BENCH_ARGS:-}
 else
   record "(e) engine-gpu-bench" SKIP 0 "not in .gpu-proof (no such target when packed)"
 fi

@@ -100,23 +100,25 @@ int run(const RunOptions& o) {
 
   engine::tokenizer::IncrementalDecoder decoder(tok, /*skip_special_tokens=*/true);
   const auto& eos = engine->checkpoint().eos_token_ids();
-  std::vector<float> logits;
+  std::vector<engine::sampling::SampledToken> sampled;
+  engine::sampling::SequenceSampler* samplers[] = {&sampler};
   std::vector<std::int32_t> next(1);
+  // The step chooses the token itself (on the GPU where the engine runs there).
   const auto prefill_start = Clock::now();
   engine::runtime::StepInput input{&cache, prompt, false};
-  engine->step(std::span(&input, 1), logits);
+  engine->step_and_sample(std::span(&input, 1), samplers, sampled);
   const double prefill_s = seconds_since(prefill_start);
   const auto decode_start = Clock::now();
   std::size_t generated = 0;
   while (true) {
-    const auto token = sampler.sample(logits).token;
+    const auto token = sampled[0].token;
     ++generated;
     const bool stop = !o.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
     if (!stop) std::cout << decoder.push(token) << std::flush;
     if (stop || cache.cached + 1 >= total) break;
     next[0] = token;
     input = {&cache, next, false};
-    engine->step(std::span(&input, 1), logits);
+    engine->step_and_sample(std::span(&input, 1), samplers, sampled);
   }
   std::cout << decoder.flush() << std::endl;
   const double decode_s = seconds_since(decode_start);
