@@ -7,13 +7,13 @@
 # node and the npm packages the openai client test imports come along too. Files over 64 KiB travel
 # xz-compressed; gpu-proof.sh unpacks them with python3's lzma (the image may lack xz).
 #
-#   scripts/gpu-proof-pack.sh        # BUILD_DIR (default build/), GPU_PROOF_LIMIT_MIB (default 56)
+#   scripts/gpu-proof-pack.sh        # BUILD_DIR (default build/), GPU_PROOF_LIMIT_MIB (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${BUILD_DIR:-build}
 pack=$root/.gpu-proof
-limit_mib=${GPU_PROOF_LIMIT_MIB:-56}
+limit_mib=${GPU_PROOF_LIMIT_MIB:-60}
 cache=$root/$build/gpu-proof-cache # compressed files by content hash: xz of node takes a minute
 
 say() { echo "gpu-proof-pack: $*" >&2; }

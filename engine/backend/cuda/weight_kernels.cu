@@ -1,8 +1,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
@@ -813,16 +811,12 @@ void check_weight(const char* what, WeightType type, const void* weight, std::si
 }
 
 // Multiprocessor count of the current device, looked up once per device (the gemv sizes its split by it).
+// The current device's multiprocessors (a cheap attribute read; nothing is cached between calls).
 int multiprocessors() {
-  static std::array<std::atomic<int>, 64> cache{};
   int device = 0;
+  int count = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= static_cast<int>(cache.size())) device = 0;
-  int count = cache[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
-  if (count == 0) {
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    cache[static_cast<std::size_t>(device)].store(count, std::memory_order_relaxed);
-  }
+  CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
   return count;
 }
 
