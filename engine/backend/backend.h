@@ -80,6 +80,11 @@ struct RopeSpec {
   bool interleaved = false;      // pairs (2i, 2i+1) instead of (i, i + head_dim / 2)
 };
 
+// Checks a step against the cache before a backend uses it: each sequence's block table covers its
+// positions and names only blocks the cache has, the sequences' tokens add up to the step's, the logit rows
+// are among them. Throws std::invalid_argument naming the backend and the numbers that disagree.
+void check_step_layout(const StepLayout& layout, const KvCacheShape& shape, std::string_view backend);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/cuda/cuda_devices.h"
 #include "engine/runtime/engine.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tools/model_writer.h"
+#include "tests/support/require_gpu.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -28,13 +28,6 @@ using engine::runtime::Engine;
 using engine::runtime::EngineOptions;
 using engine::runtime::SequenceCache;
 using engine::runtime::StepInput;
-
-#define REQUIRE_GPU()                                                                \
-  do {                                                                               \
-    if (const auto list = engine::cuda::list_cuda_devices(); list.devices.empty()) { \
-      GTEST_SKIP() << "no GPU on this machine: " << list.unavailable_reason;         \
-    }                                                                                \
-  } while (0)
 
 fs::path write_tiny(const fs::path& dir, Architecture arch, WeightType dtype) {
   engine::tools::ModelWriterOptions options;

@@ -534,36 +534,9 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void validate(const StepLayout& layout) const {
-    std::size_t tokens = 0;
-    for (std::size_t s = 0; s < layout.sequences.size(); ++s) {
-      const auto& seq = layout.sequences[s];
-      const std::size_t end = seq.start_position + seq.num_tokens;
-      if (seq.block_table.size() * shape_.block_size < end) {
-        throw std::invalid_argument("cuda backend: sequence " + std::to_string(s) + " reaches position " +
-                                    std::to_string(end) + " but its block table covers " +
-                                    std::to_string(seq.block_table.size() * shape_.block_size));
-      }
-      for (const auto block : seq.block_table) {
-        if (block < 0 || static_cast<std::size_t>(block) >= shape_.num_blocks) {
-          throw std::invalid_argument("cuda backend: block " + std::to_string(block) + " is outside the cache's " +
-                                      std::to_string(shape_.num_blocks) + " blocks");
-        }
-      }
-      tokens += seq.num_tokens;
-    }
-    if (tokens != layout.tokens.size()) {
-      throw std::invalid_argument("cuda backend: the step lists " + std::to_string(layout.tokens.size()) +
-                                  " tokens but its sequences add up to " + std::to_string(tokens));
-    }
-    for (const auto row : layout.logit_rows) {
-      if (row >= tokens) throw std::invalid_argument("cuda backend: a logit row past the step's tokens");
-    }
-  }
-
   // Lays the step out in pinned memory and copies it up in one transfer.
   void upload_layout(const StepLayout& layout) {
-    validate(layout);
+    check_step_layout(layout, shape_, "cuda");
     const std::size_t tokens = layout.tokens.size();
     const std::size_t seqs = layout.sequences.size();
     std::size_t stride = 1;

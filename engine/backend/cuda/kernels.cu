@@ -327,6 +327,30 @@ __global__ void combine_partitions_kernel(const float* partials, int q_heads, in
   }
 }
 
+// What a prefill block (blockIdx.x a tile, blockIdx.y a query head) reads: its tile's tokens and
+// positions, its sequence's block table, and where its kv head's keys and values sit in a block.
+struct PrefillTile {
+  __device__ PrefillTile(const KvCache& cache, int layer, int q_heads, const StepMeta& meta)
+      : head(static_cast<int>(blockIdx.y)),
+        first(meta.tile_first[blockIdx.x]),
+        count(meta.tile_count[blockIdx.x]),
+        table(meta.block_tables + static_cast<std::size_t>(meta.token_seq[first]) * meta.table_stride),
+        first_position(meta.positions[first]),
+        last_position(first_position + count - 1),
+        block_elems(block_elements(cache)),
+        key_offset(cache_offset(cache, layer, 0, head / (q_heads / cache.num_kv_heads))),
+        value_offset(cache_offset(cache, layer, 1, head / (q_heads / cache.num_kv_heads))) {}
+  int head;
+  int first;
+  int count;
+  const std::int32_t* table;
+  int first_position;
+  int last_position;
+  std::size_t block_elems;
+  std::size_t key_offset;
+  std::size_t value_offset;
+};
+
 // ---- prefill attention: one block per (tile of up to 32 queries of one sequence, q head) ----
 // 128 threads; thread (r = tid / 4, c = tid % 4) owns query row r: scores of keys c*8..c*8+7 of each key
 // tile, and output dimensions c, c + 4, c + 8, ...
@@ -348,18 +372,17 @@ __global__ void __launch_bounds__(kPrefillThreads)
   float* ks = qs + kPrefillTile * (D + 1);  // [32][D + 1]
   float* vs = ks + kKeyTile * (D + 1);      // [32][D + 1]
   float* ps = vs + kKeyTile * (D + 1);      // [32][33]
-  const int tile = blockIdx.x;
-  const int h = blockIdx.y;
-  const int first = meta.tile_first[tile];
-  const int count = meta.tile_count[tile];
-  const int kv_head = h / (q_heads / cache.num_kv_heads);
-  const std::int32_t* table = meta.block_tables + static_cast<std::size_t>(meta.token_seq[first]) * meta.table_stride;
-  const int first_position = meta.positions[first];
-  const int last_position = first_position + count - 1;
+  const PrefillTile pt(cache, layer, q_heads, meta);
+  const int h = pt.head;
+  const int first = pt.first;
+  const int count = pt.count;
+  const std::int32_t* table = pt.table;
+  const int first_position = pt.first_position;
+  const int last_position = pt.last_position;
+  const std::size_t block_elems = pt.block_elems;
+  const std::size_t key_offset = pt.key_offset;
+  const std::size_t value_offset = pt.value_offset;
   const T* cache_data = static_cast<const T*>(cache.data);
-  const std::size_t block_elems = block_elements(cache);
-  const std::size_t key_offset = cache_offset(cache, layer, 0, kv_head);
-  const std::size_t value_offset = cache_offset(cache, layer, 1, kv_head);
 
   for (int i = threadIdx.x; i < kPrefillTile * D; i += kPrefillThreads) {
     const int r = i / D, d = i % D;
@@ -467,18 +490,17 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   auto* ps = reinterpret_cast<__nv_bfloat16*>(mine + L::kP);
   auto* os = reinterpret_cast<float*>(mine + L::kO);
 
-  const int tile = blockIdx.x;
-  const int h = blockIdx.y;
-  const int first = meta.tile_first[tile];
-  const int count = meta.tile_count[tile];
-  const int kv_head = h / (q_heads / cache.num_kv_heads);
-  const std::int32_t* table = meta.block_tables + static_cast<std::size_t>(meta.token_seq[first]) * meta.table_stride;
-  const int first_position = meta.positions[first];
-  const int last_position = first_position + count - 1;
+  const PrefillTile pt(cache, layer, q_heads, meta);
+  const int h = pt.head;
+  const int first = pt.first;
+  const int count = pt.count;
+  const std::int32_t* table = pt.table;
+  const int first_position = pt.first_position;
+  const int last_position = pt.last_position;
+  const std::size_t block_elems = pt.block_elems;
+  const std::size_t key_offset = pt.key_offset;
+  const std::size_t value_offset = pt.value_offset;
   const auto* cache_data = static_cast<const __nv_bfloat16*>(cache.data);
-  const std::size_t block_elems = block_elements(cache);
-  const std::size_t key_offset = cache_offset(cache, layer, 0, kv_head);
-  const std::size_t value_offset = cache_offset(cache, layer, 1, kv_head);
 
   for (int i = threadIdx.x; i < kPrefillTile * D; i += kTcWarps * 32) {
     const int r = i / D, d = i % D;

@@ -18,26 +18,13 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
-#include "engine/backend/cuda/cuda_devices.h"
 #include "engine/quant/quant.h"
+#include "tests/support/require_gpu.h"
 
 namespace engine::backend {
 namespace {
 
 using quant::WeightType;
-
-std::string no_gpu_reason() {
-  const auto list = cuda::list_cuda_devices();
-  if (list.devices.empty()) return "no GPU on this machine: " + list.unavailable_reason;
-  return "";
-}
-
-#define REQUIRE_GPU()                                     \
-  do {                                                    \
-    if (const auto why = no_gpu_reason(); !why.empty()) { \
-      GTEST_SKIP() << why;                                \
-    }                                                     \
-  } while (0)
 
 bool on_gpu(const Backend& b) {
   return b.name().starts_with("cuda");
@@ -78,7 +65,7 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
 class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!no_gpu_reason().empty()) return;
+    if (!testing_support::no_gpu_reason().empty()) return;
     cpu_ = make_cpu_backend(2);
     gpu_ = make_gpu();
   }

@@ -17,8 +17,8 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
-#include "engine/backend/cuda/cuda_devices.h"
 #include "engine/sampling/sampler.h"
+#include "tests/support/require_gpu.h"
 
 namespace engine::backend {
 namespace {
@@ -27,19 +27,12 @@ using sampling::SampledToken;
 using sampling::SamplingParams;
 using sampling::SequenceSampler;
 
-#define REQUIRE_GPU()                                                        \
-  do {                                                                       \
-    if (const auto list = cuda::list_cuda_devices(); list.devices.empty()) { \
-      GTEST_SKIP() << "no GPU on this machine: " << list.unavailable_reason; \
-    }                                                                        \
-  } while (0)
-
 constexpr std::size_t kVocab = 1000;
 
 class CudaSamplingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::list_cuda_devices().devices.empty()) return;
+    if (!testing_support::no_gpu_reason().empty()) return;
     gpu_ = make_cuda_backend({});
     KvCacheShape shape;
     shape.num_layers = 1;

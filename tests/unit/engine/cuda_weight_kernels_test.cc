@@ -19,6 +19,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/weight_kernels.h"
 #include "engine/quant/quant.h"
+#include "tests/support/require_gpu.h"
 
 namespace engine::cuda {
 namespace {
@@ -27,27 +28,6 @@ using quant::WeightType;
 
 constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
                                     WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
-
-// Why no GPU can be used here, or empty when one can (asked once: the answer does not change).
-const std::string& gpu_unavailable() {
-  static const std::string reason = [] {
-    int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      return std::string("no usable GPU: cudaGetDeviceCount says ") + cudaGetErrorName(status) + " (" +
-             cudaGetErrorString(status) + ")";
-    }
-    if (count == 0) return std::string("no GPU: cudaGetDeviceCount reports 0 devices");
-    return std::string();
-  }();
-  return reason;
-}
-
-#define REQUIRE_GPU()                                                  \
-  do {                                                                 \
-    if (!gpu_unavailable().empty()) GTEST_SKIP() << gpu_unavailable(); \
-  } while (0)
 
 template <class T>
 class DeviceBuffer {

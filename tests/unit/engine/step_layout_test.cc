@@ -1,0 +1,51 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+
+namespace engine::backend {
+namespace {
+
+using ::testing::HasSubstr;
+
+KvCacheShape shape() {
+  KvCacheShape s;
+  s.num_layers = 1;
+  s.num_kv_heads = 1;
+  s.head_dim = 64;
+  s.block_size = 16;
+  s.num_blocks = 8;
+  return s;
+}
+
+std::string refusal(const StepLayout& layout) {
+  try {
+    check_step_layout(layout, shape(), "test");
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(StepLayout, AValidStepPasses) {
+  const std::vector<std::int32_t> a = {3, 5}, b = {7};
+  StepLayout layout{{{10, 20, a}, {0, 1, b}}, std::vector<std::int32_t>(21, 1), {19, 20}};
+  EXPECT_EQ(refusal(layout), "");
+}
+
+TEST(StepLayout, RefusalsNameTheBackendAndTheNumbers) {
+  const std::vector<std::int32_t> one = {3}, outside = {8};
+  // 20 positions need two blocks of 16.
+  EXPECT_THAT(refusal({{{0, 20, one}}, std::vector<std::int32_t>(20, 1), {}}),
+              HasSubstr("test backend: sequence 0 reaches position 20 but its block table covers 16"));
+  EXPECT_THAT(refusal({{{0, 1, outside}}, {1}, {}}), HasSubstr("block 8 is outside the cache's 8 blocks"));
+  EXPECT_THAT(refusal({{{0, 2, one}}, {1}, {}}), HasSubstr("the step lists 1 tokens but its sequences add up to 2"));
+  EXPECT_THAT(refusal({{{0, 1, one}}, {1}, {1}}), HasSubstr("logit row 1 is past the step's 1 tokens"));
+}
+
+}  // namespace
+}  // namespace engine::backend
