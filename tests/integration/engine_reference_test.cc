@@ -298,3 +298,42 @@ TEST(EngineLoad, UnsupportedArchitectureIsRefusedByName) {
 }
 
 }  // namespace
+
+// step_and_sample chooses one token per input that wants logits, with one sampler each; an input asking for
+// every position's logits, or a missing sampler, is refused before anything runs.
+TEST(EngineSample, StepAndSampleTakesOneSamplerPerLastTokenAndRecordsIt) {
+  TempDir dir;
+  write_tiny(Architecture::Qwen3, dir.path(), WeightType::F32);
+  auto engine = load(dir.path());
+  const std::vector<std::int32_t> prompt = {3, 300, 41};
+  engine::sampling::SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.frequency_penalty = 1.0f;
+  engine::sampling::SequenceSampler sampler(greedy, prompt);
+  engine::sampling::SequenceSampler* samplers[] = {&sampler};
+  SequenceCache cache;
+  ASSERT_TRUE(engine->reserve(cache, 8));
+
+  std::vector<engine::sampling::SampledToken> out;
+  StepInput all{&cache, prompt, true};
+  EXPECT_THROW(engine->step_and_sample(std::span(&all, 1), samplers, out), std::invalid_argument);
+  StepInput last{&cache, prompt};
+  EXPECT_THROW(engine->step_and_sample(std::span(&last, 1), {}, out), std::invalid_argument);
+  EXPECT_EQ(cache.cached, 0u);
+
+  // The same choice as sampling the step's logits on the host, and the sampler now counts it as output.
+  SequenceCache other;
+  ASSERT_TRUE(engine->reserve(other, 8));
+  std::vector<float> logits;
+  StepInput plain{&other, prompt};
+  engine->step(std::span(&plain, 1), logits);
+  engine::sampling::SequenceSampler reference(greedy, prompt);
+  const auto want = reference.sample(logits);
+  engine->step_and_sample(std::span(&last, 1), samplers, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].token, want.token);
+  EXPECT_EQ(cache.cached, prompt.size());
+  EXPECT_EQ(sampler.device_step().adjustments.size(), 1u);  // its one output token, for the frequency penalty
+  engine->release(cache);
+  engine->release(other);
+}
