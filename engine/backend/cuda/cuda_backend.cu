@@ -143,6 +143,9 @@ class CudaGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// Graphs kept at most: continuous batching visits many batch sizes, and each graph holds host and device
+// memory; shapes past this many run eagerly.
+constexpr std::size_t kMaxGraphs = 512;
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 // Activations, cuBLAS's workspace and captured graphs come out of this much beside the KV cache.
 constexpr std::size_t kActivationReserveBytes = std::size_t{2} << 30;
@@ -285,7 +288,7 @@ class CudaBackend final : public Backend {
       key_ = GraphKey{tokens, context_bucket_};
       if (graphs_.contains(key_)) {
         mode_ = Mode::Replay;
-      } else if (seen_.contains(key_)) {
+      } else if (seen_.contains(key_) && graphs_.size() < kMaxGraphs) {
         mode_ = Mode::Capture;
         CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       } else {
