@@ -127,9 +127,11 @@ struct GraphKey {
   auto operator<=>(const GraphKey&) const = default;
 };
 
+// An instantiated graph and the number of backend kernel calls it was captured from (a replay must make the
+// same calls, or the step is not the one captured).
 class CudaGraph {
  public:
-  explicit CudaGraph(cudaGraph_t graph) {
+  CudaGraph(cudaGraph_t graph, std::size_t calls) : calls_(calls) {
     const cudaError_t status = cudaGraphInstantiate(&exec_, graph, 0);
     cudaGraphDestroy(graph);
     CUDA_CHECK(status);
@@ -138,9 +140,11 @@ class CudaGraph {
   CudaGraph& operator=(const CudaGraph&) = delete;
   ~CudaGraph() { cudaGraphExecDestroy(exec_); }
   void launch(cudaStream_t stream) const { CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+  std::size_t calls() const { return calls_; }
 
  private:
   cudaGraphExec_t exec_ = nullptr;
+  std::size_t calls_ = 0;
 };
 
 // Graphs kept at most: continuous batching visits many batch sizes, and each graph holds host and device
@@ -485,15 +489,15 @@ class CudaBackend final : public Backend {
     if (mode_ == Mode::Capture) {
       cudaGraph_t graph = nullptr;
       CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-      graphs_.emplace(std::piecewise_construct, std::forward_as_tuple(key_), std::forward_as_tuple(graph));
-      captured_calls_[key_] = calls_;
+      graphs_.emplace(std::piecewise_construct, std::forward_as_tuple(key_), std::forward_as_tuple(graph, calls_));
     }
     if (mode_ == Mode::Capture || mode_ == Mode::Replay) {
-      if (captured_calls_[key_] != calls_) {
+      const CudaGraph& graph = graphs_.at(key_);
+      if (graph.calls() != calls_) {
         throw std::logic_error("cuda backend: a replayed step made " + std::to_string(calls_) +
-                               " kernel calls, its graph " + std::to_string(captured_calls_[key_]));
+                               " kernel calls, its graph " + std::to_string(graph.calls()));
       }
-      graphs_.at(key_).launch(stream_);
+      graph.launch(stream_);
     }
     mode_ = Mode::Eager;
   }
@@ -656,7 +660,6 @@ class CudaBackend final : public Backend {
   GraphKey key_;
   std::size_t calls_ = 0;
   std::set<GraphKey> seen_;
-  std::map<GraphKey, std::size_t> captured_calls_;
   std::map<GraphKey, CudaGraph> graphs_;
 };
 
