@@ -80,6 +80,13 @@ struct RopeSpec {
   bool interleaved = false;      // pairs (2i, 2i+1) instead of (i, i + head_dim / 2)
 };
 
+// One product of matmul_group: out = x · weightᵀ (+ bias).
+struct Projection {
+  const Weight* weight = nullptr;
+  const Weight* bias = nullptr;
+  Tensor out;
+};
+
 // Checks a step against the cache before a backend uses it: each sequence's block table covers its
 // positions and names only blocks the cache has, the sequences' tokens add up to the step's, the logit rows
 // are among them. Throws std::invalid_argument naming the backend and the numbers that disagree.
@@ -117,6 +124,10 @@ class Backend {
   virtual void rms_norm(Tensor x, const Weight& weight, float eps, Tensor out) = 0;
   // out = x · wᵀ (+ bias).
   virtual void matmul(Tensor x, const Weight& w, const Weight* bias, Tensor out) = 0;
+  // Several products of one input (q, k and v; gate and up), which a backend may run as one pass.
+  virtual void matmul_group(Tensor x, std::span<const Projection> projections) {
+    for (const auto& p : projections) matmul(x, *p.weight, p.bias, p.out);
+  }
   // Rotates every head of q and k in place at each token's position.
   virtual void rope(Tensor q, Tensor k, std::size_t head_dim) = 0;
   // Stores k and v for the step's tokens into layer `layer` of the cache, then computes causal

@@ -132,6 +132,51 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
                     });
 }
 
+void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<const MatmulTarget> targets,
+                      const float* x, std::size_t tokens) {
+  bool streamed = tokens > 0 && targets.size() > 1;
+  for (const auto& t : targets) {
+    if (t.w == nullptr || t.w->cols != targets.front().w->cols) {
+      throw std::invalid_argument("matmul_group: the matrices of a group must share their input width");
+    }
+    const auto type = static_cast<std::size_t>(t.w->type);
+    streamed = streamed && t.w->cols != 0 && (tokens == 1 || tokens <= table.batch_max_tokens[type]);
+  }
+  if (!streamed) {
+    for (const auto& t : targets) run_matmul(table, pool, *t.w, x, tokens, t.out, t.bias);
+    return;
+  }
+  if (x == nullptr) throw std::invalid_argument("matmul without input or output");
+  // Each matrix cut into the ranges matmul would give its rows; one loop over all of them.
+  struct Piece {
+    const MatmulTarget* target;
+    std::size_t row_bytes, begin, end;
+  };
+  std::vector<Piece> pieces;
+  for (const auto& t : targets) {
+    if (t.out == nullptr) throw std::invalid_argument("matmul without input or output");
+    const std::size_t row_bytes = checked_row_bytes(*t.w);
+    const std::size_t step = range_rows(row_bytes, kGemvRangeBytes, table.row_tile);
+    for (std::size_t begin = 0; begin < t.w->rows; begin += step) {
+      pieces.push_back({&t, row_bytes, begin, std::min(t.w->rows, begin + step)});
+    }
+  }
+  pool.parallel_for(pieces.size(), 1, [&](std::size_t first, std::size_t last) {
+    for (std::size_t i = first; i < last; ++i) {
+      const Piece& p = pieces[i];
+      const WeightMatrix& w = *p.target->w;
+      const kernels::Rows rows{w.data + p.begin * p.row_bytes, p.row_bytes, w.cols, p.end - p.begin};
+      const float* bias = p.target->bias != nullptr ? p.target->bias + p.begin : nullptr;
+      const auto type = static_cast<std::size_t>(w.type);
+      if (tokens == 1) {
+        table.gemv[type](rows, x, p.target->out + p.begin, bias);
+      } else {
+        table.gemv_batch[type](rows, x, tokens, p.target->out + p.begin, w.rows, bias);
+      }
+    }
+  });
+}
+
 void run_dequantize_rows(const kernels::Table& table, const WeightMatrix& w, std::size_t first, std::size_t count,
                          float* out) {
   const std::size_t row_bytes = checked_row_bytes(w);
@@ -150,6 +195,10 @@ void run_dequantize_rows(const kernels::Table& table, const WeightMatrix& w, std
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,
             const float* bias) {
   run_matmul(active_table(), pool, w, x, tokens, out, bias);
+}
+
+void matmul_group(ThreadPool& pool, std::span<const MatmulTarget> targets, const float* x, std::size_t tokens) {
+  run_matmul_group(active_table(), pool, targets, x, tokens);
 }
 
 void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out) {

@@ -5,6 +5,7 @@
 // time from what the CPU reports.
 
 #include <cstddef>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,18 @@ struct WeightMatrix {
 // avx512bf16 level BF16 weights multiply activations rounded to bf16 (relative error up to about 1e-2).
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,
             const float* bias = nullptr);
+
+// One matrix of a group that multiplies the same input: out = x · wᵀ (+ bias), as matmul writes it.
+struct MatmulTarget {
+  const WeightMatrix* w = nullptr;
+  float* out = nullptr;
+  const float* bias = nullptr;
+};
+
+// matmul for each target, over one shared x (every w.cols equal): the projections of one input (q, k and v;
+// gate and up) in a single hand-off to the pool when the weights are streamed (decode batches), so the
+// threads are woken once instead of once per matrix. Each (row, token) gets the bits matmul would give it.
+void matmul_group(ThreadPool& pool, std::span<const MatmulTarget> targets, const float* x, std::size_t tokens);
 
 // Rows [first, first + count) of w as f32 (embedding lookups), count * w.cols values.
 void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out);

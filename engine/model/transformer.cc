@@ -95,16 +95,17 @@ Tensor Transformer::run(const backend::StepLayout& layout) {
   if (!layers_.empty()) backend_.rms_norm(x, layers_[0].attn_norm, eps, h);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
-    backend_.matmul(h, l.q, l.q_bias ? &*l.q_bias : nullptr, q);
-    backend_.matmul(h, l.k, l.k_bias ? &*l.k_bias : nullptr, k);
-    backend_.matmul(h, l.v, l.v_bias ? &*l.v_bias : nullptr, v);
+    const backend::Projection qkv[] = {{&l.q, l.q_bias ? &*l.q_bias : nullptr, q},
+                                       {&l.k, l.k_bias ? &*l.k_bias : nullptr, k},
+                                       {&l.v, l.v_bias ? &*l.v_bias : nullptr, v}};
+    backend_.matmul_group(h, qkv);
     backend_.qk_norm_rope(q, k, l.q_norm ? &*l.q_norm : nullptr, l.k_norm ? &*l.k_norm : nullptr, eps, c.head_dim);
     backend_.attention(i, q, k, v, scale, attn);
     backend_.matmul(attn, l.o, nullptr, h);
     backend_.add_rms_norm(x, h, l.ffn_norm, eps, h);
 
-    backend_.matmul(h, l.gate, nullptr, gate);
-    backend_.matmul(h, l.up, nullptr, up);
+    const backend::Projection gate_up[] = {{&l.gate, nullptr, gate}, {&l.up, nullptr, up}};
+    backend_.matmul_group(h, gate_up);
     backend_.silu_mul(gate, up, gate);
     backend_.matmul(gate, l.down, nullptr, h);
     if (i + 1 < layers_.size()) {

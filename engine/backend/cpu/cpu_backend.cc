@@ -185,6 +185,15 @@ class CpuBackend final : public Backend {
     cpu::matmul(pool_, matrix(w), x.data, x.rows, out.data, bias ? vector(*bias) : nullptr);
   }
 
+  void matmul_group(Tensor x, std::span<const Projection> projections) override {
+    std::vector<cpu::MatmulTarget> targets;
+    targets.reserve(projections.size());
+    for (const auto& p : projections) {
+      targets.push_back({&matrix(*p.weight), p.out.data, p.bias ? vector(*p.bias) : nullptr});
+    }
+    cpu::matmul_group(pool_, targets, x.data, x.rows);
+  }
+
   void rope(Tensor q, Tensor k, std::size_t head_dim) override {
     const std::size_t half = head_dim / 2;
     const bool interleaved = rope_.interleaved;

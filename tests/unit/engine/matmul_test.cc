@@ -456,6 +456,39 @@ TEST(Matmul, RejectsBadShapes) {
   EXPECT_THROW(dequantize_rows(ok, 1, 2, out.data()), std::out_of_range);
 }
 
+// A group (q, k, v of different heights; with and without bias) gives every output the bits separate
+// matmuls give it, for one token, a decode batch and a prefill-sized batch, at every weight type.
+TEST(Matmul, GroupEqualsSeparateProducts) {
+  ThreadPool pool(3);
+  for (const auto type : kAllTypes) {
+    const std::size_t cols = 256;
+    const Matrix q = make_matrix(type, 96, cols, 1), k = make_matrix(type, 32, cols, 2),
+                 v = make_matrix(type, 40, cols, 3);
+    const auto bias = random_vector(96, 4);
+    for (const std::size_t tokens : {1, 3, 60}) {
+      const auto x = random_vector(tokens * cols, 5);
+      const WeightMatrix qw = q.view(), kw = k.view(), vw = v.view();
+      std::vector<float> want_q(tokens * 96), want_k(tokens * 32), want_v(tokens * 40);
+      matmul(pool, qw, x.data(), tokens, want_q.data(), bias.data());
+      matmul(pool, kw, x.data(), tokens, want_k.data());
+      matmul(pool, vw, x.data(), tokens, want_v.data());
+      auto got_q = poisoned(tokens * 96), got_k = poisoned(tokens * 32), got_v = poisoned(tokens * 40);
+      const MatmulTarget targets[] = {{&qw, got_q.data(), bias.data()}, {&kw, got_k.data()}, {&vw, got_v.data()}};
+      matmul_group(pool, targets, x.data(), tokens);
+      const std::string what = std::string(quant::weight_type_name(type)) + ", " + std::to_string(tokens) + " tokens";
+      EXPECT_EQ(got_q, want_q) << what;
+      EXPECT_EQ(got_k, want_k) << what;
+      EXPECT_EQ(got_v, want_v) << what;
+    }
+  }
+  // One input cannot feed matrices of different widths.
+  const Matrix a = make_matrix(WeightType::F32, 4, 32, 6), b = make_matrix(WeightType::F32, 4, 64, 7);
+  const WeightMatrix aw = a.view(), bw = b.view();
+  std::vector<float> x(64), out_a(4), out_b(4);
+  const MatmulTarget mixed[] = {{&aw, out_a.data()}, {&bw, out_b.data()}};
+  EXPECT_THROW(matmul_group(pool, mixed, x.data(), 1), std::invalid_argument);
+}
+
 TEST(Matmul, EmptyShapes) {
   ThreadPool pool(2);
   std::vector<float> x(8, 1.0f);
