@@ -172,6 +172,28 @@ TEST(CudaEngine, GreedyGenerationsIdenticalToTheCpuFor64StepsInF32) {
   }
 }
 
+// The settings the engine refuses before touching a device, and, where this machine has no GPU, what
+// --device cuda says about it (runs wherever the GPU tests skip, so CI checks the message).
+TEST(CudaEngine, RefusalsSayWhatToDo) {
+  testing_support::TempDir dir;
+  const auto model = write_tiny(dir.path() / "m", Architecture::Qwen3, WeightType::F32);
+  EngineOptions options;
+  options.device = Device::Cpu;
+  options.gpu_memory_utilization = 0;
+  EXPECT_THROW(Engine::load(model, options), std::invalid_argument);
+  if (!testing_support::no_gpu_reason().empty()) {
+    options.device = Device::Cuda;
+    options.gpu_memory_utilization = 0.9;
+    try {
+      Engine::load(model, options);
+      FAIL() << "--device cuda loaded without a GPU";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("GPU 0 cannot be used"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CudaEngine, AutoPicksTheGpuAndTheCacheFollowsTheMemoryShare) {
   REQUIRE_GPU();
   testing_support::TempDir dir;

@@ -373,36 +373,28 @@ __global__ void __launch_bounds__(kPrefillThreads)
   float* vs = ks + kKeyTile * (D + 1);      // [32][D + 1]
   float* ps = vs + kKeyTile * (D + 1);      // [32][33]
   const PrefillTile pt(cache, layer, q_heads, meta);
-  const int h = pt.head;
-  const int first = pt.first;
-  const int count = pt.count;
-  const std::int32_t* table = pt.table;
-  const int first_position = pt.first_position;
-  const int last_position = pt.last_position;
-  const std::size_t block_elems = pt.block_elems;
-  const std::size_t key_offset = pt.key_offset;
-  const std::size_t value_offset = pt.value_offset;
   const T* cache_data = static_cast<const T*>(cache.data);
 
   for (int i = threadIdx.x; i < kPrefillTile * D; i += kPrefillThreads) {
     const int r = i / D, d = i % D;
-    qs[r * (D + 1) + d] = r < count ? q[(static_cast<std::size_t>(first + r) * q_heads + h) * D + d] * scale : 0.0f;
+    qs[r * (D + 1) + d] =
+        r < pt.count ? q[(static_cast<std::size_t>(pt.first + r) * q_heads + pt.head) * D + d] * scale : 0.0f;
   }
   const int r = threadIdx.x / 4;
   const int c = threadIdx.x % 4;
-  const int my_position = first_position + r;
+  const int my_position = pt.first_position + r;
   float m = kNegInf, l = 0;
   float acc[D / 4] = {};
 
-  for (int k0 = 0; k0 <= last_position; k0 += kKeyTile) {
+  for (int k0 = 0; k0 <= pt.last_position; k0 += kKeyTile) {
     __syncthreads();  // the previous tile's keys, values and probabilities are no longer read
     for (int i = threadIdx.x; i < kKeyTile * D; i += kPrefillThreads) {
       const int j = i / D, d = i % D;
-      const int p = min(k0 + j, last_position);
+      const int p = min(k0 + j, pt.last_position);
       const std::size_t row =
-          table[p / cache.block_size] * block_elems + static_cast<std::size_t>(p % cache.block_size) * D + d;
-      ks[j * (D + 1) + d] = load_f32(cache_data + row + key_offset);
-      vs[j * (D + 1) + d] = load_f32(cache_data + row + value_offset);
+          pt.table[p / cache.block_size] * pt.block_elems + static_cast<std::size_t>(p % cache.block_size) * D + d;
+      ks[j * (D + 1) + d] = load_f32(cache_data + row + pt.key_offset);
+      vs[j * (D + 1) + d] = load_f32(cache_data + row + pt.value_offset);
     }
     __syncthreads();
     float s[8];
@@ -413,7 +405,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
       float dot = 0;
 #pragma unroll 16
       for (int d = 0; d < D; ++d) dot += qs[r * (D + 1) + d] * ks[j * (D + 1) + d];
-      s[u] = (k0 + j <= my_position && r < count) ? dot : kNegInf;
+      s[u] = (k0 + j <= my_position && r < pt.count) ? dot : kNegInf;
       tile_max = fmaxf(tile_max, s[u]);
     }
     // The four threads of a row are adjacent lanes of one warp.
@@ -440,8 +432,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
       for (int i = 0; i < D / 4; ++i) acc[i] += p * vs[j * (D + 1) + c + 4 * i];
     }
   }
-  if (r < count) {
-    float* o = out + (static_cast<std::size_t>(first + r) * q_heads + h) * D;
+  if (r < pt.count) {
+    float* o = out + (static_cast<std::size_t>(pt.first + r) * q_heads + pt.head) * D;
 #pragma unroll
     for (int i = 0; i < D / 4; ++i) o[c + 4 * i] = acc[i] / l;
   }
@@ -491,20 +483,12 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   auto* os = reinterpret_cast<float*>(mine + L::kO);
 
   const PrefillTile pt(cache, layer, q_heads, meta);
-  const int h = pt.head;
-  const int first = pt.first;
-  const int count = pt.count;
-  const std::int32_t* table = pt.table;
-  const int first_position = pt.first_position;
-  const int last_position = pt.last_position;
-  const std::size_t block_elems = pt.block_elems;
-  const std::size_t key_offset = pt.key_offset;
-  const std::size_t value_offset = pt.value_offset;
   const auto* cache_data = static_cast<const __nv_bfloat16*>(cache.data);
 
   for (int i = threadIdx.x; i < kPrefillTile * D; i += kTcWarps * 32) {
     const int r = i / D, d = i % D;
-    const float x = r < count ? q[(static_cast<std::size_t>(first + r) * q_heads + h) * D + d] * scale : 0.0f;
+    const float x =
+        r < pt.count ? q[(static_cast<std::size_t>(pt.first + r) * q_heads + pt.head) * D + d] * scale : 0.0f;
     qs[r * L::kQkvStride + d] = __float2bfloat16_rn(x);
   }
   for (int i = lane; i < kTcRows * D; i += 32) os[(i / D) * L::kOutStride + i % D] = 0.0f;
@@ -513,22 +497,22 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   const int row = lane / 2;
   const int half = lane % 2;
   const int query = warp * kTcRows + row;
-  const int my_position = first_position + query;
+  const int my_position = pt.first_position + query;
   float m = kNegInf, l = 0.0f;
 
-  for (int k0 = 0; k0 <= last_position; k0 += kTcKeys) {
+  for (int k0 = 0; k0 <= pt.last_position; k0 += kTcKeys) {
     __syncthreads();  // the previous tile's keys and values are no longer read
     // 16-byte copies: D bf16 of a position are contiguous in the cache.
     constexpr int kChunks = D / 8;
     for (int i = threadIdx.x; i < kTcKeys * kChunks; i += kTcWarps * 32) {
       const int j = i / kChunks, c = i % kChunks;
-      const int p = min(k0 + j, last_position);
+      const int p = min(k0 + j, pt.last_position);
       const std::size_t at =
-          table[p / cache.block_size] * block_elems + static_cast<std::size_t>(p % cache.block_size) * D + c * 8;
+          pt.table[p / cache.block_size] * pt.block_elems + static_cast<std::size_t>(p % cache.block_size) * D + c * 8;
       *reinterpret_cast<uint4*>(ks + j * L::kQkvStride + c * 8) =
-          *reinterpret_cast<const uint4*>(cache_data + at + key_offset);
+          *reinterpret_cast<const uint4*>(cache_data + at + pt.key_offset);
       *reinterpret_cast<uint4*>(vs + j * L::kQkvStride + c * 8) =
-          *reinterpret_cast<const uint4*>(cache_data + at + value_offset);
+          *reinterpret_cast<const uint4*>(cache_data + at + pt.value_offset);
     }
     __syncthreads();
 
@@ -550,14 +534,14 @@ __global__ void __launch_bounds__(kTcWarps * 32)
     // Online softmax of this row's 64 scores (two lanes, 32 each); P in bf16 for the next product.
     float tile_max = kNegInf;
     for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const bool visible = query < count && k0 + c <= my_position;
+      const bool visible = query < pt.count && k0 + c <= my_position;
       if (visible) tile_max = fmaxf(tile_max, ss[row * L::kScoreStride + c]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     const float new_m = fmaxf(m, tile_max);
     float tile_sum = 0.0f;
     for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const bool visible = query < count && k0 + c <= my_position;
+      const bool visible = query < pt.count && k0 + c <= my_position;
       const float p = visible && new_m != kNegInf ? __expf(ss[row * L::kScoreStride + c] - new_m) : 0.0f;
       ps[row * L::kProbStride + c] = __float2bfloat16_rn(p);
       tile_sum += p;
@@ -585,8 +569,8 @@ __global__ void __launch_bounds__(kTcWarps * 32)
     __syncwarp();
   }
 
-  if (query < count) {
-    float* o = out + (static_cast<std::size_t>(first + query) * q_heads + h) * D;
+  if (query < pt.count) {
+    float* o = out + (static_cast<std::size_t>(pt.first + query) * q_heads + pt.head) * D;
     for (int d = half * (D / 2); d < (half + 1) * (D / 2); ++d) o[d] = os[row * L::kOutStride + d] / l;
   }
 }

@@ -47,5 +47,21 @@ TEST(StepLayout, RefusalsNameTheBackendAndTheNumbers) {
   EXPECT_THAT(refusal({{{0, 1, one}}, {1}, {1}}), HasSubstr("logit row 1 is past the step's 1 tokens"));
 }
 
+// The CPU backend keeps its KV cache in f32; a bf16 cache (a GPU's choice) is refused by name.
+TEST(StepLayout, TheCpuBackendRefusesABf16Cache) {
+  auto cpu = make_cpu_backend(1);
+  KvCacheShape bf16 = shape();
+  bf16.kv_type = quant::WeightType::BF16;
+  RopeSpec rope;
+  rope.inv_freq.assign(32, 1.0);
+  try {
+    cpu->init_cache(bf16, rope);
+    FAIL() << "a bf16 cache was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the KV cache is F32, not BF16"));
+  }
+  EXPECT_EQ(bf16.bytes_per_block(), shape().bytes_per_block() / 2);
+}
+
 }  // namespace
 }  // namespace engine::backend
