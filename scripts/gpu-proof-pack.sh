@@ -35,8 +35,7 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
 fi
 
 required=(serverd fetchd model-writer engine-logits engine_reference_tests serverd_openai_client_tests)
-optional=(cuda_devices_tests cuda_weight_kernels_tests cuda_backend_tests cuda_sampling_tests cuda_engine_tests
-  engine-gpu-bench)
+optional=(cuda_kernel_tests cuda_engine_tests engine-gpu-bench)
 # Every target of the configured build, one directory each (both Makefile and Ninja generators write it).
 target_dir() { grep -E "/CMakeFiles/$1\.dir\$" "$build/CMakeFiles/TargetDirectories.txt" | head -1; }
 targets=()

@@ -7,7 +7,9 @@
 # Checks the machine (GPU, CUDA toolkit, python3 with numpy/torch/transformers), unpacks .gpu-proof, then
 # runs, keeping on after a failure: (a) the CUDA test binaries, (b) the engine's reference tests on the
 # CUDA engine, (c) tests/reference/transformers_check.py, (d) serverd --device cuda against the openai npm
-# client, (e) engine-gpu-bench on a qwen3-0.6b model written there, when the bench was built. A table of
+# client, (e) engine-gpu-bench on a qwen3-0.6b model written there, when the bench was built, (f) the
+# kernel tests under compute-sanitizer, (g, h) the bench without CUDA graphs and without overlapping
+# kernels, (i) each kernel of one decode step timed by ncu. A table of
 # results and times comes last; full logs go to $OUT (summary.txt, gpu-proof.log, logs.tar.gz) when OUT
 # is set, else to a temporary directory. Exit status 1 when a step failed. Everything stops by
 # GPU_PROOF_SECONDS (default 450) after the start. Without a GPU the GPU steps are reported as failed and
@@ -299,9 +301,9 @@ export -f node_check
 step "node + openai package" 30 node_check
 
 # --- (a) the CUDA test binaries ----------------------------------------------------------------------
-for t in cuda_backend_tests cuda_sampling_tests cuda_engine_tests cuda_weight_kernels_tests cuda_devices_tests; do
+for t in cuda_kernel_tests cuda_engine_tests; do
   if [[ -x $pack/bin/$t ]]; then
-    gpu_step "(a) $t" 90 "$wrap/$t" --gtest_brief=1
+    gpu_step "(a) $t" 150 "$wrap/$t" --gtest_brief=1
   else
     record "(a) $t" SKIP 0 "not in .gpu-proof (no such target when packed)"
   fi
@@ -344,10 +346,10 @@ gpu_step "(b) engine_reference_tests $device" 150 env ENGINE_TEST_DEVICE="$devic
 # --- (f) the kernel tests under compute-sanitizer's memcheck: no access outside an allocation -----------
 if sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1) &&
   [[ -n $sanitizer ]]; then
-  for t in cuda_backend_tests cuda_sampling_tests; do
-    [[ -x $pack/bin/$t ]] && gpu_step "(f) memcheck $t" 120 "$sanitizer" --tool memcheck --error-exitcode 9 \
-      "$wrap/$t" --gtest_brief=1
-  done
+  # The backend's kernels and sampling; the weight kernels' large shapes would take minutes under memcheck.
+  [[ -x $pack/bin/cuda_kernel_tests ]] && gpu_step "(f) memcheck cuda_kernel_tests" 150 "$sanitizer" --tool memcheck \
+    --error-exitcode 9 "$wrap/cuda_kernel_tests" --gtest_brief=1 --gtest_filter='-*CudaWeightKernels*'
+
 else
   record "(f) memcheck" SKIP 0 "no compute-sanitizer on this machine"
 fi
@@ -357,6 +359,46 @@ if [[ -x $pack/bin/engine-gpu-bench ]]; then
   # shellcheck disable=SC2086
   gpu_step "(g) engine-gpu-bench --enforce-eager" 90 "$wrap/engine-gpu-bench" --model "$work/qwen3-0.6b" \
     --enforce-eager --batches 64 --copy-mib 1024 ${GPU_BENCH_ARGS:-}
+fi
+
+# --- (h) decode with strict stream order: what letting kernels overlap (programmatic launch) buys -------
+if [[ -x $pack/bin/engine-gpu-bench ]]; then
+  # shellcheck disable=SC2086
+  gpu_step "(h) engine-gpu-bench --no-overlap-kernels" 90 "$wrap/engine-gpu-bench" --model "$work/qwen3-0.6b" \
+    --no-overlap-kernels --batches 64 --copy-mib 1024 ${GPU_BENCH_ARGS:-}
+fi
+
+# --- (i) where a batch-1 decode step's time goes: every kernel of one step timed by Nsight Compute -------
+# The sum of the kernels' own times beside (e)'s time per token is what launches and gaps cost.
+kernel_times() {
+  "$ncu" --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
+    --log-file "$work/ncu.csv" "$wrap/engine-gpu-bench" --model "$work/qwen3-0.6b" --profile-decode-step || return 1
+  python3 - "$work/ncu.csv" <<'EOF'
+import collections, csv, sys
+rows = [line for line in open(sys.argv[1], errors="replace") if line.startswith('"')]
+if not rows:
+    sys.exit("ncu wrote no kernel rows")
+scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+total, count = collections.Counter(), collections.Counter()
+for r in csv.DictReader(rows):
+    if r.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    us = float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], float("nan"))
+    total[r["Kernel Name"]] += us
+    count[r["Kernel Name"]] += 1
+print(f"{'kernel':<40} {'launches':>8} {'total us':>10} {'mean us':>8}")
+for name, us in total.most_common():
+    print(f"{name[:40]:<40} {count[name]:>8} {us:>10.1f} {us / count[name]:>8.2f}")
+print(f"one batch-1 decode step: {sum(count.values())} kernels, {sum(total.values()):.1f} us of kernel time")
+EOF
+}
+export -f kernel_times
+if ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1) &&
+  [[ -n $ncu && -x $pack/bin/engine-gpu-bench ]]; then
+  export ncu work wrap
+  gpu_step "(i) kernel times of a decode step (ncu)" 120 kernel_times
+else
+  record "(i) kernel times of a decode step (ncu)" SKIP 0 "no ncu on this machine, or no engine-gpu-bench"
 fi
 
 finish

@@ -130,11 +130,20 @@ class Backend {
   }
   // Rotates every head of q and k in place at each token's position.
   virtual void rope(Tensor q, Tensor k, std::size_t head_dim) = 0;
-  // Stores k and v for the step's tokens into layer `layer` of the cache, then computes causal
-  // attention of q over each sequence's cached positions (grouped-query: q heads share kv heads evenly).
-  virtual void attention(std::size_t layer, Tensor q, Tensor k, Tensor v, float scale, Tensor out) = 0;
+  // Stores k and v for the step's tokens into layer `layer` of the cache.
+  virtual void store_kv(std::size_t layer, Tensor k, Tensor v) = 0;
+  // Causal attention of q over each sequence's cached positions in layer `layer`, this step's keys and
+  // values included (stored before: a token attends to itself and to earlier tokens of the step).
+  // Grouped-query: q heads share kv heads evenly.
+  virtual void attention(std::size_t layer, Tensor q, float scale, Tensor out) = 0;
   // out = silu(gate) * up, element-wise. out may be gate.
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;
+  // out = (silu(gate) * up) · wᵀ: SwiGLU's product into the down projection (one kernel on a GPU for small
+  // batches). gate may be overwritten.
+  virtual void swiglu_matmul(Tensor gate, Tensor up, const Weight& w, Tensor out) {
+    silu_mul(gate, up, gate);
+    matmul(gate, w, nullptr, out);
+  }
   // x += y.
   virtual void add(Tensor x, Tensor y) = 0;
   // x += y, then out = rms_norm(x): the residual add and the next norm (one kernel on a GPU).
@@ -142,12 +151,14 @@ class Backend {
     add(x, y);
     rms_norm(x, weight, eps, out);
   }
-  // The optional per-head q and k norms, then rope (one kernel on a GPU).
-  virtual void qk_norm_rope(Tensor q, Tensor k, const Weight* q_norm, const Weight* k_norm, float eps,
-                            std::size_t head_dim) {
+  // The optional per-head q and k norms, rope, then store_kv of k and v into layer `layer` (one kernel on
+  // a GPU).
+  virtual void qk_norm_rope_store(std::size_t layer, Tensor q, Tensor k, Tensor v, const Weight* q_norm,
+                                  const Weight* k_norm, float eps, std::size_t head_dim) {
     if (q_norm) rms_norm(q, *q_norm, eps, q);
     if (k_norm) rms_norm(k, *k_norm, eps, k);
     rope(q, k, head_dim);
+    store_kv(layer, k, v);
   }
   // out[i] = x[layout.logit_rows[i]] for the step's layout.
   virtual void gather_logit_rows(Tensor x, Tensor out) = 0;

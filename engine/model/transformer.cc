@@ -99,15 +99,15 @@ Tensor Transformer::run(const backend::StepLayout& layout) {
                                        {&l.k, l.k_bias ? &*l.k_bias : nullptr, k},
                                        {&l.v, l.v_bias ? &*l.v_bias : nullptr, v}};
     backend_.matmul_group(h, qkv);
-    backend_.qk_norm_rope(q, k, l.q_norm ? &*l.q_norm : nullptr, l.k_norm ? &*l.k_norm : nullptr, eps, c.head_dim);
-    backend_.attention(i, q, k, v, scale, attn);
+    backend_.qk_norm_rope_store(i, q, k, v, l.q_norm ? &*l.q_norm : nullptr, l.k_norm ? &*l.k_norm : nullptr, eps,
+                                c.head_dim);
+    backend_.attention(i, q, scale, attn);
     backend_.matmul(attn, l.o, nullptr, h);
     backend_.add_rms_norm(x, h, l.ffn_norm, eps, h);
 
     const backend::Projection gate_up[] = {{&l.gate, nullptr, gate}, {&l.up, nullptr, up}};
     backend_.matmul_group(h, gate_up);
-    backend_.silu_mul(gate, up, gate);
-    backend_.matmul(gate, l.down, nullptr, h);
+    backend_.swiglu_matmul(gate, up, l.down, h);
     if (i + 1 < layers_.size()) {
       backend_.add_rms_norm(x, h, layers_[i + 1].attn_norm, eps, h);
     } else {

@@ -24,7 +24,9 @@ std::unique_ptr<backend::Backend> make_backend(const EngineOptions& options) {
 #if ENGINE_WITH_CUDA
   if (device == Device::Auto) device = cuda::list_cuda_devices().devices.empty() ? Device::Cpu : Device::Cuda;
   if (device == Device::Cuda) {
-    return backend::make_cuda_backend({.device = options.cuda_device, .enforce_eager = options.enforce_eager});
+    return backend::make_cuda_backend({.device = options.cuda_device,
+                                       .enforce_eager = options.enforce_eager,
+                                       .overlap_kernels = options.overlap_kernels});
   }
 #else
   if (device == Device::Cuda) {

@@ -35,6 +35,7 @@ struct EngineOptions {
   std::size_t block_size = 16;
   double gpu_memory_utilization = 0.9;  // share of the GPU's memory the engine may take (vLLM's meaning)
   bool enforce_eager = false;           // GPU: run every step kernel by kernel (no CUDA graphs)
+  bool overlap_kernels = true;          // GPU (Hopper on): each kernel may start as the one before finishes
   int cuda_device = 0;
 };
 

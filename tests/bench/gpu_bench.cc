@@ -4,6 +4,7 @@
 // measures batch-1 decode (as GB/s of weights and KV read), output tokens/s at larger batches, prefill
 // TFLOP/s and time to first token. A program that prints numbers, not a test; without a GPU it exits 2.
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -290,9 +291,10 @@ struct DecodeResult {
 
 // `batch` sequences decoding together: each prompt prefilled first (whole prompts, as many per step as fit
 // in `token_budget` tokens), `warmup` untimed decode steps (a GPU backend may capture a graph per batch
-// size on first use), then `steps` timed greedy decode steps.
+// size on first use), then `steps` timed greedy decode steps. With `profile_last`, the last step runs
+// between cudaProfilerStart and cudaProfilerStop (for a profiler started with profiling off).
 DecodeResult run_decode(Engine& engine, const ModelCost& cost, std::size_t batch, std::size_t prompt_len,
-                        std::size_t warmup, std::size_t steps, std::size_t token_budget) {
+                        std::size_t warmup, std::size_t steps, std::size_t token_budget, bool profile_last = false) {
   const std::size_t vocab = engine.config().vocab_size;
   Sequences seqs(engine, batch);
   seqs.reserve_all(prompt_len + warmup + steps);
@@ -335,9 +337,12 @@ DecodeResult run_decode(Engine& engine, const ModelCost& cost, std::size_t batch
         result.flops += sequence_flops(cost, seqs[b].cached, 1, 1);
       }
     }
+    const bool profiled = profile_last && s + 1 == warmup + steps;
+    if (profiled) CUDA_CHECK(cudaProfilerStart());
     const auto start = Clock::now();
     engine.step_and_sample(inputs, sampler_ptrs, sampled);
     if (timed) result.step_seconds += seconds_since(start);
+    if (profiled) CUDA_CHECK(cudaProfilerStop());
     for (std::size_t b = 0; b < batch; ++b) next[b] = sampled[b].token;
   }
   return result;
@@ -442,6 +447,8 @@ struct Options {
   std::string model;
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;
+  bool no_overlap_kernels = false;
+  bool profile_decode_step = false;
   std::uint64_t cuda_device = 0;
   std::uint64_t max_model_len = 4096;
   std::uint64_t copy_mib = 4096;
@@ -463,6 +470,7 @@ void bench_model(const Options& o, const CopyBound& copy, const GemmBound& gemm,
   options.cuda_device = static_cast<int>(o.cuda_device);
   options.gpu_memory_utilization = o.gpu_memory_utilization;
   options.enforce_eager = o.enforce_eager;
+  options.overlap_kernels = !o.no_overlap_kernels;
   // Never shorter than the longest sequence measured here.
   options.max_model_len = std::max({static_cast<std::size_t>(o.max_model_len), static_cast<std::size_t>(o.prefill_len),
                                     static_cast<std::size_t>(o.ttft_len),
@@ -472,6 +480,12 @@ void bench_model(const Options& o, const CopyBound& copy, const GemmBound& gemm,
   auto engine = Engine::load(o.model, options);
   const double load_s = seconds_since(load_start);
   const ModelCost cost = model_cost(*engine);
+  if (o.profile_decode_step) {
+    const auto d = run_decode(*engine, cost, 1, kShortPrompt, kDecodeWarmup, 1, o.prefill_chunk, true);
+    std::printf("profiled         one batch-1 decode step after a %zu-token prompt and %zu warm-up steps: %.3f ms\n",
+                kShortPrompt, kDecodeWarmup, 1e3 * d.step_seconds);
+    return;
+  }
   const double bandwidth = copy.gb_per_s * 1e9;  // bytes/s
   const double peak = gemm.tflops * 1e12;        // FLOP/s
   std::printf("\nmodel            %s on %s (%s), loaded in %.2f s\n", o.model.c_str(),
@@ -550,6 +564,12 @@ int main(int argc, char** argv) {
   flags.add_double("gpu-memory-utilization", "X", "share of the GPU's memory the engine may take (default 0.9)",
                    &o.gpu_memory_utilization, 0.05, 1.0);
   flags.add_switch("enforce-eager", "run every step kernel by kernel (no CUDA graphs)", &o.enforce_eager);
+  flags.add_switch("profile-decode-step",
+                   "only load the model and run one warmed-up batch-1 decode step between cudaProfilerStart and "
+                   "cudaProfilerStop (for ncu --profile-from-start off); no bounds, no table",
+                   &o.profile_decode_step);
+  flags.add_switch("no-overlap-kernels", "launch each kernel after the one before finishes (no programmatic launch)",
+                   &o.no_overlap_kernels);
   flags.add_uint("cuda-device", "N", "GPU index (default 0)", &o.cuda_device, 0, 1023);
   flags.add_uint("max-model-len", "N", "the engine's max_model_len (default 4096)", &o.max_model_len, 1);
   flags.add_uint("copy-mib", "N", "bytes of each buffer of the bandwidth copy, MiB (default 4096)", &o.copy_mib, 64,
@@ -570,6 +590,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     parse_batches(o.batches);  // refuse a bad list before minutes of measuring
+    if (o.profile_decode_step && o.model.empty()) {
+      throw fetchd::client::UsageError("--profile-decode-step needs --model");
+    }
   } catch (const fetchd::client::UsageError& e) {
     std::cerr << "engine-gpu-bench: " << e.what() << "\n" << flags.help();
     return 2;
@@ -609,6 +632,11 @@ int main(int argc, char** argv) {
                 prop.minor, prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30),
                 driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
 
+    if (o.profile_decode_step) {
+      std::vector<Row> unused;
+      bench_model(o, CopyBound{}, GemmBound{}, unused);
+      return 0;
+    }
     CopyBound copy;
     GemmBound gemm;
     {
@@ -642,8 +670,8 @@ int main(int argc, char** argv) {
       }
     }
 
-    std::printf("\n%s, %s, %s%s\n\n", prop.name, date.c_str(), o.model.empty() ? "no model" : o.model.c_str(),
-                o.enforce_eager ? ", --enforce-eager" : "");
+    std::printf("\n%s, %s, %s%s%s\n\n", prop.name, date.c_str(), o.model.empty() ? "no model" : o.model.c_str(),
+                o.enforce_eager ? ", --enforce-eager" : "", o.no_overlap_kernels ? ", --no-overlap-kernels" : "");
     print_table(table);
     if (!model_error.empty()) {
       std::fprintf(stderr, "engine-gpu-bench: the model was not measured: %s\n", model_error.c_str());

@@ -39,12 +39,14 @@ fs::path write_tiny(const fs::path& dir, Architecture arch, WeightType dtype) {
   return dir;
 }
 
-std::unique_ptr<Engine> load(const fs::path& model, Device device, bool enforce_eager = false) {
+std::unique_ptr<Engine> load(const fs::path& model, Device device, bool enforce_eager = false,
+                             bool overlap_kernels = true) {
   EngineOptions options;
   options.device = device;
   options.threads = 2;
   options.max_model_len = 512;
   options.enforce_eager = enforce_eager;
+  options.overlap_kernels = overlap_kernels;
   return Engine::load(model, options);
 }
 
@@ -124,6 +126,31 @@ TEST(CudaEngine, GraphReplayedDecodeStepsEqualEagerSteps) {
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i], want[i]) << "batch " << batch << ", decode step " << i;
+    }
+  }
+}
+
+// Kernels that start while the one before them finishes (on GPUs that allow it) must still read only what
+// that one finished: logits bit-identical to strict stream order, eagerly and through graphs, for batches
+// through the weight kernels and through cuBLAS, on a model whose q, k, v carry biases (Qwen2) and one with
+// q/k norms (Qwen3).
+TEST(CudaEngine, OverlappedKernelsGiveTheLogitsOfStrictStreamOrder) {
+  REQUIRE_GPU();
+  testing_support::TempDir dir;
+  for (const auto arch : {Architecture::Qwen3, Architecture::Qwen2}) {
+    const auto model = write_tiny(dir.path() / std::to_string(static_cast<int>(arch)), arch, WeightType::BF16);
+    auto strict = load(model, Device::Cuda, true, false);
+    for (const bool enforce_eager : {true, false}) {
+      auto overlapped = load(model, Device::Cuda, enforce_eager, true);
+      for (const std::size_t batch : {1, 3, 12}) {
+        const auto want = decode_run(*strict, batch, 4);
+        const auto got = decode_run(*overlapped, batch, 4);
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          EXPECT_EQ(got[i], want[i]) << "arch " << static_cast<int>(arch) << (enforce_eager ? ", eager" : ", graphs")
+                                     << ", batch " << batch << ", decode step " << i;
+        }
+      }
     }
   }
 }

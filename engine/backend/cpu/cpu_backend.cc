@@ -221,21 +221,24 @@ class CpuBackend final : public Backend {
     rotate(k);
   }
 
-  void attention(std::size_t layer, Tensor q, Tensor k, Tensor v, float scale, Tensor out) override {
+  void store_kv(std::size_t layer, Tensor k, Tensor v) override {
     const std::size_t d = shape_.head_dim;
-    const std::size_t kv_heads = shape_.num_kv_heads;
-    const std::size_t q_heads = q.cols / d;
-    const std::size_t group = q_heads / kv_heads;
-    const std::size_t bs = shape_.block_size;
-    // Store this step's keys and values first: a token attends to itself and to earlier tokens of the step.
     for (std::size_t t = 0; t < places_.size(); ++t) {
-      for (std::size_t g = 0; g < kv_heads; ++g) {
+      for (std::size_t g = 0; g < shape_.num_kv_heads; ++g) {
         std::memcpy(cache_row(places_[t].block, layer, 0, g, places_[t].offset), k.data + t * k.cols + g * d,
                     d * sizeof(float));
         std::memcpy(cache_row(places_[t].block, layer, 1, g, places_[t].offset), v.data + t * v.cols + g * d,
                     d * sizeof(float));
       }
     }
+  }
+
+  void attention(std::size_t layer, Tensor q, float scale, Tensor out) override {
+    const std::size_t d = shape_.head_dim;
+    const std::size_t kv_heads = shape_.num_kv_heads;
+    const std::size_t q_heads = q.cols / d;
+    const std::size_t group = q_heads / kv_heads;
+    const std::size_t bs = shape_.block_size;
     pool_.parallel_for(places_.size() * q_heads, 1, [&](std::size_t begin, std::size_t end) {
       float scores[kMaxBlockSize];
       for (std::size_t item = begin; item < end; ++item) {

@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -177,8 +178,11 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
     multiprocessors_ = prop.multiProcessorCount;
+    // Programmatic dependent launch exists from compute capability 9.0 (Hopper) on.
+    queue_ = cuda::Stream(nullptr, options.overlap_kernels && prop.major >= 9);
     name_ = "cuda:" + std::to_string(options.device) + " (" + prop.name + ")";
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    queue_.stream = stream_;
     CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_, cudaEventDisableTiming));
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
@@ -313,18 +317,18 @@ class CudaBackend final : public Backend {
     }
     if (skip()) return;
     cuda::gather_weight_rows(w.type, w.bytes.get(), w.cols, meta_.tokens, static_cast<std::size_t>(meta_.num_tokens),
-                             out.data, stream_);
+                             out.data, queue_);
   }
 
   void rms_norm(Tensor x, const Weight& weight, float eps, Tensor out) override {
     if (skip()) return;
     cuda::rms_norm(x.data, vector(weight), eps, out.data, x.rows * (x.cols / weight.cols),
-                   static_cast<int>(weight.cols), stream_);
+                   static_cast<int>(weight.cols), queue_);
   }
 
   void add_rms_norm(Tensor x, Tensor y, const Weight& weight, float eps, Tensor out) override {
     if (skip()) return;
-    cuda::add_rms_norm(x.data, y.data, vector(weight), eps, out.data, x.rows, static_cast<int>(x.cols), stream_);
+    cuda::add_rms_norm(x.data, y.data, vector(weight), eps, out.data, x.rows, static_cast<int>(x.cols), queue_);
   }
 
   void matmul(Tensor x, const Weight& weight, const Weight* bias, Tensor out) override {
@@ -332,7 +336,7 @@ class CudaBackend final : public Backend {
     const auto& w = device(weight);
     const float* bias_data = bias ? vector(*bias) : nullptr;
     if (x.rows <= cuda::kGemvMaxTokens) {
-      cuda::weight_gemv(w.type, w.bytes.get(), w.rows, w.cols, x.data, x.rows, bias_data, out.data, out.cols, stream_);
+      cuda::weight_gemv(w.type, w.bytes.get(), w.rows, w.cols, x.data, x.rows, bias_data, out.data, out.cols, queue_);
       return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -345,37 +349,76 @@ class CudaBackend final : public Backend {
       const bool f16 = w.type == WeightType::F16;
       void* activations = scratch(activation_scratch_, x.rows * x.cols * 2);
       if (f16) {
-        cuda::to_f16(x.data, activations, x.rows * x.cols, stream_);
+        cuda::to_f16(x.data, activations, x.rows * x.cols, queue_);
       } else {
-        cuda::to_bf16(x.data, activations, x.rows * x.cols, stream_);
+        cuda::to_bf16(x.data, activations, x.rows * x.cols, queue_);
       }
       const void* a = w.bytes.get();
       if (w.type != WeightType::BF16 && !f16) {
         // Quantized: decoded to bf16 for the tensor cores, the stored weight left as it is.
         void* decoded = scratch(weight_scratch_, max_quantized_elements_ * 2);
         cuda::dequantize_to_bf16(w.type, w.bytes.get(), 0, w.rows, w.cols, static_cast<__nv_bfloat16*>(decoded),
-                                 stream_);
+                                 queue_);
         a = decoded;
       }
       const cudaDataType_t type = f16 ? CUDA_R_16F : CUDA_R_16BF;
       CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, a, type, k, activations, type, k,
                                 &zero, out.data, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
-    if (bias_data) cuda::add_bias(out.data, bias_data, x.rows, out.cols, stream_);
+    if (bias_data) cuda::add_bias(out.data, bias_data, x.rows, out.cols, queue_);
   }
 
-  void rope(Tensor q, Tensor k, std::size_t head_dim) override { qk_norm_rope(q, k, nullptr, nullptr, 0.0f, head_dim); }
-
-  void qk_norm_rope(Tensor q, Tensor k, const Weight* q_norm, const Weight* k_norm, float eps,
-                    std::size_t head_dim) override {
+  // Small batches: q, k and v (or gate and up) in one weight GEMV launch when they share a type and width.
+  void matmul_group(Tensor x, std::span<const Projection> projections) override {
+    const auto& first = device(*projections.front().weight);
+    const bool one_launch = x.rows <= cuda::kGemvMaxTokens && projections.size() <= cuda::kMaxGemvOutputs &&
+                            std::ranges::all_of(projections, [&](const Projection& p) {
+                              return device(*p.weight).type == first.type && device(*p.weight).cols == first.cols;
+                            });
+    if (!one_launch) {
+      Backend::matmul_group(x, projections);
+      return;
+    }
     if (skip()) return;
-    cuda::qk_norm_rope(q.data, k.data, static_cast<int>(q.cols / head_dim), static_cast<int>(k.cols / head_dim),
-                       static_cast<int>(head_dim), q_norm ? vector(*q_norm) : nullptr,
-                       k_norm ? vector(*k_norm) : nullptr, eps, static_cast<const double*>(inv_freq_.get()),
-                       rope_.interleaved, meta_, stream_);
+    cuda::GemvOutput outputs[cuda::kMaxGemvOutputs];
+    for (std::size_t i = 0; i < projections.size(); ++i) {
+      const auto& p = projections[i];
+      const auto& w = device(*p.weight);
+      outputs[i] = {w.bytes.get(), w.rows, p.bias ? vector(*p.bias) : nullptr, p.out.data, p.out.cols};
+    }
+    cuda::weight_gemv_group(first.type, std::span(outputs, projections.size()), first.cols, {x.data, nullptr}, x.rows,
+                            queue_);
   }
 
-  void attention(std::size_t layer, Tensor q, Tensor k, Tensor v, float scale, Tensor out) override {
+  // Small batches: silu(gate) * up is computed as the down projection reads it.
+  void swiglu_matmul(Tensor gate, Tensor up, const Weight& weight, Tensor out) override {
+    if (gate.rows > cuda::kGemvMaxTokens) {
+      Backend::swiglu_matmul(gate, up, weight, out);
+      return;
+    }
+    if (skip()) return;
+    const auto& w = device(weight);
+    const cuda::GemvOutput output{w.bytes.get(), w.rows, nullptr, out.data, out.cols};
+    cuda::weight_gemv_group(w.type, std::span(&output, 1), w.cols, {gate.data, up.data}, gate.rows, queue_);
+  }
+
+  void rope(Tensor q, Tensor k, std::size_t head_dim) override {
+    if (skip()) return;
+    norm_rope(q, k, nullptr, 0, nullptr, nullptr, 0.0f, head_dim);
+  }
+
+  void store_kv(std::size_t layer, Tensor k, Tensor v) override {
+    if (skip()) return;
+    cuda::store_kv(cache_, static_cast<int>(layer), k.data, v.data, meta_, queue_);
+  }
+
+  void qk_norm_rope_store(std::size_t layer, Tensor q, Tensor k, Tensor v, const Weight* q_norm, const Weight* k_norm,
+                          float eps, std::size_t head_dim) override {
+    if (skip()) return;
+    norm_rope(q, k, v.data, layer, q_norm, k_norm, eps, head_dim);
+  }
+
+  void attention(std::size_t layer, Tensor q, float scale, Tensor out) override {
     const int q_heads = static_cast<int>(q.cols / shape_.head_dim);
     // Enough partitions of the context to give every multiprocessor two blocks; powers of two, so that one
     // graph serves every context length of its bucket.
@@ -389,29 +432,28 @@ class CudaBackend final : public Backend {
       partials = workspace_.take(q.rows * q_heads * splits * (shape_.head_dim + 2), mode_ == Mode::Capture);
     }
     if (skip()) return;
-    cuda::store_kv(cache_, static_cast<int>(layer), k.data, v.data, meta_, stream_);
     if (decode_attention_) {
       cuda::decode_attention(cache_, static_cast<int>(layer), q.data, q_heads, scale, out.data, splits, partition,
-                             partials, meta_, stream_);
+                             partials, meta_, queue_);
     } else {
       cuda::prefill_attention(cache_, static_cast<int>(layer), q.data, q_heads, scale, out.data, meta_,
-                              options_.tensor_core_attention, stream_);
+                              options_.tensor_core_attention, queue_);
     }
   }
 
   void silu_mul(Tensor gate, Tensor up, Tensor out) override {
     if (skip()) return;
-    cuda::silu_mul(gate.data, up.data, out.data, gate.rows * gate.cols, stream_);
+    cuda::silu_mul(gate.data, up.data, out.data, gate.rows * gate.cols, queue_);
   }
 
   void add(Tensor x, Tensor y) override {
     if (skip()) return;
-    cuda::add_inplace(x.data, y.data, x.rows * x.cols, stream_);
+    cuda::add_inplace(x.data, y.data, x.rows * x.cols, queue_);
   }
 
   void gather_logit_rows(Tensor x, Tensor out) override {
     if (skip()) return;
-    cuda::gather_logit_rows(x.data, x.cols, out.data, meta_, stream_);
+    cuda::gather_logit_rows(x.data, x.cols, out.data, meta_, queue_);
   }
 
   void read(Tensor x, std::span<float> out) override {
@@ -510,6 +552,15 @@ class CudaBackend final : public Backend {
                                   std::string(quant::weight_type_name(d.type)));
     }
     return static_cast<const float*>(d.bytes.get());
+  }
+
+  // The q/k norms and rope, and with v the store of k and v into layer `layer`, in one kernel.
+  void norm_rope(Tensor q, Tensor k, const float* v, std::size_t layer, const Weight* q_norm, const Weight* k_norm,
+                 float eps, std::size_t head_dim) {
+    cuda::qk_norm_rope(q.data, k.data, v, static_cast<int>(q.cols / head_dim), static_cast<int>(k.cols / head_dim),
+                       static_cast<int>(head_dim), q_norm ? vector(*q_norm) : nullptr,
+                       k_norm ? vector(*k_norm) : nullptr, eps, static_cast<const double*>(inv_freq_.get()),
+                       rope_.interleaved, cache_, static_cast<int>(layer), meta_, queue_);
   }
 
   // Counts the call; true when it must not launch because a graph will replay it.
@@ -627,6 +678,7 @@ class CudaBackend final : public Backend {
   std::string name_;
   int multiprocessors_ = 0;
   cudaStream_t stream_ = nullptr;
+  cuda::Stream queue_{nullptr};  // stream_, overlapping kernels where the GPU can: what kernels launch on
   cudaEvent_t upload_done_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer cublas_workspace_;

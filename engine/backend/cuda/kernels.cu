@@ -9,6 +9,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/kernels.h"
+#include "engine/backend/cuda/launch.h"
 
 namespace engine::cuda {
 
@@ -47,6 +48,7 @@ int norm_threads(int width) {
 }
 
 __global__ void rms_norm_kernel(const float* x, const float* w, float eps, float* out, int width) {
+  start_after_prior_kernels();
   const float* in = x + blockIdx.x * static_cast<std::size_t>(width);
   float* o = out + blockIdx.x * static_cast<std::size_t>(width);
   float sum = 0;
@@ -56,6 +58,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, float
 }
 
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, float eps, float* out, int width) {
+  start_after_prior_kernels();
   const std::size_t base = blockIdx.x * static_cast<std::size_t>(width);
   float sum = 0;
   for (int i = threadIdx.x; i < width; i += blockDim.x) {
@@ -66,38 +69,6 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, fl
   const float inv = rsqrtf(block_sum(sum) / static_cast<float>(width) + eps);
   // Each thread reads back only the elements it wrote, so no barrier is needed before out (which may be y).
   for (int i = threadIdx.x; i < width; i += blockDim.x) out[base + i] = x[base + i] * inv * w[i];
-}
-
-// One block per (token, head) of q and k; thread i owns the rotated pair of dimensions i.
-__global__ void qk_norm_rope_kernel(float* q, float* k, int q_heads, int k_heads, int head_dim, const float* q_norm,
-                                    const float* k_norm, float eps, const double* inv_freq, bool interleaved,
-                                    const std::int32_t* positions) {
-  const int t = blockIdx.x;
-  const int head = blockIdx.y;
-  const bool is_q = head < q_heads;
-  const int heads = is_q ? q_heads : k_heads;
-  float* v = (is_q ? q : k) + (static_cast<std::size_t>(t) * heads + (is_q ? head : head - q_heads)) * head_dim;
-  const float* norm = is_q ? q_norm : k_norm;
-  const int half = head_dim / 2;
-  const int i = threadIdx.x;
-  const bool active = i < half;  // the block is rounded up to whole warps
-  const int a = active ? (interleaved ? 2 * i : i) : 0;
-  const int b = active ? (interleaved ? 2 * i + 1 : i + half) : 0;
-  float x0 = active ? v[a] : 0.0f;
-  float x1 = active ? v[b] : 0.0f;
-  if (norm != nullptr) {
-    const float inv = rsqrtf(block_sum(x0 * x0 + x1 * x1) / static_cast<float>(head_dim) + eps);
-    x0 = x0 * inv * norm[a];
-    x1 = x1 * inv * norm[b];
-  }
-  if (!active) return;
-  // The angle in double, as the CPU backend computes it: long positions keep their precision.
-  double s, c;
-  sincos(static_cast<double>(positions[t]) * inv_freq[i], &s, &c);
-  const float cf = static_cast<float>(c);
-  const float sf = static_cast<float>(s);
-  v[a] = x0 * cf - x1 * sf;
-  v[b] = x1 * cf + x0 * sf;
 }
 
 template <typename T>
@@ -157,20 +128,75 @@ __device__ __forceinline__ std::size_t block_elements(const KvCache& c) {
   return static_cast<std::size_t>(c.num_layers) * 2 * c.num_kv_heads * c.block_size * c.head_dim;
 }
 
+// Where layer `layer`'s key (kind 0) or value (kind 1) of kv head `head` goes for the token at `slot`.
+template <typename T>
+__device__ __forceinline__ T* cache_row(const KvCache& c, int layer, int kind, int head, int slot) {
+  const int block = slot / c.block_size;
+  const int offset = slot % c.block_size;
+  return static_cast<T*>(c.data) + block * block_elements(c) + cache_offset(c, layer, kind, head) +
+         static_cast<std::size_t>(offset) * c.head_dim;
+}
+
 template <typename T>
 __global__ void store_kv_kernel(KvCache cache, int layer, const float* k, const float* v, const std::int32_t* slots) {
+  start_after_prior_kernels();
   const int t = blockIdx.x;
   const int width = cache.num_kv_heads * cache.head_dim;
-  const int slot = slots[t];
-  const int block = slot / cache.block_size;
-  const int offset = slot % cache.block_size;
-  T* base = static_cast<T*>(cache.data) + block * block_elements(cache);
   for (int i = threadIdx.x; i < width; i += blockDim.x) {
     const int head = i / cache.head_dim;
     const int d = i % cache.head_dim;
-    const std::size_t row = static_cast<std::size_t>(offset) * cache.head_dim + d;
-    store_f32(base + cache_offset(cache, layer, 0, head) + row, k[static_cast<std::size_t>(t) * width + i]);
-    store_f32(base + cache_offset(cache, layer, 1, head) + row, v[static_cast<std::size_t>(t) * width + i]);
+    store_f32(cache_row<T>(cache, layer, 0, head, slots[t]) + d, k[static_cast<std::size_t>(t) * width + i]);
+    store_f32(cache_row<T>(cache, layer, 1, head, slots[t]) + d, v[static_cast<std::size_t>(t) * width + i]);
+  }
+}
+
+// One block per (token, head) of q, k and, when v is given, v; thread i owns the rotated pair of dimensions
+// i. With v, each k head (normed and rotated) and each v head is also stored into the cache's layer at the
+// token's slot, which saves the store its own kernel.
+template <typename T>
+__global__ void qk_norm_rope_kernel(float* q, float* k, const float* v, int q_heads, int k_heads, int head_dim,
+                                    const float* q_norm, const float* k_norm, float eps, const double* inv_freq,
+                                    bool interleaved, KvCache cache, int layer, StepMeta meta) {
+  start_after_prior_kernels();
+  const int t = blockIdx.x;
+  const int head = blockIdx.y;
+  if (head >= q_heads + k_heads) {  // a value head, stored as it is
+    const int h = head - q_heads - k_heads;
+    const float* from = v + (static_cast<std::size_t>(t) * k_heads + h) * head_dim;
+    T* to = cache_row<T>(cache, layer, 1, h, meta.slots[t]);
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) store_f32(to + i, from[i]);
+    return;
+  }
+  const bool is_q = head < q_heads;
+  const int heads = is_q ? q_heads : k_heads;
+  float* x = (is_q ? q : k) + (static_cast<std::size_t>(t) * heads + (is_q ? head : head - q_heads)) * head_dim;
+  const float* norm = is_q ? q_norm : k_norm;
+  const int half = head_dim / 2;
+  const int i = threadIdx.x;
+  const bool active = i < half;  // the block is rounded up to whole warps
+  const int a = active ? (interleaved ? 2 * i : i) : 0;
+  const int b = active ? (interleaved ? 2 * i + 1 : i + half) : 0;
+  float x0 = active ? x[a] : 0.0f;
+  float x1 = active ? x[b] : 0.0f;
+  if (norm != nullptr) {
+    const float inv = rsqrtf(block_sum(x0 * x0 + x1 * x1) / static_cast<float>(head_dim) + eps);
+    x0 = x0 * inv * norm[a];
+    x1 = x1 * inv * norm[b];
+  }
+  if (!active) return;
+  // The angle in double, as the CPU backend computes it: long positions keep their precision.
+  double s, c;
+  sincos(static_cast<double>(meta.positions[t]) * inv_freq[i], &s, &c);
+  const float cf = static_cast<float>(c);
+  const float sf = static_cast<float>(s);
+  const float r0 = x0 * cf - x1 * sf;
+  const float r1 = x1 * cf + x0 * sf;
+  x[a] = r0;
+  x[b] = r1;
+  if (!is_q && v != nullptr) {
+    T* to = cache_row<T>(cache, layer, 0, head - q_heads, meta.slots[t]);
+    store_f32(to + a, r0);
+    store_f32(to + b, r1);
   }
 }
 
@@ -184,6 +210,7 @@ template <typename T, int D, int G>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     decode_attention_kernel(KvCache cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
                             int partition, float* partials, StepMeta meta) {
+  start_after_prior_kernels();
   constexpr int kPerLane = D / 32;
   // Positions a warp loads before it reduces, to keep loads in flight; fewer when there are more heads.
   constexpr int kUnroll = G >= 4 ? 4 : 8;
@@ -307,6 +334,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 }
 
 __global__ void combine_partitions_kernel(const float* partials, int q_heads, int head_dim, int splits, float* out) {
+  start_after_prior_kernels();
   const int t = blockIdx.x;
   const int h = blockIdx.y;
   const float* parts = partials + (static_cast<std::size_t>(t) * q_heads + h) * splits * (head_dim + 2);
@@ -367,6 +395,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kPrefillThreads)
     prefill_attention_kernel(KvCache cache, int layer, const float* q, int q_heads, float scale, float* out,
                              StepMeta meta) {
+  start_after_prior_kernels();
   extern __shared__ float shared[];
   float* qs = shared;                       // [32][D + 1]
   float* ks = qs + kPrefillTile * (D + 1);  // [32][D + 1]
@@ -469,6 +498,7 @@ template <int D>
 __global__ void __launch_bounds__(kTcWarps * 32)
     prefill_attention_tc_kernel(KvCache cache, int layer, const float* q, int q_heads, float scale, float* out,
                                 StepMeta meta) {
+  start_after_prior_kernels();
   namespace wmma = nvcuda::wmma;
   using L = TcLayout<D>;
   extern __shared__ __align__(128) unsigned char shared_bytes[];
@@ -576,6 +606,7 @@ __global__ void __launch_bounds__(kTcWarps * 32)
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n) {
+  start_after_prior_kernels();
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     const float g = gate[i];
@@ -584,6 +615,7 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
 }
 
 __global__ void add_kernel(float* x, const float* y, std::size_t n) {
+  start_after_prior_kernels();
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     x[i] += y[i];
@@ -591,6 +623,7 @@ __global__ void add_kernel(float* x, const float* y, std::size_t n) {
 }
 
 __global__ void add_bias_kernel(float* out, const float* bias, std::size_t rows, std::size_t cols) {
+  start_after_prior_kernels();
   const std::size_t n = rows * cols;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
@@ -600,6 +633,7 @@ __global__ void add_bias_kernel(float* out, const float* bias, std::size_t rows,
 
 template <typename T>
 __global__ void convert_kernel(const float* x, T* out, std::size_t n) {
+  start_after_prior_kernels();
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     if constexpr (std::is_same_v<T, __half>) {
@@ -611,6 +645,7 @@ __global__ void convert_kernel(const float* x, T* out, std::size_t n) {
 }
 
 __global__ void gather_rows_kernel(const float* x, std::size_t cols, float* out, const std::int32_t* rows) {
+  start_after_prior_kernels();
   const float* in = x + static_cast<std::size_t>(rows[blockIdx.x]) * cols;
   float* o = out + blockIdx.x * cols;
   for (std::size_t i = threadIdx.x; i < cols; i += blockDim.x) o[i] = in[i];
@@ -641,80 +676,69 @@ bool attention_head_dim_supported(int head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256;
 }
 
-void rms_norm(const float* x, const float* w, float eps, float* out, std::size_t segments, int width,
-              cudaStream_t stream) {
+void rms_norm(const float* x, const float* w, float eps, float* out, std::size_t segments, int width, Stream stream) {
   if (segments == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(segments), norm_threads(width), 0, stream>>>(x, w, eps, out, width);
-  CUDA_CHECK_LAUNCH();
+  launch(rms_norm_kernel, static_cast<unsigned>(segments), norm_threads(width), 0, stream, x, w, eps, out, width);
 }
 
 void add_rms_norm(float* x, const float* y, const float* w, float eps, float* out, std::size_t rows, int width,
-                  cudaStream_t stream) {
+                  Stream stream) {
   if (rows == 0) return;
-  add_rms_norm_kernel<<<static_cast<unsigned>(rows), norm_threads(width), 0, stream>>>(x, y, w, eps, out, width);
-  CUDA_CHECK_LAUNCH();
+  launch(add_rms_norm_kernel, static_cast<unsigned>(rows), norm_threads(width), 0, stream, x, y, w, eps, out, width);
 }
 
-void qk_norm_rope(float* q, float* k, int q_heads, int k_heads, int head_dim, const float* q_norm, const float* k_norm,
-                  float eps, const double* inv_freq, bool interleaved, const StepMeta& meta, cudaStream_t stream) {
+void qk_norm_rope(float* q, float* k, const float* v, int q_heads, int k_heads, int head_dim, const float* q_norm,
+                  const float* k_norm, float eps, const double* inv_freq, bool interleaved, const KvCache& cache,
+                  int layer, const StepMeta& meta, Stream stream) {
   if (meta.num_tokens == 0) return;
   if (head_dim % 2 != 0 || head_dim > 2048) {
     throw std::invalid_argument("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
   }
-  const dim3 grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads + k_heads));
+  const int stored_heads = v != nullptr ? k_heads : 0;
+  const dim3 grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads + k_heads + stored_heads));
   const unsigned threads = static_cast<unsigned>((head_dim / 2 + 31) / 32 * 32);
-  qk_norm_rope_kernel<<<grid, threads, 0, stream>>>(q, k, q_heads, k_heads, head_dim, q_norm, k_norm, eps, inv_freq,
-                                                    interleaved, meta.positions);
-  CUDA_CHECK_LAUNCH();
+  const auto kernel = cache.bf16 ? qk_norm_rope_kernel<__nv_bfloat16> : qk_norm_rope_kernel<float>;
+  launch(kernel, grid, threads, 0, stream, q, k, v, q_heads, k_heads, head_dim, q_norm, k_norm, eps, inv_freq,
+         interleaved, cache, layer, meta);
 }
 
-void store_kv(const KvCache& cache, int layer, const float* k, const float* v, const StepMeta& meta,
-              cudaStream_t stream) {
+void store_kv(const KvCache& cache, int layer, const float* k, const float* v, const StepMeta& meta, Stream stream) {
   if (meta.num_tokens == 0) return;
-  if (cache.bf16) {
-    store_kv_kernel<__nv_bfloat16><<<meta.num_tokens, 128, 0, stream>>>(cache, layer, k, v, meta.slots);
-  } else {
-    store_kv_kernel<float><<<meta.num_tokens, 128, 0, stream>>>(cache, layer, k, v, meta.slots);
-  }
-  CUDA_CHECK_LAUNCH();
+  const auto kernel = cache.bf16 ? store_kv_kernel<__nv_bfloat16> : store_kv_kernel<float>;
+  launch(kernel, static_cast<unsigned>(meta.num_tokens), 128, 0, stream, cache, layer, k, v, meta.slots);
 }
 
 void decode_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
-                      int partition, float* partials, const StepMeta& meta, cudaStream_t stream) {
+                      int partition, float* partials, const StepMeta& meta, Stream stream) {
   if (meta.num_tokens == 0) return;
   const int group = q_heads / cache.num_kv_heads;
   with_head_dim(cache.head_dim, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
-    auto launch = [&](auto group_tag) {
+    auto launch_group = [&](auto group_tag) {
       constexpr int G = decltype(group_tag)::value;
       const dim3 grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads / G),
                       static_cast<unsigned>(splits));
-      if (cache.bf16) {
-        decode_attention_kernel<__nv_bfloat16, D, G><<<grid, kDecodeWarps * 32, 0, stream>>>(
-            cache, layer, q, q_heads, scale, out, splits, partition, partials, meta);
-      } else {
-        decode_attention_kernel<float, D, G><<<grid, kDecodeWarps * 32, 0, stream>>>(
-            cache, layer, q, q_heads, scale, out, splits, partition, partials, meta);
-      }
+      const auto kernel =
+          cache.bf16 ? decode_attention_kernel<__nv_bfloat16, D, G> : decode_attention_kernel<float, D, G>;
+      launch(kernel, grid, kDecodeWarps * 32, 0, stream, cache, layer, q, q_heads, scale, out, splits, partition,
+             partials, meta);
     };
     // A whole group per block where it is a small power of two; other groupings one head per block.
     switch (group) {
-      case 2: return launch(std::integral_constant<int, 2>{});
-      case 4: return launch(std::integral_constant<int, 4>{});
-      case 8: return launch(std::integral_constant<int, 8>{});
-      default: return launch(std::integral_constant<int, 1>{});
+      case 2: return launch_group(std::integral_constant<int, 2>{});
+      case 4: return launch_group(std::integral_constant<int, 4>{});
+      case 8: return launch_group(std::integral_constant<int, 8>{});
+      default: return launch_group(std::integral_constant<int, 1>{});
     }
   });
-  CUDA_CHECK_LAUNCH();
   if (splits > 1) {
     const dim3 combine_grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads));
-    combine_partitions_kernel<<<combine_grid, 128, 0, stream>>>(partials, q_heads, cache.head_dim, splits, out);
-    CUDA_CHECK_LAUNCH();
+    launch(combine_partitions_kernel, combine_grid, 128, 0, stream, partials, q_heads, cache.head_dim, splits, out);
   }
 }
 
 void prefill_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out,
-                       const StepMeta& meta, bool tensor_cores, cudaStream_t stream) {
+                       const StepMeta& meta, bool tensor_cores, Stream stream) {
   if (meta.num_tiles == 0) return;
   const dim3 grid(static_cast<unsigned>(meta.num_tiles), static_cast<unsigned>(q_heads));
   if (tensor_cores && cache.bf16 && cache.head_dim % 16 == 0) {
@@ -724,64 +748,56 @@ void prefill_attention(const KvCache& cache, int layer, const float* q, int q_he
         constexpr std::size_t shared = TcLayout<D>::kBytes;
         CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(shared)));
-        prefill_attention_tc_kernel<D>
-            <<<grid, kTcWarps * 32, shared, stream>>>(cache, layer, q, q_heads, scale, out, meta);
+        launch(prefill_attention_tc_kernel<D>, grid, kTcWarps * 32, shared, stream, cache, layer, q, q_heads, scale,
+               out, meta);
       }
     });
-    CUDA_CHECK_LAUNCH();
     return;
   }
   with_head_dim(cache.head_dim, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     constexpr std::size_t shared = prefill_shared_bytes<D>();
-    auto launch = [&](auto kernel) {
+    auto launch_typed = [&](auto kernel) {
       // Above 48 KiB a kernel must ask for its shared memory; asking again is cheap.
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-      kernel<<<grid, kPrefillThreads, shared, stream>>>(cache, layer, q, q_heads, scale, out, meta);
+      launch(kernel, grid, kPrefillThreads, shared, stream, cache, layer, q, q_heads, scale, out, meta);
     };
     if (cache.bf16) {
-      launch(prefill_attention_kernel<__nv_bfloat16, D>);
+      launch_typed(prefill_attention_kernel<__nv_bfloat16, D>);
     } else {
-      launch(prefill_attention_kernel<float, D>);
+      launch_typed(prefill_attention_kernel<float, D>);
     }
   });
-  CUDA_CHECK_LAUNCH();
 }
 
-void silu_mul(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t stream) {
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, Stream stream) {
   if (n == 0) return;
-  silu_mul_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(gate, up, out, n);
-  CUDA_CHECK_LAUNCH();
+  launch(silu_mul_kernel, elementwise_blocks(n), 256, 0, stream, gate, up, out, n);
 }
 
-void add_inplace(float* x, const float* y, std::size_t n, cudaStream_t stream) {
+void add_inplace(float* x, const float* y, std::size_t n, Stream stream) {
   if (n == 0) return;
-  add_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(x, y, n);
-  CUDA_CHECK_LAUNCH();
+  launch(add_kernel, elementwise_blocks(n), 256, 0, stream, x, y, n);
 }
 
-void add_bias(float* out, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
+void add_bias(float* out, const float* bias, std::size_t rows, std::size_t cols, Stream stream) {
   if (rows * cols == 0) return;
-  add_bias_kernel<<<elementwise_blocks(rows * cols), 256, 0, stream>>>(out, bias, rows, cols);
-  CUDA_CHECK_LAUNCH();
+  launch(add_bias_kernel, elementwise_blocks(rows * cols), 256, 0, stream, out, bias, rows, cols);
 }
 
-void gather_logit_rows(const float* x, std::size_t cols, float* out, const StepMeta& meta, cudaStream_t stream) {
+void gather_logit_rows(const float* x, std::size_t cols, float* out, const StepMeta& meta, Stream stream) {
   if (meta.num_logit_rows == 0) return;
-  gather_rows_kernel<<<meta.num_logit_rows, 256, 0, stream>>>(x, cols, out, meta.logit_rows);
-  CUDA_CHECK_LAUNCH();
+  launch(gather_rows_kernel, static_cast<unsigned>(meta.num_logit_rows), 256, 0, stream, x, cols, out, meta.logit_rows);
 }
 
-void to_bf16(const float* x, void* out, std::size_t n, cudaStream_t stream) {
+void to_bf16(const float* x, void* out, std::size_t n, Stream stream) {
   if (n == 0) return;
-  convert_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(x, static_cast<__nv_bfloat16*>(out), n);
-  CUDA_CHECK_LAUNCH();
+  launch(convert_kernel<__nv_bfloat16>, elementwise_blocks(n), 256, 0, stream, x, static_cast<__nv_bfloat16*>(out), n);
 }
 
-void to_f16(const float* x, void* out, std::size_t n, cudaStream_t stream) {
+void to_f16(const float* x, void* out, std::size_t n, Stream stream) {
   if (n == 0) return;
-  convert_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(x, static_cast<__half*>(out), n);
-  CUDA_CHECK_LAUNCH();
+  launch(convert_kernel<__half>, elementwise_blocks(n), 256, 0, stream, x, static_cast<__half*>(out), n);
 }
 
 }  // namespace engine::cuda

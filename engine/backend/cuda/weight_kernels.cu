@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/launch.h"
 #include "engine/backend/cuda/weight_kernels.h"
 
 // How the kernels read weights
@@ -490,18 +491,31 @@ __device__ __forceinline__ float warp_reduce_spread(const float (&v)[N], int lan
 
 // ---- weight_gemv kernel ----------------------------------------------------------------------------------
 
-struct GemvArgs {
+// One weight of a launch: its blocks are blockIdx.x = first_block, first_block + 1, ...
+struct GemvPart {
   const unsigned char* weight;
-  const float* x;
   const float* bias;
   float* y;
   std::size_t rows;
-  std::size_t row_bytes;
   std::size_t ldy;
+  unsigned first_block;
+};
+
+struct GemvArgs {
+  GemvPart parts[kMaxGemvOutputs];
+  int num_parts;
+  const float* x;
+  const float* up;  // when not null, the input is silu(x) * up
+  std::size_t row_bytes;
   int cols;
   int stages;  // ceil(cols / kStageCols)
   int ksplit;  // warps sharing a group of kRows rows (1, 2 or 4), warp k taking stages k, k + ksplit, ...
 };
+
+// SwiGLU's product, as silu_mul computes it (same operations, same order).
+__device__ __forceinline__ float silu_times(float gate, float up) {
+  return gate / (1.0f + __expf(-gate)) * up;
+}
 
 // One token: fewer registers, so more blocks per SM; more tokens: up to 128 registers without spilling.
 template <int kTokens>
@@ -525,18 +539,22 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
   const int groups = kWarps / a.ksplit;
   const int group = warp / a.ksplit;
   const int split = warp - group * a.ksplit;
-  const std::size_t row0 = (static_cast<std::size_t>(blockIdx.x) * groups + group) * kRows;
+  // This block's weight, picked with constant indices (a dynamic index would copy the parameters to memory).
+  const bool in2 = a.num_parts > 2 && blockIdx.x >= a.parts[2].first_block;
+  const bool in1 = a.num_parts > 1 && blockIdx.x >= a.parts[1].first_block;
+  const GemvPart part = in2 ? a.parts[2] : in1 ? a.parts[1] : a.parts[0];
+  const std::size_t row0 = (static_cast<std::size_t>(blockIdx.x - part.first_block) * groups + group) * kRows;
 
   const unsigned char* rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     // Rows past the end load the last row again (keeping every read inside the weight) and are not written.
-    rows[r] = a.weight + min(row0 + r, a.rows - 1) * a.row_bytes;
+    rows[r] = part.weight + min(row0 + r, part.rows - 1) * a.row_bytes;
   }
   const std::uint32_t warp_buffers = static_cast<std::uint32_t>(warp) * 2 * L::kBufferBytes;
   const auto sm_address = static_cast<std::uint32_t>(__cvta_generic_to_shared(sm));
   const int my_stages = split < a.stages ? (a.stages - split + a.ksplit - 1) / a.ksplit : 0;
-  const unsigned char* const end = a.weight + a.rows * a.row_bytes;
+  const unsigned char* const end = part.weight + part.rows * a.row_bytes;
 
   auto issue = [&](int k) {
     const int col0 = (split + k * a.ksplit) * C::kStageCols;
@@ -553,8 +571,11 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
   }
   const typename C::Lane lane_code(lane);
 
+  // The weights need nothing from the kernel before this one: the first stage streams in while it finishes.
+  allow_next_kernel();
   if (my_stages > 0) issue(0);
   cp_async_commit();
+  wait_for_prior_kernels();
   for (int k = 0; k < my_stages; ++k) {
     // Double buffering: stage k landed; stage k + 1 loads into the buffer stage k - 1 used while k is computed.
     cp_async_wait_all();
@@ -578,7 +599,7 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
       __syncwarp();
     }
 
-    const float* xs = a.x + col0 + 4 * lane;
+    const std::size_t x0 = static_cast<std::size_t>(col0 + 4 * lane);
     auto step = [&](auto step_tag, auto checked) {
       constexpr int S = decltype(step_tag)::value;
       if constexpr (decltype(checked)::value) {
@@ -587,7 +608,13 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
       float4 xv[kTokens];
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
-        xv[t] = __ldg(reinterpret_cast<const float4*>(xs + static_cast<std::size_t>(t) * a.cols + S * kStepCols));
+        const std::size_t at = x0 + static_cast<std::size_t>(t) * a.cols + S * kStepCols;
+        xv[t] = __ldg(reinterpret_cast<const float4*>(a.x + at));
+        if (a.up != nullptr) {  // the same branch for the whole launch: one kernel serves both inputs
+          const float4 u = __ldg(reinterpret_cast<const float4*>(a.up + at));
+          xv[t] = make_float4(silu_times(xv[t].x, u.x), silu_times(xv[t].y, u.y), silu_times(xv[t].z, u.z),
+                              silu_times(xv[t].w, u.w));
+        }
       }
       [[maybe_unused]] float xsum = 0.0f;
       if constexpr (kFactored && C::kAffine) xsum = (xv[0].x + xv[0].y) + (xv[0].z + xv[0].w);
@@ -659,7 +686,9 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
   if (writer && index < kOut) {
     const std::size_t row = row0 + static_cast<std::size_t>(index / kTokens);
     const int t = index % kTokens;
-    if (row < a.rows) a.y[static_cast<std::size_t>(t) * a.ldy + row] = sum + (a.bias != nullptr ? a.bias[row] : 0.0f);
+    if (row < part.rows) {
+      part.y[static_cast<std::size_t>(t) * part.ldy + row] = sum + (part.bias != nullptr ? part.bias[row] : 0.0f);
+    }
   }
 }
 
@@ -697,6 +726,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeArgs a) {
   using L = StageLayout<C, 1>;
   constexpr int kSteps = C::kStageCols / kStepCols;
   __shared__ __align__(16) std::uint32_t sm[kWarps * L::kBufferBytes / 4];
+  start_after_prior_kernels();
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -810,13 +840,23 @@ void check_weight(const char* what, WeightType type, const void* weight, std::si
   }
 }
 
-// Multiprocessor count of the current device, looked up once per device (the gemv sizes its split by it).
 // The current device's multiprocessors (a cheap attribute read; nothing is cached between calls).
 int multiprocessors() {
   int device = 0;
   int count = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
+}
+
+// Blocks of kKernel that fit on one multiprocessor (a fact of the compiled kernel, computed once).
+template <auto kKernel>
+int resident_blocks() {
+  static const int count = [] {
+    int blocks = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, 0));
+    return std::max(blocks, 1);
+  }();
   return count;
 }
 
@@ -845,54 +885,77 @@ int choose_ksplit(std::size_t rows, int stages, std::size_t slots) {
 
 }  // namespace
 
-void weight_gemv(quant::WeightType type, const void* weight, std::size_t rows, std::size_t cols, const float* x,
-                 std::size_t tokens, const float* bias, float* y, std::size_t ldy, cudaStream_t stream) {
+void weight_gemv_group(quant::WeightType type, std::span<const GemvOutput> outputs, std::size_t cols, GemvInput input,
+                       std::size_t tokens, Stream stream) {
   if (tokens > kGemvMaxTokens) {
     throw std::invalid_argument("weight_gemv: " + std::to_string(tokens) + " tokens exceed kGemvMaxTokens (" +
                                 std::to_string(kGemvMaxTokens) + "); use a GEMM");
   }
+  if (outputs.empty() || outputs.size() > kMaxGemvOutputs) {
+    throw std::invalid_argument("weight_gemv: " + std::to_string(outputs.size()) + " outputs in one launch (1 to " +
+                                std::to_string(kMaxGemvOutputs) + ")");
+  }
   with_type(type, [&](auto type_tag) {
     constexpr WeightType kType = decltype(type_tag)::value;
     using C = Codec<kType>;
-    check_weight<C>("weight_gemv", type, weight, cols);
-    if (ldy < rows) {
-      throw std::invalid_argument("weight_gemv: ldy " + std::to_string(ldy) + " is less than rows " +
-                                  std::to_string(rows));
+    std::size_t total_rows = 0;
+    for (const auto& out : outputs) {
+      check_weight<C>("weight_gemv", type, out.weight, cols);
+      if (out.ldy < out.rows) {
+        throw std::invalid_argument("weight_gemv: ldy " + std::to_string(out.ldy) + " is less than rows " +
+                                    std::to_string(out.rows));
+      }
+      total_rows += out.rows;
     }
-    if (!aligned_to(x, 16)) throw std::invalid_argument("weight_gemv: x must be 16-byte aligned");
-    if (rows == 0 || tokens == 0) return;
+    if (!aligned_to(input.x, 16) || (input.up != nullptr && !aligned_to(input.up, 16))) {
+      throw std::invalid_argument("weight_gemv: x (and up) must be 16-byte aligned");
+    }
+    if (total_rows == 0 || tokens == 0) return;
 
     GemvArgs args{};
-    args.weight = static_cast<const unsigned char*>(weight);
-    args.x = x;
-    args.bias = bias;
-    args.y = y;
-    args.rows = rows;
+    args.num_parts = static_cast<int>(outputs.size());
+    args.x = input.x;
+    args.up = input.up;
     args.row_bytes = C::bytes_for(cols);
-    args.ldy = ldy;
     args.cols = static_cast<int>(cols);
     args.stages = static_cast<int>(ceil_div(cols, C::kStageCols));
     with_tokens(tokens, [&](auto tokens_tag) {
-      constexpr auto kernel = gemv_kernel<kType, decltype(tokens_tag)::value>;
-      static const int blocks_per_sm = [] {
-        int count = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, kThreads, 0));
-        return std::max(count, 1);
-      }();
-      args.ksplit = choose_ksplit(rows, args.stages, static_cast<std::size_t>(blocks_per_sm) * multiprocessors());
-      const auto blocks =
-          static_cast<unsigned>(ceil_div(rows, static_cast<std::size_t>(kRows) * (kWarps / args.ksplit)));
-      kernel<<<blocks, kThreads, 0, stream>>>(args);
-      CUDA_CHECK_LAUNCH();
+      constexpr int kTokens = decltype(tokens_tag)::value;
+      constexpr auto kernel = gemv_kernel<kType, kTokens>;
+      const int blocks_per_sm = resident_blocks<kernel>();
+      const auto slots = static_cast<std::size_t>(blocks_per_sm) * multiprocessors();
+      args.ksplit = choose_ksplit(total_rows, args.stages, slots);
+      const std::size_t rows_per_block = static_cast<std::size_t>(kRows) * (kWarps / args.ksplit);
+      std::size_t blocks = 0;
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const auto& out = outputs[i];
+        args.parts[i] = GemvPart{static_cast<const unsigned char*>(out.weight),
+                                 out.bias,
+                                 out.y,
+                                 out.rows,
+                                 out.ldy,
+                                 static_cast<unsigned>(blocks)};
+        blocks += ceil_div(out.rows, rows_per_block);
+      }
+      if (blocks > static_cast<std::size_t>(INT_MAX)) {
+        throw std::invalid_argument("weight_gemv: " + std::to_string(total_rows) + " rows is too many for one launch");
+      }
+      launch(kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, args);
     });
   });
+}
+
+void weight_gemv(quant::WeightType type, const void* weight, std::size_t rows, std::size_t cols, const float* x,
+                 std::size_t tokens, const float* bias, float* y, std::size_t ldy, Stream stream) {
+  const GemvOutput output{weight, rows, bias, y, ldy};
+  weight_gemv_group(type, std::span(&output, 1), cols, GemvInput{x, nullptr}, tokens, stream);
 }
 
 namespace {
 
 template <bool kBf16Out>
 void decode_rows(const char* what, quant::WeightType type, const void* weight, std::size_t row_begin,
-                 std::size_t out_rows, std::size_t cols, const std::int32_t* ids, void* out, cudaStream_t stream) {
+                 std::size_t out_rows, std::size_t cols, const std::int32_t* ids, void* out, Stream stream) {
   with_type(type, [&](auto type_tag) {
     constexpr WeightType kType = decltype(type_tag)::value;
     using C = Codec<kType>;
@@ -916,20 +979,19 @@ void decode_rows(const char* what, quant::WeightType type, const void* weight, s
       throw std::invalid_argument(std::string(what) + ": " + std::to_string(out_rows) + " rows of " +
                                   std::to_string(cols) + " columns is too many for one launch");
     }
-    decode_kernel<kType, kBf16Out><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args);
-    CUDA_CHECK_LAUNCH();
+    launch(decode_kernel<kType, kBf16Out>, static_cast<unsigned>(blocks), kThreads, 0, stream, args);
   });
 }
 
 }  // namespace
 
 void dequantize_to_bf16(quant::WeightType type, const void* weight, std::size_t row_begin, std::size_t rows,
-                        std::size_t cols, __nv_bfloat16* out, cudaStream_t stream) {
+                        std::size_t cols, __nv_bfloat16* out, Stream stream) {
   decode_rows<true>("dequantize_to_bf16", type, weight, row_begin, rows, cols, nullptr, out, stream);
 }
 
 void gather_weight_rows(quant::WeightType type, const void* weight, std::size_t cols, const std::int32_t* ids,
-                        std::size_t count, float* out, cudaStream_t stream) {
+                        std::size_t count, float* out, Stream stream) {
   decode_rows<false>("gather_weight_rows", type, weight, 0, count, cols, ids, out, stream);
 }
 

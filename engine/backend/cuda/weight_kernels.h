@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
+#include "engine/backend/cuda/launch.h"
 #include "engine/quant/quant.h"
 
 namespace engine::cuda {
@@ -16,17 +18,40 @@ namespace engine::cuda {
 // The most tokens weight_gemv takes in one launch; more go through a GEMM.
 inline constexpr std::size_t kGemvMaxTokens = 8;
 
+// The most weights weight_gemv_group multiplies in one launch (q, k and v).
+inline constexpr std::size_t kMaxGemvOutputs = 3;
+
 // y[t * ldy + r] = Σ_c W[r][c] · x[t * cols + c] (+ bias[r]) for r < rows, t < tokens ≤ kGemvMaxTokens.
 // W is `rows` rows of row_bytes(type, cols) bytes each in device memory; x, y, bias (f32, may be null) too.
 void weight_gemv(quant::WeightType type, const void* weight, std::size_t rows, std::size_t cols, const float* x,
-                 std::size_t tokens, const float* bias, float* y, std::size_t ldy, cudaStream_t stream);
+                 std::size_t tokens, const float* bias, float* y, std::size_t ldy, Stream stream);
+
+// One weight of a grouped GEMV and where its products go, as weight_gemv takes them.
+struct GemvOutput {
+  const void* weight = nullptr;
+  std::size_t rows = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  std::size_t ldy = 0;
+};
+
+// The GEMV's input, t < tokens rows of cols floats: x, or with `up`, silu(x) * up element-wise (SwiGLU's
+// product, computed as it is read, exactly as silu_mul computes it).
+struct GemvInput {
+  const float* x = nullptr;
+  const float* up = nullptr;
+};
+
+// weight_gemv for up to kMaxGemvOutputs weights of one type and column count over one input, in one launch.
+void weight_gemv_group(quant::WeightType type, std::span<const GemvOutput> outputs, std::size_t cols, GemvInput input,
+                       std::size_t tokens, Stream stream);
 
 // out[(r - row_begin) * cols + c] = W[r][c] as bf16, for rows [row_begin, row_begin + rows).
 void dequantize_to_bf16(quant::WeightType type, const void* weight, std::size_t row_begin, std::size_t rows,
-                        std::size_t cols, __nv_bfloat16* out, cudaStream_t stream);
+                        std::size_t cols, __nv_bfloat16* out, Stream stream);
 
 // out[t * cols + c] = W[ids[t]][c] as f32 for t < count (ids in device memory, each < the weight's rows).
 void gather_weight_rows(quant::WeightType type, const void* weight, std::size_t cols, const std::int32_t* ids,
-                        std::size_t count, float* out, cudaStream_t stream);
+                        std::size_t count, float* out, Stream stream);
 
 }  // namespace engine::cuda

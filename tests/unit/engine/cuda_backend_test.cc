@@ -275,12 +275,87 @@ TEST_F(CudaBackendTest, QkNormAndRopeMatchTheCpuAtLongPositions) {
     for (const bool with_norms : {true, false}) {
       const auto q = input(6, 8 * 128);
       const auto k = input(6, 2 * 128);
-      cpu_->qk_norm_rope(q.first, k.first, with_norms ? &q_norm.first : nullptr, with_norms ? &k_norm.first : nullptr,
-                         1e-6f, 128);
-      gpu_->qk_norm_rope(q.second, k.second, with_norms ? &q_norm.second : nullptr,
-                         with_norms ? &k_norm.second : nullptr, 1e-6f, 128);
+      const auto v = input(6, 2 * 128);
+      cpu_->qk_norm_rope_store(0, q.first, k.first, v.first, with_norms ? &q_norm.first : nullptr,
+                               with_norms ? &k_norm.first : nullptr, 1e-6f, 128);
+      gpu_->qk_norm_rope_store(0, q.second, k.second, v.second, with_norms ? &q_norm.second : nullptr,
+                               with_norms ? &k_norm.second : nullptr, 1e-6f, 128);
       EXPECT_LT(error(q), 1e-5) << "q, interleaved " << interleaved << ", norms " << with_norms;
       EXPECT_LT(error(k), 1e-5) << "k, interleaved " << interleaved << ", norms " << with_norms;
+      cpu_->rope(q.first, k.first, 128);
+      gpu_->rope(q.second, k.second, 128);
+      EXPECT_LT(error(q), 1e-5) << "q rotated again, interleaved " << interleaved;
+      EXPECT_LT(error(k), 1e-5) << "k rotated again, interleaved " << interleaved;
+    }
+  }
+}
+
+// The GPU stores keys and values inside its norm + rope kernel: attention over what it stored (a prefill,
+// then a decode over it, in both layers) matches the CPU, which stores them on their own.
+TEST_F(CudaBackendTest, KeysAndValuesStoredWithRopeFeedAttention) {
+  REQUIRE_GPU();
+  for (const auto kv_type : {WeightType::F32, WeightType::BF16}) {
+    cpu_ = make_cpu_backend(2);
+    gpu_ = make_gpu();
+    init(128, kv_type);
+    const double tolerance = kv_type == WeightType::F32 ? 1e-5 : 2e-2;
+    const auto q_norm = norm_weight(128);
+    const auto k_norm = norm_weight(128);
+    Seq a{0, 37, {}}, b{0, 5, {}};
+    for (int step = 0; step < 2; ++step) {
+      begin({&a, &b});
+      const std::size_t tokens = a.count + b.count;
+      for (std::size_t layer = 0; layer < 2; ++layer) {
+        const auto q = input(tokens, 8 * 128);
+        const auto k = input(tokens, 2 * 128);
+        const auto v = input(tokens, 2 * 128);
+        const auto out = output(tokens, 8 * 128);
+        cpu_->qk_norm_rope_store(layer, q.first, k.first, v.first, &q_norm.first, &k_norm.first, 1e-6f, 128);
+        gpu_->qk_norm_rope_store(layer, q.second, k.second, v.second, &q_norm.second, &k_norm.second, 1e-6f, 128);
+        cpu_->attention(layer, q.first, 0.088f, out.first);
+        gpu_->attention(layer, q.second, 0.088f, out.second);
+        EXPECT_LT(error(out), tolerance) << quant::weight_type_name(kv_type) << " cache, step " << step << ", layer "
+                                         << layer;
+      }
+      a = {a.start + a.count, 1, a.table};
+      b = {b.start + b.count, 1, b.table};
+    }
+  }
+}
+
+// q, k and v (one launch on the GPU when they share a type; separate ones when not), and SwiGLU's product
+// into the down projection, for the GEMV's token counts and past them (cuBLAS).
+TEST_F(CudaBackendTest, GroupedProjectionsAndSwigluMatchTheCpu) {
+  REQUIRE_GPU();
+  init(64, WeightType::F32);
+  for (const auto type : {WeightType::BF16, WeightType::Q8_0, WeightType::Q4_K}) {
+    for (const std::size_t tokens : {1, 5, 8, 12}) {
+      Seq s{0, tokens, {}};
+      begin({&s});
+      const auto wq = weight(type, 512, 256), wk = weight(type, 128, 256);
+      // v in another type on every other round: the group falls back to one product at a time.
+      const auto wv = weight(tokens % 2 == 0 ? WeightType::F16 : type, 128, 256);
+      const auto bq = norm_weight(512), bk = norm_weight(128), bv = norm_weight(128);
+      const auto x = input(tokens, 256);
+      const auto q = output(tokens, 512), k = output(tokens, 128), v = output(tokens, 128);
+      const Projection cpu_group[] = {
+          {&wq.first, &bq.first, q.first}, {&wk.first, &bk.first, k.first}, {&wv.first, &bv.first, v.first}};
+      const Projection gpu_group[] = {
+          {&wq.second, &bq.second, q.second}, {&wk.second, &bk.second, k.second}, {&wv.second, &bv.second, v.second}};
+      cpu_->matmul_group(x.first, cpu_group);
+      gpu_->matmul_group(x.second, gpu_group);
+      const std::string what = std::string(quant::weight_type_name(type)) + ", " + std::to_string(tokens) + " tokens";
+      EXPECT_LT(error(q), 1e-2) << "q, " << what;
+      EXPECT_LT(error(k), 1e-2) << "k, " << what;
+      EXPECT_LT(error(v), 1e-2) << "v, " << what;
+
+      const auto down = weight(type, 96, 512);
+      const auto gate = input(tokens, 512, 2.0f);
+      const auto up = input(tokens, 512);
+      const auto out = output(tokens, 96);
+      cpu_->swiglu_matmul(gate.first, up.first, down.first, out.first);
+      gpu_->swiglu_matmul(gate.second, up.second, down.second, out.second);
+      EXPECT_LT(error(out), 1e-2) << "swiglu_matmul, " << what;
     }
   }
 }
@@ -302,8 +377,10 @@ class CudaAttentionTest : public CudaBackendTest,
       const auto v = input(tokens, shape_.num_kv_heads * d);
       const auto out = output(tokens, q_heads * d);
       const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-      cpu_->attention(layer, q.first, k.first, v.first, scale, out.first);
-      gpu_->attention(layer, q.second, k.second, v.second, scale, out.second);
+      cpu_->store_kv(layer, k.first, v.first);
+      gpu_->store_kv(layer, k.second, v.second);
+      cpu_->attention(layer, q.first, scale, out.first);
+      gpu_->attention(layer, q.second, scale, out.second);
       worst = std::max(worst, error(out));
     }
     return worst;

@@ -1,5 +1,6 @@
-// The CUDA weight kernels against the scalar reference of engine/quant: weight_gemv to 1e-5 of a double
-// reference, dequantize_to_bf16 and gather_weight_rows bit for bit. Without a GPU the GPU tests skip.
+// The CUDA weight kernels against the scalar reference of engine/quant: weight_gemv (alone, grouped and
+// with a gated input) to 1e-5 of a double reference, dequantize_to_bf16 and gather_weight_rows bit for bit. Without a
+// GPU the GPU tests skip.
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -245,6 +247,116 @@ TEST_P(CudaWeightKernels, GatherRowsMatchesCpu) {
   }
 }
 
+// Σ_c row[c] · x[t][c] in double for every row of w (rows repeated as the weight repeats them).
+std::vector<double> reference_products(const HostWeight& w, const std::vector<double>& x, std::size_t tokens) {
+  std::vector<double> y(tokens * w.rows);
+  for (std::size_t r = 0; r < w.rows; ++r) {
+    const auto row = w.row_values(r);
+    for (std::size_t t = 0; t < tokens; ++t) {
+      double sum = 0.0;
+      for (std::size_t c = 0; c < w.cols; ++c) sum += static_cast<double>(row[c]) * x[t * w.cols + c];
+      y[t * w.rows + r] = sum;
+    }
+  }
+  return y;
+}
+
+// ‖got − want‖ / ‖want‖ over tokens rows of `rows` values at stride ldy, infinite if one is not finite;
+// `gap_written` counts values past `rows` in a row that are no longer NaN.
+double relative_error(const std::vector<float>& got, std::size_t ldy, const std::vector<double>& want, std::size_t rows,
+                      std::size_t tokens, std::size_t& gap_written) {
+  double err2 = 0.0, ref2 = 0.0;
+  gap_written = 0;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const double g = got[t * ldy + r], ref = want[t * rows + r];
+      if (!std::isfinite(g)) return std::numeric_limits<double>::infinity();
+      err2 += (g - ref) * (g - ref);
+      ref2 += ref * ref;
+    }
+    for (std::size_t r = rows; r < ldy; ++r) gap_written += std::isnan(got[t * ldy + r]) ? 0 : 1;
+  }
+  return std::sqrt(err2 / ref2);
+}
+
+// Three weights of one type over one x in one launch (q, k and v of different heights, biases on two), each
+// output as a GEMV of its own would give, and nothing written past an output's rows.
+TEST_P(CudaWeightKernels, GroupedGemvMatchesDoubleReference) {
+  REQUIRE_GPU();
+  const WeightType type = GetParam();
+  std::mt19937 rng(99 + static_cast<unsigned>(type));
+  const std::size_t cols = 1024;
+  const std::size_t heights[] = {1000, 200, 72};
+  std::vector<HostWeight> host;
+  std::vector<std::unique_ptr<DeviceBuffer<std::byte>>> weights;
+  for (const auto rows : heights) {
+    host.push_back(make_weight(type, rows, cols, rows, rng));
+    weights.push_back(std::make_unique<DeviceBuffer<std::byte>>(host.back().bytes));
+  }
+  for (const std::size_t tokens : {1u, 3u, 8u}) {
+    const std::vector<float> x = random_floats(tokens * cols, rng);
+    const DeviceBuffer<float> x_dev(x);
+    std::vector<std::vector<float>> biases;
+    std::vector<std::unique_ptr<DeviceBuffer<float>>> bias_dev, y_dev;
+    GemvOutput outputs[3];
+    for (std::size_t i = 0; i < 3; ++i) {
+      biases.push_back(random_floats(heights[i], rng));
+      bias_dev.push_back(std::make_unique<DeviceBuffer<float>>(biases.back()));
+      y_dev.push_back(std::make_unique<DeviceBuffer<float>>(tokens * (heights[i] + 5)));
+      y_dev.back()->poison();
+      outputs[i] = {weights[i]->get(), heights[i], i == 1 ? nullptr : bias_dev[i]->get(), y_dev[i]->get(),
+                    heights[i] + 5};
+    }
+    weight_gemv_group(type, outputs, cols, {x_dev.get(), nullptr}, tokens, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<double> xd(x.begin(), x.end());
+    for (std::size_t i = 0; i < 3; ++i) {
+      auto want = reference_products(host[i], xd, tokens);
+      if (i != 1) {
+        for (std::size_t t = 0; t < tokens; ++t) {
+          for (std::size_t r = 0; r < heights[i]; ++r) want[t * heights[i] + r] += biases[i][r];
+        }
+      }
+      std::size_t gap = 0;
+      const double err = relative_error(y_dev[i]->download(), heights[i] + 5, want, heights[i], tokens, gap);
+      const std::string what = describe(type, heights[i], cols) + " (output " + std::to_string(i) + "), " +
+                               std::to_string(tokens) + " tokens";
+      EXPECT_LT(err, 1e-5) << what;
+      EXPECT_EQ(gap, 0u) << what << ": wrote past rows into the ldy gap";
+    }
+  }
+}
+
+// The gated input: y = W (silu(gate) * up), SwiGLU's product made as the GEMV reads it.
+TEST_P(CudaWeightKernels, GatedGemvMatchesDoubleReference) {
+  REQUIRE_GPU();
+  const WeightType type = GetParam();
+  std::mt19937 rng(7 + static_cast<unsigned>(type));
+  const HostWeight w = make_weight(type, 300, 3072, 300, rng);
+  const DeviceBuffer<std::byte> weight(w.bytes);
+  for (const std::size_t tokens : {1u, 2u, 8u}) {
+    std::vector<float> gate = random_floats(tokens * w.cols, rng);
+    for (auto& g : gate) g *= 3.0f;  // well into both tails of silu
+    const std::vector<float> up = random_floats(tokens * w.cols, rng);
+    std::vector<double> product(gate.size());
+    for (std::size_t i = 0; i < gate.size(); ++i) {
+      product[i] = gate[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))) * up[i];
+    }
+    const DeviceBuffer<float> gate_dev(gate), up_dev(up);
+    DeviceBuffer<float> y_dev(tokens * (w.rows + 2));
+    y_dev.poison();
+    const GemvOutput output{weight.get(), w.rows, nullptr, y_dev.get(), w.rows + 2};
+    weight_gemv_group(type, std::span(&output, 1), w.cols, {gate_dev.get(), up_dev.get()}, tokens, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::size_t gap = 0;
+    const double err =
+        relative_error(y_dev.download(), w.rows + 2, reference_products(w, product, tokens), w.rows, tokens, gap);
+    const std::string what = describe(type, w.rows, w.cols) + ", gated, " + std::to_string(tokens) + " tokens";
+    EXPECT_LT(err, 1e-5) << what;
+    EXPECT_EQ(gap, 0u) << what << ": wrote past rows into the ldy gap";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, CudaWeightKernels, ::testing::ValuesIn(kAllTypes),
                          [](const auto& param_info) { return std::string(quant::weight_type_name(param_info.param)); });
 
@@ -256,6 +368,17 @@ TEST(CudaWeightKernelsArguments, TooManyTokensThrow) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("9 tokens"), std::string::npos) << e.what();
   }
+}
+
+TEST(CudaWeightKernelsArguments, AGroupOfNoneOrOfMoreThanThreeWeightsThrows) {
+  GemvOutput four[4]{};
+  try {
+    weight_gemv_group(WeightType::BF16, four, 64, {}, 1, nullptr);
+    FAIL() << "4 outputs were accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("4 outputs in one launch (1 to 3)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(weight_gemv_group(WeightType::BF16, std::span(four, 0), 64, {}, 1, nullptr), std::invalid_argument);
 }
 
 TEST(CudaWeightKernelsArguments, UnsupportedColsThrow) {
