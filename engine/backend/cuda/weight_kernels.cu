@@ -24,13 +24,14 @@
 // with no staging. K-quant scales (6-bit packed, or int8 times f16) would cost more to unpack per four
 // columns than the columns themselves, so a pre-pass of the warp turns a stage's scales into floats first.
 //
-// weight_gemv: a warp owns kRows rows, reusing every x value kRows times from registers, and double-buffers
-// its stages; one to four warps share a row group (each taking every ksplit-th stage) when that fills the
-// GPU's block slots more evenly. A 4- to 6-bit level becomes the float 0.5 + q / 256 in one byte permute;
-// its scale, offset and min fold into a * f + b, and with one token the 0.5 and b are applied once per four
-// columns through the sum of x. Q8_0's 8-bit levels take the exact 2^23 magic instead. Accumulation is f32
-// FMA throughout: on an H200 the float types stream at about full bandwidth, while the quantized types are
-// bound by instruction issue (one permute and one FMA per element at least), not by memory.
+// weight_gemv: a warp owns kRows rows, reusing every x value kRows times from registers, and double-buffers its stages
+// with two in flight (the first two issued before the kernel waits for the one before it, so they stream in while that
+// one finishes); one to four warps share a row group (each taking every ksplit-th stage) when that fills the GPU's
+// block slots more evenly. A 4- to 6-bit level becomes the float 0.5 + q / 256 in one byte permute; its scale, offset
+// and min fold into a * f + b, and with one token the 0.5 and b are applied once per four columns through the sum of x.
+// Q8_0's 8-bit levels take the exact 2^23 magic instead. Accumulation is f32 FMA throughout: on an H200 the float types
+// stream at about full bandwidth, while the quantized types are bound by instruction issue (one permute and one FMA per
+// element at least), not by memory.
 
 namespace engine::cuda {
 namespace {
@@ -62,6 +63,11 @@ __device__ __forceinline__ void cp_async_commit() {
 
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Waits until at most one committed group (the newest) is still in flight.
+__device__ __forceinline__ void cp_async_wait_all_but_newest() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 
 template <class F, int... Is>
@@ -571,17 +577,18 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
   }
   const typename C::Lane lane_code(lane);
 
-  // The weights need nothing from the kernel before this one: the first stage streams in while it finishes.
+  // The weights need nothing from the kernel before this one: the first two stages stream in while it
+  // finishes. One commit group per stage, empty ones included, so that group k is always stage k.
   allow_next_kernel();
   if (my_stages > 0) issue(0);
   cp_async_commit();
+  if (my_stages > 1) issue(1);
+  cp_async_commit();
   wait_for_prior_kernels();
   for (int k = 0; k < my_stages; ++k) {
-    // Double buffering: stage k landed; stage k + 1 loads into the buffer stage k - 1 used while k is computed.
-    cp_async_wait_all();
+    // Double buffering with two stages in flight: stage k has landed once only stage k + 1 may be pending.
+    cp_async_wait_all_but_newest();
     __syncwarp();
-    if (k + 1 < my_stages) issue(k + 1);
-    cp_async_commit();
 
     const int col0 = (split + k * a.ksplit) * C::kStageCols;
     const int ncols = min(C::kStageCols, a.cols - col0);
@@ -661,6 +668,10 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
     } else {
       static_for<kSteps>([&](auto s) { step(s, std::true_type{}); });
     }
+    // Every lane is done with this buffer before stage k + 2 is copied into it.
+    __syncwarp();
+    if (k + 2 < my_stages) issue(k + 2);
+    cp_async_commit();
   }
 
   float flat[kOut];
