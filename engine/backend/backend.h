@@ -128,6 +128,19 @@ class Backend {
   virtual void matmul_group(Tensor x, std::span<const Projection> projections) {
     for (const auto& p : projections) matmul(x, *p.weight, p.bias, p.out);
   }
+  // matmul_group of rms_norm(x) · norm: a sub-block's norm and its input projections. `normed` receives
+  // the normed input where a backend computes it first; a GPU GEMV normalises x as it reads it instead.
+  virtual void norm_matmul_group(Tensor x, const Weight& norm, float eps, Tensor normed,
+                                 std::span<const Projection> projections) {
+    rms_norm(x, norm, eps, normed);
+    matmul_group(normed, projections);
+  }
+  // x += in · wᵀ: an output projection added into the residual stream. `product` receives in · wᵀ where a
+  // backend computes it first.
+  virtual void matmul_add(Tensor in, const Weight& w, Tensor product, Tensor x) {
+    matmul(in, w, nullptr, product);
+    add(x, product);
+  }
   // Rotates every head of q and k in place at each token's position.
   virtual void rope(Tensor q, Tensor k, std::size_t head_dim) = 0;
   // Stores k and v for the step's tokens into layer `layer` of the cache.
@@ -138,19 +151,14 @@ class Backend {
   virtual void attention(std::size_t layer, Tensor q, float scale, Tensor out) = 0;
   // out = silu(gate) * up, element-wise. out may be gate.
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;
-  // out = (silu(gate) * up) · wᵀ: SwiGLU's product into the down projection (one kernel on a GPU for small
-  // batches). gate may be overwritten.
-  virtual void swiglu_matmul(Tensor gate, Tensor up, const Weight& w, Tensor out) {
+  // x += (silu(gate) * up) · wᵀ: SwiGLU's product through the down projection into the residual stream
+  // (one kernel on a GPU for small batches). gate may be overwritten; `product` as for matmul_add.
+  virtual void swiglu_matmul_add(Tensor gate, Tensor up, const Weight& w, Tensor product, Tensor x) {
     silu_mul(gate, up, gate);
-    matmul(gate, w, nullptr, out);
+    matmul_add(gate, w, product, x);
   }
   // x += y.
   virtual void add(Tensor x, Tensor y) = 0;
-  // x += y, then out = rms_norm(x): the residual add and the next norm (one kernel on a GPU).
-  virtual void add_rms_norm(Tensor x, Tensor y, const Weight& weight, float eps, Tensor out) {
-    add(x, y);
-    rms_norm(x, weight, eps, out);
-  }
   // The optional per-head q and k norms, rope, then store_kv of k and v into layer `layer` (one kernel on
   // a GPU).
   virtual void qk_norm_rope_store(std::size_t layer, Tensor q, Tensor k, Tensor v, const Weight* q_norm,

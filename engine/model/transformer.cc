@@ -91,28 +91,21 @@ Tensor Transformer::run(const backend::StepLayout& layout) {
   const Tensor up = backend_.alloc(tokens, c.intermediate_size);
 
   backend_.embed(embed_, x);
-  // h holds the normed input of the next sub-block: each residual add is fused with the norm after it.
-  if (!layers_.empty()) backend_.rms_norm(x, layers_[0].attn_norm, eps, h);
+  // x is the residual stream: each sub-block reads it through its norm and adds its output projection back.
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     const backend::Projection qkv[] = {{&l.q, l.q_bias ? &*l.q_bias : nullptr, q},
                                        {&l.k, l.k_bias ? &*l.k_bias : nullptr, k},
                                        {&l.v, l.v_bias ? &*l.v_bias : nullptr, v}};
-    backend_.matmul_group(h, qkv);
+    backend_.norm_matmul_group(x, l.attn_norm, eps, h, qkv);
     backend_.qk_norm_rope_store(i, q, k, v, l.q_norm ? &*l.q_norm : nullptr, l.k_norm ? &*l.k_norm : nullptr, eps,
                                 c.head_dim);
     backend_.attention(i, q, scale, attn);
-    backend_.matmul(attn, l.o, nullptr, h);
-    backend_.add_rms_norm(x, h, l.ffn_norm, eps, h);
+    backend_.matmul_add(attn, l.o, h, x);
 
     const backend::Projection gate_up[] = {{&l.gate, nullptr, gate}, {&l.up, nullptr, up}};
-    backend_.matmul_group(h, gate_up);
-    backend_.swiglu_matmul(gate, up, l.down, h);
-    if (i + 1 < layers_.size()) {
-      backend_.add_rms_norm(x, h, layers_[i + 1].attn_norm, eps, h);
-    } else {
-      backend_.add(x, h);
-    }
+    backend_.norm_matmul_group(x, l.ffn_norm, eps, h, gate_up);
+    backend_.swiglu_matmul_add(gate, up, l.down, h, x);
   }
   if (logit_rows.empty()) return {};
   const Tensor last = backend_.alloc(logit_rows.size(), c.hidden_size);

@@ -326,80 +326,39 @@ class CudaBackend final : public Backend {
                    static_cast<int>(weight.cols), queue_);
   }
 
-  void add_rms_norm(Tensor x, Tensor y, const Weight& weight, float eps, Tensor out) override {
-    if (skip()) return;
-    cuda::add_rms_norm(x.data, y.data, vector(weight), eps, out.data, x.rows, static_cast<int>(x.cols), queue_);
-  }
-
   void matmul(Tensor x, const Weight& weight, const Weight* bias, Tensor out) override {
     if (skip()) return;
-    const auto& w = device(weight);
-    const float* bias_data = bias ? vector(*bias) : nullptr;
-    if (x.rows <= cuda::kGemvMaxTokens) {
-      cuda::weight_gemv(w.type, w.bytes.get(), w.rows, w.cols, x.data, x.rows, bias_data, out.data, out.cols, queue_);
-      return;
-    }
-    const float one = 1.0f, zero = 0.0f;
-    const int m = static_cast<int>(w.rows), n = static_cast<int>(x.rows), k = static_cast<int>(w.cols);
-    // Column-major view: out (rows x tokens) = W (stored as cols x rows, transposed) · x (cols x tokens).
-    if (w.type == WeightType::F32) {
-      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one,
-                               static_cast<const float*>(w.bytes.get()), k, x.data, k, &zero, out.data, m));
-    } else {
-      const bool f16 = w.type == WeightType::F16;
-      void* activations = scratch(activation_scratch_, x.rows * x.cols * 2);
-      if (f16) {
-        cuda::to_f16(x.data, activations, x.rows * x.cols, queue_);
-      } else {
-        cuda::to_bf16(x.data, activations, x.rows * x.cols, queue_);
-      }
-      const void* a = w.bytes.get();
-      if (w.type != WeightType::BF16 && !f16) {
-        // Quantized: decoded to bf16 for the tensor cores, the stored weight left as it is.
-        void* decoded = scratch(weight_scratch_, max_quantized_elements_ * 2);
-        cuda::dequantize_to_bf16(w.type, w.bytes.get(), 0, w.rows, w.cols, static_cast<__nv_bfloat16*>(decoded),
-                                 queue_);
-        a = decoded;
-      }
-      const cudaDataType_t type = f16 ? CUDA_R_16F : CUDA_R_16BF;
-      CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, a, type, k, activations, type, k,
-                                &zero, out.data, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    }
-    if (bias_data) cuda::add_bias(out.data, bias_data, x.rows, out.cols, queue_);
+    project(x, device(weight), bias ? vector(*bias) : nullptr, out, false);
   }
 
-  // Small batches: q, k and v (or gate and up) in one weight GEMV launch when they share a type and width.
+  void matmul_add(Tensor in, const Weight& weight, Tensor /*product*/, Tensor x) override {
+    if (skip()) return;
+    project(in, device(weight), nullptr, x, true);
+  }
+
   void matmul_group(Tensor x, std::span<const Projection> projections) override {
-    const auto& first = device(*projections.front().weight);
-    const bool one_launch = x.rows <= cuda::kGemvMaxTokens && projections.size() <= cuda::kMaxGemvOutputs &&
-                            std::ranges::all_of(projections, [&](const Projection& p) {
-                              return device(*p.weight).type == first.type && device(*p.weight).cols == first.cols;
-                            });
-    if (!one_launch) {
-      Backend::matmul_group(x, projections);
-      return;
-    }
-    if (skip()) return;
-    cuda::GemvOutput outputs[cuda::kMaxGemvOutputs];
-    for (std::size_t i = 0; i < projections.size(); ++i) {
-      const auto& p = projections[i];
-      const auto& w = device(*p.weight);
-      outputs[i] = {w.bytes.get(), w.rows, p.bias ? vector(*p.bias) : nullptr, p.out.data, p.out.cols};
-    }
-    cuda::weight_gemv_group(first.type, std::span(outputs, projections.size()), first.cols, {x.data, nullptr}, x.rows,
-                            queue_);
+    if (!gemv_group(x, projections, {.x = x.data})) Backend::matmul_group(x, projections);
   }
 
-  // Small batches: silu(gate) * up is computed as the down projection reads it.
-  void swiglu_matmul(Tensor gate, Tensor up, const Weight& weight, Tensor out) override {
+  // Small batches: the GEMV normalises x as it reads it; no normed copy is written.
+  void norm_matmul_group(Tensor x, const Weight& norm, float eps, Tensor normed,
+                         std::span<const Projection> projections) override {
+    if (!gemv_group(x, projections, {.x = x.data, .norm = vector(norm), .eps = eps})) {
+      Backend::norm_matmul_group(x, norm, eps, normed, projections);
+    }
+  }
+
+  // Small batches: silu(gate) * up is computed as the down projection reads it, and its products are added
+  // into x as they are written.
+  void swiglu_matmul_add(Tensor gate, Tensor up, const Weight& weight, Tensor product, Tensor x) override {
     if (gate.rows > cuda::kGemvMaxTokens) {
-      Backend::swiglu_matmul(gate, up, weight, out);
+      Backend::swiglu_matmul_add(gate, up, weight, product, x);
       return;
     }
     if (skip()) return;
     const auto& w = device(weight);
-    const cuda::GemvOutput output{w.bytes.get(), w.rows, nullptr, out.data, out.cols};
-    cuda::weight_gemv_group(w.type, std::span(&output, 1), w.cols, {gate.data, up.data}, gate.rows, queue_);
+    const cuda::GemvOutput output{w.bytes.get(), w.rows, nullptr, x.data, x.cols, true};
+    cuda::weight_gemv_group(w.type, std::span(&output, 1), w.cols, {.x = gate.data, .up = up.data}, gate.rows, queue_);
   }
 
   void rope(Tensor q, Tensor k, std::size_t head_dim) override {
@@ -552,6 +511,64 @@ class CudaBackend final : public Backend {
                                   std::string(quant::weight_type_name(d.type)));
     }
     return static_cast<const float*>(d.bytes.get());
+  }
+
+  // out = x · wᵀ (+ bias), or with `accumulate` out += x · wᵀ (+ bias): the weight GEMV for up to
+  // kGemvMaxTokens rows, cuBLAS past that.
+  void project(Tensor x, const DeviceWeight& w, const float* bias, Tensor out, bool accumulate) {
+    if (x.rows <= cuda::kGemvMaxTokens) {
+      const cuda::GemvOutput output{w.bytes.get(), w.rows, bias, out.data, out.cols, accumulate};
+      cuda::weight_gemv_group(w.type, std::span(&output, 1), w.cols, {.x = x.data}, x.rows, queue_);
+      return;
+    }
+    const float one = 1.0f;
+    const float beta = accumulate ? 1.0f : 0.0f;
+    const int m = static_cast<int>(w.rows), n = static_cast<int>(x.rows), k = static_cast<int>(w.cols);
+    // Column-major view: out (rows x tokens) = W (stored as cols x rows, transposed) · x (cols x tokens).
+    if (w.type == WeightType::F32) {
+      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one,
+                               static_cast<const float*>(w.bytes.get()), k, x.data, k, &beta, out.data, m));
+    } else {
+      const bool f16 = w.type == WeightType::F16;
+      void* activations = scratch(activation_scratch_, x.rows * x.cols * 2);
+      if (f16) {
+        cuda::to_f16(x.data, activations, x.rows * x.cols, queue_);
+      } else {
+        cuda::to_bf16(x.data, activations, x.rows * x.cols, queue_);
+      }
+      const void* a = w.bytes.get();
+      if (w.type != WeightType::BF16 && !f16) {
+        // Quantized: decoded to bf16 for the tensor cores, the stored weight left as it is.
+        void* decoded = scratch(weight_scratch_, max_quantized_elements_ * 2);
+        cuda::dequantize_to_bf16(w.type, w.bytes.get(), 0, w.rows, w.cols, static_cast<__nv_bfloat16*>(decoded),
+                                 queue_);
+        a = decoded;
+      }
+      const cudaDataType_t type = f16 ? CUDA_R_16F : CUDA_R_16BF;
+      CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, a, type, k, activations, type, k,
+                                &beta, out.data, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    if (bias) cuda::add_bias(out.data, bias, x.rows, out.cols, queue_);
+  }
+
+  // Projections of one type and width over at most kGemvMaxTokens rows as one weight GEMV launch; false,
+  // having launched nothing, for anything else.
+  bool gemv_group(Tensor x, std::span<const Projection> projections, const cuda::GemvInput& input) {
+    const auto& first = device(*projections.front().weight);
+    const bool one_launch = x.rows <= cuda::kGemvMaxTokens && projections.size() <= cuda::kMaxGemvOutputs &&
+                            std::ranges::all_of(projections, [&](const Projection& p) {
+                              return device(*p.weight).type == first.type && device(*p.weight).cols == first.cols;
+                            });
+    if (!one_launch) return false;
+    if (skip()) return true;
+    cuda::GemvOutput outputs[cuda::kMaxGemvOutputs];
+    for (std::size_t i = 0; i < projections.size(); ++i) {
+      const auto& p = projections[i];
+      const auto& w = device(*p.weight);
+      outputs[i] = {w.bytes.get(), w.rows, p.bias ? vector(*p.bias) : nullptr, p.out.data, p.out.cols};
+    }
+    cuda::weight_gemv_group(first.type, std::span(outputs, projections.size()), first.cols, input, x.rows, queue_);
+    return true;
   }
 
   // The q/k norms and rope, and with v the store of k and v into layer `layer`, in one kernel.

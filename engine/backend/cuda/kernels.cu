@@ -57,20 +57,6 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, float
   for (int i = threadIdx.x; i < width; i += blockDim.x) o[i] = in[i] * inv * w[i];
 }
 
-__global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, float eps, float* out, int width) {
-  start_after_prior_kernels();
-  const std::size_t base = blockIdx.x * static_cast<std::size_t>(width);
-  float sum = 0;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) {
-    const float v = x[base + i] + y[base + i];
-    x[base + i] = v;
-    sum += v * v;
-  }
-  const float inv = rsqrtf(block_sum(sum) / static_cast<float>(width) + eps);
-  // Each thread reads back only the elements it wrote, so no barrier is needed before out (which may be y).
-  for (int i = threadIdx.x; i < width; i += blockDim.x) out[base + i] = x[base + i] * inv * w[i];
-}
-
 template <typename T>
 __device__ __forceinline__ float load_f32(const T* p) {
   if constexpr (std::is_same_v<T, float>) {
@@ -679,12 +665,6 @@ bool attention_head_dim_supported(int head_dim) {
 void rms_norm(const float* x, const float* w, float eps, float* out, std::size_t segments, int width, Stream stream) {
   if (segments == 0) return;
   launch(rms_norm_kernel, static_cast<unsigned>(segments), norm_threads(width), 0, stream, x, w, eps, out, width);
-}
-
-void add_rms_norm(float* x, const float* y, const float* w, float eps, float* out, std::size_t rows, int width,
-                  Stream stream) {
-  if (rows == 0) return;
-  launch(add_rms_norm_kernel, static_cast<unsigned>(rows), norm_threads(width), 0, stream, x, y, w, eps, out, width);
 }
 
 void qk_norm_rope(float* q, float* k, const float* v, int q_heads, int k_heads, int head_dim, const float* q_norm,

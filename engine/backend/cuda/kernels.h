@@ -46,9 +46,6 @@ bool attention_head_dim_supported(int head_dim);
 
 // out = x / rms(x) * w over segments of `width` (rows, or heads of a row); out may be x.
 void rms_norm(const float* x, const float* w, float eps, float* out, std::size_t segments, int width, Stream stream);
-// x += y; out = x / rms(x) * w, row by row.
-void add_rms_norm(float* x, const float* y, const float* w, float eps, float* out, std::size_t rows, int width,
-                  Stream stream);
 // Optional per-head norms of q and k, then rotation of every head at its token's position. inv_freq is
 // head_dim / 2 doubles in device memory. With v (else null), k and v then go into the cache's layer as
 // store_kv stores them, in the same kernel.

@@ -505,13 +505,16 @@ struct GemvPart {
   std::size_t rows;
   std::size_t ldy;
   unsigned first_block;
+  bool accumulate;  // y += instead of y =
 };
 
 struct GemvArgs {
   GemvPart parts[kMaxGemvOutputs];
   int num_parts;
   const float* x;
-  const float* up;  // when not null, the input is silu(x) * up
+  const float* up;    // when not null, the input is silu(x) * up
+  const float* norm;  // when not null, the input is rms_norm(x) * norm, row by row
+  float eps;
   std::size_t row_bytes;
   int cols;
   int stages;  // ceil(cols / kStageCols)
@@ -576,6 +579,7 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
     for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
   }
   const typename C::Lane lane_code(lane);
+  __shared__ float inv_rms[kTokens];
 
   // The weights need nothing from the kernel before this one: the first two stages stream in while it
   // finishes. One commit group per stage, empty ones included, so that group k is always stage k.
@@ -585,6 +589,19 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
   if (my_stages > 1) issue(1);
   cp_async_commit();
   wait_for_prior_kernels();
+  if (a.norm != nullptr) {  // each token's 1 / rms(x), once per block
+    for (int t = warp; t < kTokens; t += kWarps) {
+      const float* row = a.x + static_cast<std::size_t>(t) * a.cols;
+      float squares = 0.0f;
+      for (int c = 4 * lane; c < a.cols; c += 4 * kWarpSize) {
+        const float4 v = __ldg(reinterpret_cast<const float4*>(row + c));
+        squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+      for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xFFFFFFFFu, squares, offset);
+      if (lane == 0) inv_rms[t] = rsqrtf(squares / static_cast<float>(a.cols) + a.eps);
+    }
+    __syncthreads();
+  }
   for (int k = 0; k < my_stages; ++k) {
     // Double buffering with two stages in flight: stage k has landed once only stage k + 1 may be pending.
     cp_async_wait_all_but_newest();
@@ -617,10 +634,15 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
       for (int t = 0; t < kTokens; ++t) {
         const std::size_t at = x0 + static_cast<std::size_t>(t) * a.cols + S * kStepCols;
         xv[t] = __ldg(reinterpret_cast<const float4*>(a.x + at));
-        if (a.up != nullptr) {  // the same branch for the whole launch: one kernel serves both inputs
+        // The same branches for the whole launch: one kernel serves every kind of input.
+        if (a.up != nullptr) {
           const float4 u = __ldg(reinterpret_cast<const float4*>(a.up + at));
           xv[t] = make_float4(silu_times(xv[t].x, u.x), silu_times(xv[t].y, u.y), silu_times(xv[t].z, u.z),
                               silu_times(xv[t].w, u.w));
+        } else if (a.norm != nullptr) {
+          const float4 w = __ldg(reinterpret_cast<const float4*>(a.norm + x0 + S * kStepCols));
+          const float inv = inv_rms[t];
+          xv[t] = make_float4(xv[t].x * inv * w.x, xv[t].y * inv * w.y, xv[t].z * inv * w.z, xv[t].w * inv * w.w);
         }
       }
       [[maybe_unused]] float xsum = 0.0f;
@@ -698,7 +720,9 @@ __global__ void __launch_bounds__(kThreads, gemv_min_blocks<kTokens>()) gemv_ker
     const std::size_t row = row0 + static_cast<std::size_t>(index / kTokens);
     const int t = index % kTokens;
     if (row < part.rows) {
-      part.y[static_cast<std::size_t>(t) * part.ldy + row] = sum + (part.bias != nullptr ? part.bias[row] : 0.0f);
+      float* y = part.y + static_cast<std::size_t>(t) * part.ldy + row;
+      const float value = sum + (part.bias != nullptr ? part.bias[row] : 0.0f);
+      *y = part.accumulate ? *y + value : value;
     }
   }
 }
@@ -918,8 +942,11 @@ void weight_gemv_group(quant::WeightType type, std::span<const GemvOutput> outpu
       }
       total_rows += out.rows;
     }
-    if (!aligned_to(input.x, 16) || (input.up != nullptr && !aligned_to(input.up, 16))) {
-      throw std::invalid_argument("weight_gemv: x (and up) must be 16-byte aligned");
+    if (!aligned_to(input.x, 16) || !aligned_to(input.up, 16) || !aligned_to(input.norm, 16)) {
+      throw std::invalid_argument("weight_gemv: x, up and norm must be 16-byte aligned");
+    }
+    if (input.up != nullptr && input.norm != nullptr) {
+      throw std::invalid_argument("weight_gemv: an input is gated (up) or normed (norm), not both");
     }
     if (total_rows == 0 || tokens == 0) return;
 
@@ -927,6 +954,8 @@ void weight_gemv_group(quant::WeightType type, std::span<const GemvOutput> outpu
     args.num_parts = static_cast<int>(outputs.size());
     args.x = input.x;
     args.up = input.up;
+    args.norm = input.norm;
+    args.eps = input.eps;
     args.row_bytes = C::bytes_for(cols);
     args.cols = static_cast<int>(cols);
     args.stages = static_cast<int>(ceil_div(cols, C::kStageCols));
@@ -945,7 +974,8 @@ void weight_gemv_group(quant::WeightType type, std::span<const GemvOutput> outpu
                                  out.y,
                                  out.rows,
                                  out.ldy,
-                                 static_cast<unsigned>(blocks)};
+                                 static_cast<unsigned>(blocks),
+                                 out.accumulate};
         blocks += ceil_div(out.rows, rows_per_block);
       }
       if (blocks > static_cast<std::size_t>(INT_MAX)) {

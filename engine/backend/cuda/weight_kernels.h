@@ -26,20 +26,25 @@ inline constexpr std::size_t kMaxGemvOutputs = 3;
 void weight_gemv(quant::WeightType type, const void* weight, std::size_t rows, std::size_t cols, const float* x,
                  std::size_t tokens, const float* bias, float* y, std::size_t ldy, Stream stream);
 
-// One weight of a grouped GEMV and where its products go, as weight_gemv takes them.
+// One weight of a grouped GEMV and where its products go, as weight_gemv takes them; with `accumulate`
+// they are added to y (a residual add) instead of replacing it.
 struct GemvOutput {
   const void* weight = nullptr;
   std::size_t rows = 0;
   const float* bias = nullptr;
   float* y = nullptr;
   std::size_t ldy = 0;
+  bool accumulate = false;
 };
 
-// The GEMV's input, t < tokens rows of cols floats: x, or with `up`, silu(x) * up element-wise (SwiGLU's
-// product, computed as it is read, exactly as silu_mul computes it).
+// The GEMV's input, t < tokens rows of cols floats, made as it is read: x; or with `up`, silu(x) * up
+// element-wise (SwiGLU's product, as silu_mul computes it); or with `norm` (cols floats), rms_norm(x) * norm
+// row by row with eps (a sub-block's norm; each block reduces each row's squares once).
 struct GemvInput {
   const float* x = nullptr;
   const float* up = nullptr;
+  const float* norm = nullptr;
+  float eps = 0.0f;
 };
 
 // weight_gemv for up to kMaxGemvOutputs weights of one type and column count over one input, in one launch.

@@ -238,13 +238,6 @@ TEST_F(CudaBackendTest, EmbedNormsAndElementwiseKernelsMatchTheCpu) {
   gpu_->rms_norm(heads.second, head_norm.second, 1e-6f, heads_out.second);
   EXPECT_LT(error(heads_out), 1e-5) << "per-head rms_norm";
 
-  const auto y = input(8, 1024);
-  const auto added = output(8, 1024);
-  cpu_->add_rms_norm(x.first, y.first, norm.first, 1e-6f, added.first);
-  gpu_->add_rms_norm(x.second, y.second, norm.second, 1e-6f, added.second);
-  EXPECT_LT(error(added), 1e-5) << "add_rms_norm's norm";
-  EXPECT_LT(error(x), 1e-6) << "add_rms_norm's residual";
-
   const auto gate = input(8, 3072, 2.0f);
   const auto up = input(8, 3072);
   const auto swiglu = output(8, 3072);
@@ -257,8 +250,8 @@ TEST_F(CudaBackendTest, EmbedNormsAndElementwiseKernelsMatchTheCpu) {
   EXPECT_LT(error(gate), 1e-6) << "add";
 
   const auto rows = output(8, 1024);
-  cpu_->gather_logit_rows(added.first, rows.first);
-  gpu_->gather_logit_rows(added.second, rows.second);
+  cpu_->gather_logit_rows(normed.first, rows.first);
+  gpu_->gather_logit_rows(normed.second, rows.second);
   EXPECT_LT(error(rows), 1e-6) << "gather_logit_rows";
 }
 
@@ -323,9 +316,11 @@ TEST_F(CudaBackendTest, KeysAndValuesStoredWithRopeFeedAttention) {
   }
 }
 
-// q, k and v (one launch on the GPU when they share a type; separate ones when not), and SwiGLU's product
-// into the down projection, for the GEMV's token counts and past them (cuBLAS).
-TEST_F(CudaBackendTest, GroupedProjectionsAndSwigluMatchTheCpu) {
+// A decoder layer's projections, each as the transformer calls it: q, k and v of the normed residual (one
+// launch on the GPU when they share a type, the norm applied as the GEMV reads x; separate ones when not),
+// the output projection added into the residual, and SwiGLU's product through the down projection added
+// into it; at the GEMV's token counts and past them (cuBLAS).
+TEST_F(CudaBackendTest, DecoderLayerProjectionsMatchTheCpu) {
   REQUIRE_GPU();
   init(64, WeightType::F32);
   for (const auto type : {WeightType::BF16, WeightType::Q8_0, WeightType::Q4_K}) {
@@ -336,26 +331,34 @@ TEST_F(CudaBackendTest, GroupedProjectionsAndSwigluMatchTheCpu) {
       // v in another type on every other round: the group falls back to one product at a time.
       const auto wv = weight(tokens % 2 == 0 ? WeightType::F16 : type, 128, 256);
       const auto bq = norm_weight(512), bk = norm_weight(128), bv = norm_weight(128);
-      const auto x = input(tokens, 256);
+      const auto norm = norm_weight(256);
+      const auto x = input(tokens, 256, 3.0f);
+      const auto normed = output(tokens, 256);
       const auto q = output(tokens, 512), k = output(tokens, 128), v = output(tokens, 128);
       const Projection cpu_group[] = {
           {&wq.first, &bq.first, q.first}, {&wk.first, &bk.first, k.first}, {&wv.first, &bv.first, v.first}};
       const Projection gpu_group[] = {
           {&wq.second, &bq.second, q.second}, {&wk.second, &bk.second, k.second}, {&wv.second, &bv.second, v.second}};
-      cpu_->matmul_group(x.first, cpu_group);
-      gpu_->matmul_group(x.second, gpu_group);
+      cpu_->norm_matmul_group(x.first, norm.first, 1e-6f, normed.first, cpu_group);
+      gpu_->norm_matmul_group(x.second, norm.second, 1e-6f, normed.second, gpu_group);
       const std::string what = std::string(quant::weight_type_name(type)) + ", " + std::to_string(tokens) + " tokens";
       EXPECT_LT(error(q), 1e-2) << "q, " << what;
       EXPECT_LT(error(k), 1e-2) << "k, " << what;
       EXPECT_LT(error(v), 1e-2) << "v, " << what;
 
-      const auto down = weight(type, 96, 512);
+      const auto wo = weight(type, 256, 512);
+      const auto attn = input(tokens, 512);
+      const auto product = output(tokens, 256);
+      cpu_->matmul_add(attn.first, wo.first, product.first, x.first);
+      gpu_->matmul_add(attn.second, wo.second, product.second, x.second);
+      EXPECT_LT(error(x), 1e-2) << "residual after matmul_add, " << what;
+
+      const auto down = weight(type, 256, 512);
       const auto gate = input(tokens, 512, 2.0f);
       const auto up = input(tokens, 512);
-      const auto out = output(tokens, 96);
-      cpu_->swiglu_matmul(gate.first, up.first, down.first, out.first);
-      gpu_->swiglu_matmul(gate.second, up.second, down.second, out.second);
-      EXPECT_LT(error(out), 1e-2) << "swiglu_matmul, " << what;
+      cpu_->swiglu_matmul_add(gate.first, up.first, down.first, product.first, x.first);
+      gpu_->swiglu_matmul_add(gate.second, up.second, down.second, product.second, x.second);
+      EXPECT_LT(error(x), 1e-2) << "residual after swiglu_matmul_add, " << what;
     }
   }
 }

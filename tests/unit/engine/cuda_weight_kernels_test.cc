@@ -279,6 +279,14 @@ double relative_error(const std::vector<float>& got, std::size_t ldy, const std:
   return std::sqrt(err2 / ref2);
 }
 
+// Expects y within 1e-5 of want (relative) and every value past `rows` in a row still NaN.
+void expect_products(const std::vector<float>& y, std::size_t ldy, const std::vector<double>& want, std::size_t rows,
+                     std::size_t tokens, const std::string& what) {
+  std::size_t gap = 0;
+  EXPECT_LT(relative_error(y, ldy, want, rows, tokens, gap), 1e-5) << what;
+  EXPECT_EQ(gap, 0u) << what << ": wrote past rows into the ldy gap";
+}
+
 // Three weights of one type over one x in one launch (q, k and v of different heights, biases on two), each
 // output as a GEMV of its own would give, and nothing written past an output's rows.
 TEST_P(CudaWeightKernels, GroupedGemvMatchesDoubleReference) {
@@ -317,12 +325,9 @@ TEST_P(CudaWeightKernels, GroupedGemvMatchesDoubleReference) {
           for (std::size_t r = 0; r < heights[i]; ++r) want[t * heights[i] + r] += biases[i][r];
         }
       }
-      std::size_t gap = 0;
-      const double err = relative_error(y_dev[i]->download(), heights[i] + 5, want, heights[i], tokens, gap);
-      const std::string what = describe(type, heights[i], cols) + " (output " + std::to_string(i) + "), " +
-                               std::to_string(tokens) + " tokens";
-      EXPECT_LT(err, 1e-5) << what;
-      EXPECT_EQ(gap, 0u) << what << ": wrote past rows into the ldy gap";
+      expect_products(y_dev[i]->download(), heights[i] + 5, want, heights[i], tokens,
+                      describe(type, heights[i], cols) + " (output " + std::to_string(i) + "), " +
+                          std::to_string(tokens) + " tokens");
     }
   }
 }
@@ -348,12 +353,50 @@ TEST_P(CudaWeightKernels, GatedGemvMatchesDoubleReference) {
     const GemvOutput output{weight.get(), w.rows, nullptr, y_dev.get(), w.rows + 2};
     weight_gemv_group(type, std::span(&output, 1), w.cols, {gate_dev.get(), up_dev.get()}, tokens, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
-    std::size_t gap = 0;
-    const double err =
-        relative_error(y_dev.download(), w.rows + 2, reference_products(w, product, tokens), w.rows, tokens, gap);
-    const std::string what = describe(type, w.rows, w.cols) + ", gated, " + std::to_string(tokens) + " tokens";
-    EXPECT_LT(err, 1e-5) << what;
-    EXPECT_EQ(gap, 0u) << what << ": wrote past rows into the ldy gap";
+    expect_products(y_dev.download(), w.rows + 2, reference_products(w, product, tokens), w.rows, tokens,
+                    describe(type, w.rows, w.cols) + ", gated, " + std::to_string(tokens) + " tokens");
+  }
+}
+
+// The normed input and the accumulating output: y = y0 + W (rms_norm(x) * norm), the residual stream read
+// through a sub-block's norm and a projection added back into it.
+TEST_P(CudaWeightKernels, NormedAccumulatingGemvMatchesDoubleReference) {
+  REQUIRE_GPU();
+  const WeightType type = GetParam();
+  std::mt19937 rng(31 + static_cast<unsigned>(type));
+  const HostWeight w = make_weight(type, 200, 1024, 200, rng);
+  const DeviceBuffer<std::byte> weight(w.bytes);
+  std::vector<float> norm = random_floats(w.cols, rng);
+  for (auto& n : norm) n = 1.0f + 0.2f * n;
+  const DeviceBuffer<float> norm_dev(norm);
+  const float eps = 1e-6f;
+  for (const std::size_t tokens : {1u, 5u, 8u}) {
+    std::vector<float> x = random_floats(tokens * w.cols, rng);
+    for (auto& v : x) v *= 4.0f;
+    std::vector<double> normed(x.size());
+    for (std::size_t t = 0; t < tokens; ++t) {
+      double squares = 0.0;
+      for (std::size_t c = 0; c < w.cols; ++c) squares += static_cast<double>(x[t * w.cols + c]) * x[t * w.cols + c];
+      const double inv = 1.0 / std::sqrt(squares / static_cast<double>(w.cols) + eps);
+      for (std::size_t c = 0; c < w.cols; ++c) normed[t * w.cols + c] = x[t * w.cols + c] * inv * norm[c];
+    }
+    const std::size_t ldy = w.rows + 1;
+    std::vector<float> y0(tokens * ldy, std::numeric_limits<float>::quiet_NaN());
+    for (std::size_t t = 0; t < tokens; ++t) {
+      for (std::size_t r = 0; r < w.rows; ++r) y0[t * ldy + r] = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+    }
+    const DeviceBuffer<float> x_dev(x);
+    DeviceBuffer<float> y_dev(y0);
+    const GemvOutput output{weight.get(), w.rows, nullptr, y_dev.get(), ldy, true};
+    weight_gemv_group(type, std::span(&output, 1), w.cols, {.x = x_dev.get(), .norm = norm_dev.get(), .eps = eps},
+                      tokens, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    auto want = reference_products(w, normed, tokens);
+    for (std::size_t t = 0; t < tokens; ++t) {
+      for (std::size_t r = 0; r < w.rows; ++r) want[t * w.rows + r] += y0[t * ldy + r];
+    }
+    expect_products(y_dev.download(), ldy, want, w.rows, tokens,
+                    describe(type, w.rows, w.cols) + ", normed and accumulated, " + std::to_string(tokens) + " tokens");
   }
 }
 
@@ -370,7 +413,7 @@ TEST(CudaWeightKernelsArguments, TooManyTokensThrow) {
   }
 }
 
-TEST(CudaWeightKernelsArguments, AGroupOfNoneOrOfMoreThanThreeWeightsThrows) {
+TEST(CudaWeightKernelsArguments, BadGroupsAndInputsThrow) {
   GemvOutput four[4]{};
   try {
     weight_gemv_group(WeightType::BF16, four, 64, {}, 1, nullptr);
@@ -379,6 +422,11 @@ TEST(CudaWeightKernelsArguments, AGroupOfNoneOrOfMoreThanThreeWeightsThrows) {
     EXPECT_NE(std::string(e.what()).find("4 outputs in one launch (1 to 3)"), std::string::npos) << e.what();
   }
   EXPECT_THROW(weight_gemv_group(WeightType::BF16, std::span(four, 0), 64, {}, 1, nullptr), std::invalid_argument);
+  // An input is gated or normed, not both.
+  const float* some = reinterpret_cast<const float*>(std::uintptr_t{256});
+  EXPECT_THROW(
+      weight_gemv_group(WeightType::BF16, std::span(four, 1), 64, {.x = some, .up = some, .norm = some}, 1, nullptr),
+      std::invalid_argument);
 }
 
 TEST(CudaWeightKernelsArguments, UnsupportedColsThrow) {
