@@ -69,6 +69,30 @@ __device__ T block_total(T v) {
   return r;
 }
 
+// The best (value, token) of a row of the block's: 16-byte loads where the row allows them, so that each
+// thread keeps more bytes in flight (one block reads a whole vocabulary). The order of the scan does not
+// matter: better() breaks ties by token.
+__device__ Best row_best(const float* v, int vocab) {
+  Best mine{-INFINITY, -1};
+  int scalar_from = 0;
+  if (reinterpret_cast<std::uintptr_t>(v) % 16 == 0) {
+    const int quads = vocab / 4;
+    for (int q = threadIdx.x; q < quads; q += kThreads) {
+      const float4 x = reinterpret_cast<const float4*>(v)[q];
+      const int i = 4 * q;
+      if (better({x.x, i}, mine)) mine = {x.x, i};
+      if (better({x.y, i + 1}, mine)) mine = {x.y, i + 1};
+      if (better({x.z, i + 2}, mine)) mine = {x.z, i + 2};
+      if (better({x.w, i + 3}, mine)) mine = {x.w, i + 3};
+    }
+    scalar_from = 4 * quads;
+  }
+  for (int i = scalar_from + static_cast<int>(threadIdx.x); i < vocab; i += kThreads) {
+    if (better({v[i], i}, mine)) mine = {v[i], i};
+  }
+  return block_best(mine);
+}
+
 // Float order as unsigned order (larger float, larger key), so a threshold is found bit by bit.
 __device__ __forceinline__ std::uint32_t order_key(float v) {
   const std::uint32_t bits = __float_as_uint(v);
@@ -90,26 +114,29 @@ __global__ void __launch_bounds__(kThreads)
                   const Adjustment* adjustments, SampleResult* results) {
   const SamplingRow p = rows[blockIdx.x];
   const float* raw = logits + static_cast<std::size_t>(blockIdx.x) * vocab;
-  float* v = scratch + static_cast<std::size_t>(blockIdx.x) * vocab;
   SampleResult& out = results[blockIdx.x];
 
-  // Bias and penalties, in SequenceSampler's order, on a copy (the raw logits give the log-probabilities).
-  for (int i = threadIdx.x; i < vocab; i += kThreads) v[i] = raw[i];
-  __syncthreads();
-  for (int a = threadIdx.x; a < p.adjustments_count; a += kThreads) {
-    const Adjustment adj = adjustments[p.adjustments_begin + a];
-    if (adj.token < 0 || adj.token >= vocab) continue;
-    float x = v[adj.token] + adj.bias;
-    if (adj.repeat) x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
-    if (adj.output_count > 0) x -= p.frequency_penalty * static_cast<float>(adj.output_count) + p.presence_penalty;
-    v[adj.token] = x;
+  // Bias and penalties, in SequenceSampler's order, on a copy (the raw logits give the log-probabilities);
+  // a row without any reads its logits as they are.
+  const float* v = raw;
+  if (p.adjustments_count > 0) {
+    float* adjusted = scratch + static_cast<std::size_t>(blockIdx.x) * vocab;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) adjusted[i] = raw[i];
+    __syncthreads();
+    for (int a = threadIdx.x; a < p.adjustments_count; a += kThreads) {
+      const Adjustment adj = adjustments[p.adjustments_begin + a];
+      if (adj.token < 0 || adj.token >= vocab) continue;
+      float x = adjusted[adj.token] + adj.bias;
+      if (adj.repeat) x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
+      if (adj.output_count > 0) x -= p.frequency_penalty * static_cast<float>(adj.output_count) + p.presence_penalty;
+      adjusted[adj.token] = x;
+    }
+    __syncthreads();
+    v = adjusted;
   }
-  __syncthreads();
 
   if (p.logprobs >= 0) {
-    float max_raw = -INFINITY;
-    for (int i = threadIdx.x; i < vocab; i += kThreads) max_raw = fmaxf(max_raw, raw[i]);
-    max_raw = block_best({max_raw, 0}).value;
+    const float max_raw = row_best(raw, vocab).value;
     double sum = 0;
     for (int i = threadIdx.x; i < vocab; i += kThreads) sum += expf(raw[i] - max_raw);
     const double log_normaliser = static_cast<double>(max_raw) + log(block_total(sum));
@@ -131,11 +158,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  Best best{-INFINITY, -1};
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    if (better({v[i], i}, best)) best = {v[i], i};
-  }
-  best = block_best(best);
+  const Best best = row_best(v, vocab);
   int chosen = best.token < 0 ? 0 : best.token;
 
   if (p.temperature > 0.0f && isfinite(best.value)) {
