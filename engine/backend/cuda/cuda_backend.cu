@@ -387,13 +387,15 @@ class CudaBackend final : public Backend {
     const int partition = std::max(64, context_bucket_ / wanted_splits);
     const int splits = (context_bucket_ + partition - 1) / partition;
     float* partials = nullptr;
+    unsigned* arrivals = nullptr;
     if (decode_attention_ && splits > 1) {
       partials = workspace_.take(q.rows * q_heads * splits * (shape_.head_dim + 2), mode_ == Mode::Capture);
+      arrivals = attention_arrivals(q.rows * q_heads);
     }
     if (skip()) return;
     if (decode_attention_) {
       cuda::decode_attention(cache_, static_cast<int>(layer), q.data, q_heads, scale, out.data, splits, partition,
-                             partials, meta_, queue_);
+                             partials, arrivals, meta_, queue_);
     } else {
       cuda::prefill_attention(cache_, static_cast<int>(layer), q.data, q_heads, scale, out.data, meta_,
                               options_.tensor_core_attention, queue_);
@@ -597,6 +599,17 @@ class CudaBackend final : public Backend {
     return buffer.get();
   }
 
+  // At least `count` counters for the decode attention's partitions, zero between its launches (each
+  // launch leaves them as it found them); zeroed when the buffer is made.
+  unsigned* attention_arrivals(std::size_t count) {
+    const std::size_t bytes = count * sizeof(unsigned);
+    if (arrivals_.size() < bytes) {
+      void* fresh = scratch(arrivals_, bytes);
+      CUDA_CHECK(cudaMemsetAsync(fresh, 0, bytes, stream_));
+    }
+    return static_cast<unsigned*>(arrivals_.get());
+  }
+
   // A capture left open by a step that threw is closed and thrown away.
   void abandon_capture() {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -711,6 +724,7 @@ class CudaBackend final : public Backend {
   DeviceWorkspace workspace_;
   DeviceBuffer activation_scratch_;
   DeviceBuffer weight_scratch_;
+  DeviceBuffer arrivals_;
   PinnedBuffer meta_upload_;
   DeviceBuffer meta_buffer_;
   PinnedBuffer sampling_upload_;

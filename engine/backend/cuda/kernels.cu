@@ -192,10 +192,32 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, const float* v, int q_he
 
 constexpr int kDecodeWarps = 4;
 
+// Merges the `splits` partial softmaxes of one (token, head), `parts` (each its max, its sum and head_dim
+// weighted values), into the head's output row with the block's threads. The parts were written by other
+// blocks of the running kernel, so they are read past L1 (__ldcg), which may hold older lines.
+__device__ void combine_partitions(const float* parts, int head_dim, int splits, float* out) {
+  const int stride = head_dim + 2;
+  float m = kNegInf;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, __ldcg(parts + s * stride));
+  float l = 0;
+  for (int s = 0; s < splits; ++s) {
+    const float ms = __ldcg(parts + s * stride);
+    if (ms != kNegInf) l += __ldcg(parts + s * stride + 1) * __expf(ms - m);
+  }
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float o = 0;
+    for (int s = 0; s < splits; ++s) {
+      const float ms = __ldcg(parts + s * stride);
+      if (ms != kNegInf) o += __ldcg(parts + s * stride + 2 + d) * __expf(ms - m);
+    }
+    out[d] = o / l;
+  }
+}
+
 template <typename T, int D, int G>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     decode_attention_kernel(KvCache cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
-                            int partition, float* partials, StepMeta meta) {
+                            int partition, float* partials, unsigned* arrivals, StepMeta meta) {
   start_after_prior_kernels();
   constexpr int kPerLane = D / 32;
   // Positions a warp loads before it reduces, to keep loads in flight; fewer when there are more heads.
@@ -317,27 +339,24 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       }
     }
   }
-}
+  if (splits == 1) return;
 
-__global__ void combine_partitions_kernel(const float* partials, int q_heads, int head_dim, int splits, float* out) {
-  start_after_prior_kernels();
-  const int t = blockIdx.x;
-  const int h = blockIdx.y;
-  const float* parts = partials + (static_cast<std::size_t>(t) * q_heads + h) * splits * (head_dim + 2);
-  float m = kNegInf;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, parts[s * (head_dim + 2)]);
-  float l = 0;
-  for (int s = 0; s < splits; ++s) {
-    const float ms = parts[s * (head_dim + 2)];
-    if (ms != kNegInf) l += parts[s * (head_dim + 2) + 1] * __expf(ms - m);
+  // The last of a (token, head group)'s partitions to finish merges them all: no second kernel. Its
+  // partials are made visible before it counts itself, and the count is reset for the next launch.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* count = arrivals + static_cast<std::size_t>(t) * gridDim.y + blockIdx.y;
+    last = atomicAdd(count, 1u) == static_cast<unsigned>(splits - 1);
+    if (last) *count = 0;
   }
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float o = 0;
-    for (int s = 0; s < splits; ++s) {
-      const float ms = parts[s * (head_dim + 2)];
-      if (ms != kNegInf) o += parts[s * (head_dim + 2) + 2 + d] * __expf(ms - m);
-    }
-    out[(static_cast<std::size_t>(t) * q_heads + h) * head_dim + d] = o / l;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int j = 0; j < G; ++j) {
+    const std::size_t head = static_cast<std::size_t>(t) * q_heads + h0 + j;
+    combine_partitions(partials + head * splits * (D + 2), D, splits, out + head * D);
   }
 }
 
@@ -689,7 +708,7 @@ void store_kv(const KvCache& cache, int layer, const float* k, const float* v, c
 }
 
 void decode_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
-                      int partition, float* partials, const StepMeta& meta, Stream stream) {
+                      int partition, float* partials, unsigned* arrivals, const StepMeta& meta, Stream stream) {
   if (meta.num_tokens == 0) return;
   const int group = q_heads / cache.num_kv_heads;
   with_head_dim(cache.head_dim, [&](auto dim) {
@@ -701,7 +720,7 @@ void decode_attention(const KvCache& cache, int layer, const float* q, int q_hea
       const auto kernel =
           cache.bf16 ? decode_attention_kernel<__nv_bfloat16, D, G> : decode_attention_kernel<float, D, G>;
       launch(kernel, grid, kDecodeWarps * 32, 0, stream, cache, layer, q, q_heads, scale, out, splits, partition,
-             partials, meta);
+             partials, arrivals, meta);
     };
     // A whole group per block where it is a small power of two; other groupings one head per block.
     switch (group) {
@@ -711,10 +730,6 @@ void decode_attention(const KvCache& cache, int layer, const float* q, int q_hea
       default: return launch_group(std::integral_constant<int, 1>{});
     }
   });
-  if (splits > 1) {
-    const dim3 combine_grid(static_cast<unsigned>(meta.num_tokens), static_cast<unsigned>(q_heads));
-    launch(combine_partitions_kernel, combine_grid, 128, 0, stream, partials, q_heads, cache.head_dim, splits, out);
-  }
 }
 
 void prefill_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out,

@@ -55,10 +55,11 @@ void qk_norm_rope(float* q, float* k, const float* v, int q_heads, int k_heads, 
 // Stores the step's keys and values (rows of kv_heads * head_dim) into the cache's layer.
 void store_kv(const KvCache& cache, int layer, const float* k, const float* v, const StepMeta& meta, Stream stream);
 // Causal attention of every token over its sequence's cached positions, one token at a time, the context
-// split into `splits` partitions of `partition` positions (combined through `partials`, which holds
-// num_tokens * q_heads * splits * (head_dim + 2) floats when splits > 1).
+// split into `splits` partitions of `partition` positions. With splits > 1 they are combined through
+// `partials` (num_tokens * q_heads * splits * (head_dim + 2) floats) by the last partition to finish, which
+// `arrivals` (num_tokens * q_heads counters, zero before the launch and zero again after it) tells.
 void decode_attention(const KvCache& cache, int layer, const float* q, int q_heads, float scale, float* out, int splits,
-                      int partition, float* partials, const StepMeta& meta, Stream stream);
+                      int partition, float* partials, unsigned* arrivals, const StepMeta& meta, Stream stream);
 // The same function over prefill tiles (kPrefillTile queries of one sequence share each key load). With
 // `tensor_cores` and a bf16 cache, Q·Kᵀ and P·V are bf16 tensor-core products (f32 accumulation); else
 // everything is f32 on the CUDA cores.
