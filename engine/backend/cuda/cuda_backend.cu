@@ -556,6 +556,7 @@ class CudaBackend final : public Backend {
   // Projections of one type and width over at most kGemvMaxTokens rows as one weight GEMV launch; false,
   // having launched nothing, for anything else.
   bool gemv_group(Tensor x, std::span<const Projection> projections, const cuda::GemvInput& input) {
+    if (projections.empty()) return false;
     const auto& first = device(*projections.front().weight);
     const bool one_launch = x.rows <= cuda::kGemvMaxTokens && projections.size() <= cuda::kMaxGemvOutputs &&
                             std::ranges::all_of(projections, [&](const Projection& p) {
