@@ -553,24 +553,29 @@ class CudaBackend final : public Backend {
     if (bias) cuda::add_bias(out.data, bias, x.rows, out.cols, queue_);
   }
 
-  // Projections of one type and width over at most kGemvMaxTokens rows as one weight GEMV launch; false,
-  // having launched nothing, for anything else.
+  // Projections of one input over at most kGemvMaxTokens rows as weight GEMV launches, one per weight type
+  // and width among them (a GGUF file may keep v in another type than q and k); false, having launched
+  // nothing, for larger batches.
   bool gemv_group(Tensor x, std::span<const Projection> projections, const cuda::GemvInput& input) {
-    if (projections.empty()) return false;
-    const auto& first = device(*projections.front().weight);
-    const bool one_launch = x.rows <= cuda::kGemvMaxTokens && projections.size() <= cuda::kMaxGemvOutputs &&
-                            std::ranges::all_of(projections, [&](const Projection& p) {
-                              return device(*p.weight).type == first.type && device(*p.weight).cols == first.cols;
-                            });
-    if (!one_launch) return false;
-    if (skip()) return true;
-    cuda::GemvOutput outputs[cuda::kMaxGemvOutputs];
-    for (std::size_t i = 0; i < projections.size(); ++i) {
-      const auto& p = projections[i];
-      const auto& w = device(*p.weight);
-      outputs[i] = {w.bytes.get(), w.rows, p.bias ? vector(*p.bias) : nullptr, p.out.data, p.out.cols};
+    if (projections.empty() || projections.size() > cuda::kMaxGemvOutputs || x.rows > cuda::kGemvMaxTokens) {
+      return false;
     }
-    cuda::weight_gemv_group(first.type, std::span(outputs, projections.size()), first.cols, input, x.rows, queue_);
+    if (skip()) return true;
+    bool launched[cuda::kMaxGemvOutputs] = {};
+    for (std::size_t i = 0; i < projections.size(); ++i) {
+      if (launched[i]) continue;
+      const auto& first = device(*projections[i].weight);
+      cuda::GemvOutput outputs[cuda::kMaxGemvOutputs];
+      std::size_t count = 0;
+      for (std::size_t j = i; j < projections.size(); ++j) {
+        const auto& p = projections[j];
+        const auto& w = device(*p.weight);
+        if (launched[j] || w.type != first.type || w.cols != first.cols) continue;
+        outputs[count++] = {w.bytes.get(), w.rows, p.bias ? vector(*p.bias) : nullptr, p.out.data, p.out.cols};
+        launched[j] = true;
+      }
+      cuda::weight_gemv_group(first.type, std::span(outputs, count), first.cols, input, x.rows, queue_);
+    }
     return true;
   }
 

@@ -316,8 +316,8 @@ TEST_F(CudaBackendTest, KeysAndValuesStoredWithRopeFeedAttention) {
   }
 }
 
-// A decoder layer's projections, each as the transformer calls it: q, k and v of the normed residual (one
-// launch on the GPU when they share a type, the norm applied as the GEMV reads x; separate ones when not),
+// A decoder layer's projections, each as the transformer calls it: q, k and v of the normed residual (on the
+// GPU one launch per weight type among them, the norm applied as the GEMV reads x),
 // the output projection added into the residual, and SwiGLU's product through the down projection added
 // into it; at the GEMV's token counts and past them (cuBLAS).
 TEST_F(CudaBackendTest, DecoderLayerProjectionsMatchTheCpu) {
@@ -328,7 +328,7 @@ TEST_F(CudaBackendTest, DecoderLayerProjectionsMatchTheCpu) {
       Seq s{0, tokens, {}};
       begin({&s});
       const auto wq = weight(type, 512, 256), wk = weight(type, 128, 256);
-      // v in another type on every other round: the group falls back to one product at a time.
+      // v in another type on every other round (as GGUF files often keep it): it gets a launch of its own.
       const auto wv = weight(tokens % 2 == 0 ? WeightType::F16 : type, 128, 256);
       const auto bq = norm_weight(512), bk = norm_weight(128), bv = norm_weight(128);
       const auto norm = norm_weight(256);
