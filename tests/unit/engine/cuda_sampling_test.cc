@@ -52,11 +52,12 @@ class CudaSamplingTest : public ::testing::Test {
   }
 
   // Device sampling of `rows` rows of logits, samplers[i] choosing row i (each records its token).
-  std::vector<SampledToken> sample_on_gpu(const std::vector<float>& logits, std::vector<SequenceSampler*> samplers) {
+  std::vector<SampledToken> sample_on_gpu(const std::vector<float>& logits, std::vector<SequenceSampler*> samplers,
+                                          std::size_t vocab = kVocab) {
     const std::size_t rows = samplers.size();
     gpu_->begin_step({});
-    const Tensor t = gpu_->alloc(rows, kVocab);
-    EXPECT_EQ(cudaMemcpy(t.data, logits.data(), rows * kVocab * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    const Tensor t = gpu_->alloc(rows, vocab);
+    EXPECT_EQ(cudaMemcpy(t.data, logits.data(), rows * vocab * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     std::vector<sampling::SamplingStep> steps;
     for (auto* s : samplers) steps.push_back(s->device_step());
     std::vector<SampledToken> out(rows);
@@ -114,6 +115,45 @@ TEST_F(CudaSamplingTest, GreedyWithBiasPenaltiesAndLogprobsEqualsTheHost) {
           EXPECT_NEAR(got[i].top[n].logprob, want.top[n].logprob, 1e-5) << "row " << i << ", top " << n;
         }
       }
+    }
+  }
+}
+
+// A vocabulary that is not a multiple of 4: the first row's scan takes 16-byte loads and a scalar tail, the
+// rows after it (not 16-byte aligned) scalar loads only. The best logit sits in the tail, in the middle of
+// a quad, or tied with an earlier token (the earlier wins), with and without log-probabilities and bias.
+TEST_F(CudaSamplingTest, GreedyScansAnyVocabularyWidth) {
+  REQUIRE_GPU();
+  constexpr std::size_t kOddVocab = 1003;
+  const std::vector<std::int32_t> prompt = {5};
+  std::vector<SamplingParams> params(4);
+  for (auto& p : params) p.temperature = 0;
+  params[1].logprobs = 3;
+  params[3].logit_bias = {{7, 0.5f}};
+  std::vector<float> logits(params.size() * kOddVocab);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& x : logits) x = dist(rng_);
+  logits[0 * kOddVocab + 1002] = 50.0f;                                      // the last token, in the tail
+  logits[1 * kOddVocab + 501] = 50.0f;                                       // misaligned row
+  logits[2 * kOddVocab + 6] = logits[2 * kOddVocab + 999] = 50.0f;           // a tie: token 6
+  logits[3 * kOddVocab + 7] = 49.75f, logits[3 * kOddVocab + 1001] = 50.0f;  // bias makes 7 the best
+  std::vector<std::unique_ptr<SequenceSampler>> host, device;
+  std::vector<SequenceSampler*> device_ptrs;
+  for (const auto& p : params) {
+    host.push_back(std::make_unique<SequenceSampler>(p, prompt));
+    device.push_back(std::make_unique<SequenceSampler>(p, prompt));
+    device_ptrs.push_back(device.back().get());
+  }
+  const auto got = sample_on_gpu(logits, device_ptrs, kOddVocab);
+  const std::int32_t expected[] = {1002, 501, 6, 7};
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(i * kOddVocab),
+                           logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * kOddVocab));
+    const auto want = host[i]->sample(row);
+    EXPECT_EQ(want.token, expected[i]) << "row " << i << " (the host)";
+    EXPECT_EQ(got[i].token, expected[i]) << "row " << i;
+    if (params[i].logprobs >= 0) {
+      EXPECT_NEAR(got[i].logprob, want.logprob, 1e-5) << "row " << i;
     }
   }
 }
