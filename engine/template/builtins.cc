@@ -10,6 +10,7 @@
 #include <ctime>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "engine/template/renderer.h"
@@ -166,6 +167,26 @@ void check_split(Renderer& renderer, const std::string& s, const std::optional<s
 
 // ---- Python str.format -----------------------------------------------------------------------------------
 
+// Format widths and precisions: larger ones are template errors, never wrapped or saturated numbers.
+constexpr std::size_t kMaxFormatWidth = 4096;
+constexpr std::size_t kMaxFormatPrecision = 100;
+
+// Reads the run of decimal digits at text[i] (advancing i past it) as a width or precision of at most
+// `limit`. The digits are measured before they are converted, so no digit string can overflow.
+std::size_t read_format_number(std::string_view text, std::size_t& i, std::size_t limit, std::string_view what) {
+  const std::size_t start = i;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  const std::string_view digits = text.substr(start, i - start);
+  const std::string_view significant = digits.substr(std::min(digits.find_first_not_of('0'), digits.size()));
+  std::size_t value = 0;
+  if (significant.size() <= std::to_string(limit).size()) {
+    for (const char d : significant) value = value * 10 + static_cast<std::size_t>(d - '0');
+    if (value <= limit) return value;
+  }
+  const std::string shown = digits.size() > 24 ? std::string(digits.substr(0, 24)) + "..." : std::string(digits);
+  throw EvalError("format " + std::string(what) + " " + shown + " is over the limit of " + std::to_string(limit));
+}
+
 std::string format_field(const Value& v, std::string_view spec) {
   // [[fill]align][sign][0][width][,][.precision][type]
   char fill = ' ';
@@ -185,16 +206,11 @@ std::string format_field(const Value& v, std::string_view spec) {
     if (align == '\0') fill = '0', align = '=';
     ++i;
   }
-  std::size_t width = 0;
-  while (i < spec.size() && spec[i] >= '0' && spec[i] <= '9')
-    width = width * 10 + static_cast<std::size_t>(spec[i++] - '0');
-  if (width > 4096) throw EvalError("format width too large");
+  const std::size_t width = read_format_number(spec, i, kMaxFormatWidth, "width");
   int precision = -1;
   if (i < spec.size() && spec[i] == '.') {
     ++i;
-    precision = 0;
-    while (i < spec.size() && spec[i] >= '0' && spec[i] <= '9') precision = precision * 10 + (spec[i++] - '0');
-    if (precision > 100) throw EvalError("format precision too large");
+    precision = static_cast<int>(read_format_number(spec, i, kMaxFormatPrecision, "precision"));
   }
   const char type = i < spec.size() ? spec[i++] : '\0';
   if (i != spec.size()) throw EvalError("invalid format specifier '" + std::string(spec) + "'");
@@ -339,13 +355,12 @@ std::string percent_format(Renderer& renderer, const std::string& pattern, const
     std::string flags;
     while (j < pattern.size() && (pattern[j] == '-' || pattern[j] == '+' || pattern[j] == ' ' || pattern[j] == '0'))
       flags += pattern[j++];
-    std::string width;
-    while (j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9') width += pattern[j++];
-    std::string precision;
+    const bool has_width = j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9';
+    const std::size_t width = read_format_number(pattern, j, kMaxFormatWidth, "width");
+    std::optional<std::size_t> precision;
     if (j < pattern.size() && pattern[j] == '.') {
       ++j;
-      precision = "0";
-      while (j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9') precision += pattern[j++];
+      precision = read_format_number(pattern, j, kMaxFormatPrecision, "precision");
     }
     if (j >= pattern.size()) throw EvalError("incomplete format");
     const char conversion = pattern[j];
@@ -364,12 +379,10 @@ std::string percent_format(Renderer& renderer, const std::string& pattern, const
     else if (flags.find(' ') != std::string::npos)
       spec = " " + spec;
     if (left) spec = "<" + spec;
-    spec += width.empty() ? "" : std::to_string(std::strtol(width.c_str(), nullptr, 10));
+    if (has_width) spec += std::to_string(width);
     switch (conversion) {
       case 's':
-        out += format_field(
-            Value::string(v.str()),
-            spec + (precision.empty() ? "" : "." + std::to_string(std::strtol(precision.c_str(), nullptr, 10))));
+        out += format_field(Value::string(v.str()), spec + (precision ? "." + std::to_string(*precision) : ""));
         break;
       case 'r': out += format_field(Value::string(v.repr()), spec); break;
       case 'd':
@@ -381,9 +394,7 @@ std::string percent_format(Renderer& renderer, const std::string& pattern, const
       case 'f':
       case 'F':
         if (!v.is_number()) throw EvalError("%f format: a real number is required, not " + std::string(v.type_name()));
-        out += format_field(
-            v,
-            spec + "." + (precision.empty() ? "6" : std::to_string(std::strtol(precision.c_str(), nullptr, 10))) + "f");
+        out += format_field(v, spec + "." + std::to_string(precision.value_or(6)) + "f");
         break;
       default: throw EvalError(std::string("unsupported format character '") + conversion + "'");
     }

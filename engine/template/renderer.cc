@@ -28,7 +28,11 @@ void Scope::set(std::string_view name, Value value) {
 class MacroValue : public Callable {
  public:
   MacroValue(const Node& node, ScopePtr closure) : node_(node), closure_(std::move(closure)) {}
-  std::string_view name() const override { return node_.kind == NodeKind::kMacro ? node_.text : "caller"; }
+  // Both branches must be views: a std::string and a literal would make a temporary string, and the view
+  // would outlive it.
+  std::string_view name() const override {
+    return node_.kind == NodeKind::kMacro ? std::string_view(node_.text) : std::string_view("caller");
+  }
   Value call(Renderer& renderer, CallArgs args) const override {
     if (!closure_) throw EvalError("macro '" + std::string(name()) + "' called after its render finished");
     return renderer.invoke_macro(node_, closure_, std::move(args));

@@ -1,5 +1,6 @@
 // Errors name the template line and column; raise_exception surfaces the template's message; limits stop
 // hostile templates; renders of one parsed template run in parallel.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -123,6 +124,33 @@ TEST(TemplateLimits, SelfReferenceDoesNotLeakOrLoop) {
       render(
           "{% set ns = namespace() %}{% set ns.me = ns %}{% macro m() %}m{% endmacro %}{% set ns.m = m %}{{ ns.m() }}"),
       "m");
+}
+
+// A printed macro names itself from the parsed template, not from freed memory (the name is longer than a
+// short-string buffer, so a dangling view would read a freed heap block).
+TEST(TemplateSecurity, PrintingAMacroShowsItsOwnName) {
+  const std::string name = "a_macro_whose_name_is_longer_than_any_short_string_buffer";
+  EXPECT_EQ(render("{% macro " + name + "() %}{% endmacro %}{{ " + name + " }}|{{ " + name + " }}"),
+            "<function " + name + ">|<function " + name + ">");
+  EXPECT_EQ(render("{% macro m() %}{{ caller }}{% endmacro %}{% call m() %}x{% endcall %}"), "<function caller>");
+}
+
+// Widths and precisions past their limits are refused by name, never wrapped into small numbers.
+TEST(TemplateSecurity, HugeFormatWidthsAndPrecisionsAreRefused) {
+  for (const char* source :
+       {R"({{ "%.4294967297s|" % "abc" }})", R"({{ "%4294967297s|" % "abc" }})",
+        R"({{ "%.18446744073709551617f" % 1.5 }})", R"({{ "%99999999999999999999999d" % 1 }})",
+        R"({{ "{:.4294967297}".format("abc") }})", R"({{ "{:18446744073709551617}".format("a") }})",
+        R"({{ "%.101f" % 1.5 }})", R"({{ "{:4097}".format("a") }})"}) {
+    const TemplateError e = render_error(source);
+    EXPECT_THAT(e.what(),
+                ::testing::AnyOf(::testing::HasSubstr("format precision"), ::testing::HasSubstr("format width")))
+        << source;
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("over the limit")) << source;
+  }
+  // At the limits, and with leading zeros, they still work.
+  EXPECT_EQ(render(R"({{ "%.2s|%05d|%.0100f" % ("abc", 7, 0.5) }})").substr(0, 12), "ab|00007|0.5");
+  EXPECT_EQ(render(R"({{ "{:.2}|{:>4}".format("abc", "x") }})"), "ab|   x");
 }
 
 TEST(TemplateRendering, OneTemplateRendersFromManyThreads) {
