@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <set>
 #include <utility>
 
 #include "engine/format/format_error.h"
@@ -105,9 +104,7 @@ class HeaderParser {
     for (const auto& member : value.GetObject()) {
       std::string key(member.name.GetString(), member.name.GetStringLength());
       if (!member.value.IsString()) fail("'__metadata__' value for '" + key + "' is not a string");
-      if (!metadata.emplace(key, std::string(member.value.GetString(), member.value.GetStringLength())).second) {
-        fail("'__metadata__' names '" + key + "' twice");
-      }
+      metadata.emplace(key, std::string(member.value.GetString(), member.value.GetStringLength()));
     }
     return metadata;
   }
@@ -155,17 +152,17 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
   const std::string_view header(reinterpret_cast<const char*>(file.data() + 8), n);
   std::size_t consumed = 0;
   std::string error;
-  const auto doc = parse_json_prefix(header, consumed, error);
+  // A repeated name is refused, as the safetensors format requires, not merged.
+  const auto doc = parse_json_prefix(header, consumed, error, DuplicateKeys::kKeepAll);
   if (!error.empty()) parser.fail("the header is not valid UTF-8 JSON: " + error);
+  if (const auto key = repeated_key(doc)) parser.fail("the header names '" + *key + "' twice");
   for (std::size_t i = consumed; i < n; ++i) {
     if (header[i] != ' ') parser.fail("byte " + std::to_string(i) + " after the header's JSON is not a space");
   }
   if (!doc.IsObject()) parser.fail("the header is not a JSON object");
 
-  std::set<std::string, std::less<>> seen;
   for (const auto& member : doc.GetObject()) {
     std::string key(member.name.GetString(), member.name.GetStringLength());
-    if (!seen.insert(key).second) parser.fail("the header names '" + key + "' twice");
     if (key == "__metadata__") {
       layout.metadata = parser.parse_metadata(member.value);
     } else {

@@ -45,8 +45,9 @@ SafetensorsIndex parse_safetensors_index(std::string_view json, std::string_view
   }
   std::size_t consumed = 0;
   std::string error;
-  const auto doc = parse_json_prefix(json, consumed, error);
+  const auto doc = parse_json_prefix(json, consumed, error, DuplicateKeys::kKeepAll);
   if (!error.empty()) fail(name, "invalid JSON: " + error);
+  if (const auto key = repeated_key(doc)) fail(name, "an object in it names '" + *key + "' twice");
   if (json.find_first_not_of(" \t\r\n", consumed) != std::string_view::npos) {
     fail(name, "text follows the JSON value at byte " + std::to_string(consumed));
   }
@@ -65,8 +66,7 @@ SafetensorsIndex parse_safetensors_index(std::string_view json, std::string_view
     if (!file.ends_with(".safetensors")) {
       fail(name, "weight_map['" + tensor + "'] = '" + file + "' is not a .safetensors file");
     }
-    if (!index.weight_map.emplace(tensor, std::move(file)).second)
-      fail(name, "weight_map names '" + tensor + "' twice");
+    index.weight_map.emplace(tensor, std::move(file));
   }
 
   const auto meta_it = doc.FindMember("metadata");

@@ -113,6 +113,7 @@ void parse_request_body(std::string_view body, rapidjson::Document& document) {
   if (depth_of(document) > kMaxJsonDepth) {
     throw_bad_request("The request body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth));
   }
+  engine::format::keep_last_duplicate_members(document);  // a repeated key means its last value, as in Python
 }
 
 const rapidjson::Value* field(const rapidjson::Value& object, std::string_view name) {

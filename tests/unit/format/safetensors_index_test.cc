@@ -49,6 +49,9 @@ TEST(SafetensorsIndex, RefusesBadShapes) {
   EXPECT_THAT(error_of(R"({"metadata":{"total_size":-5},"weight_map":{}})"), HasSubstr("not a non-negative integer"));
   EXPECT_THAT(error_of(R"({"metadata":{"total_size":1.5},"weight_map":{}})"), HasSubstr("not a non-negative integer"));
   EXPECT_THAT(error_of(R"({"weight_map":{"a":"x.safetensors","a":"y.safetensors"}})"), HasSubstr("names 'a' twice"));
+  // At any depth: a reader that took the first 'weight_map' would load other shards than Python does.
+  EXPECT_THAT(error_of(R"({"weight_map":{"a":"x.safetensors"},"weight_map":{"a":"y.safetensors"}})"),
+              HasSubstr("names 'weight_map' twice"));
 }
 
 TEST(SafetensorsIndex, RefusesUnsafeOrForeignShardPaths) {

@@ -119,6 +119,9 @@ TEST(Safetensors, RefusesDuplicateNames) {
   const std::string header =
       R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})";
   EXPECT_THAT(error_of(file_with_header(header, 2)), HasSubstr("names 'a' twice"));
+  // Inside a tensor's own object too: which dtype or offsets would a reader believe?
+  EXPECT_THAT(error_of(file_with_header(R"({"a":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,1]}})", 1)),
+              HasSubstr("names 'dtype' twice"));
 }
 
 TEST(Safetensors, RefusesUnknownDtypeByName) {

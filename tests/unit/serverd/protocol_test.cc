@@ -50,6 +50,24 @@ TEST(ParseBody, RefusesWhatIsNotAJsonObject) {
   EXPECT_THAT(error_of([&] { parse(deep); }).message, HasSubstr("deeper than"));
 }
 
+// A key given twice means its last value, as Python (and so vLLM) reads it, at every depth; a reader that
+// kept the first would serve what a proxy in front of it saw as out of range.
+TEST(ParseBody, RepeatedKeysKeepTheirLastValue) {
+  const ParseLimits limits;
+  EXPECT_EQ(completion_error(R"({"prompt": "x", "max_tokens": 2, "max_tokens": 18446744073709551616})").param,
+            "max_tokens");
+  const auto r =
+      parse_completion_request(parse(R"({"prompt": "a", "max_tokens": 99, "prompt": "b", "max_tokens": 3})"), limits);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "b");
+  EXPECT_EQ(r.common.max_tokens, 3u);
+  const auto nested = parse(R"({"o": {"k": 1, "j": 0, "k": 2}, "l": [{"k": "a", "k": "b"}]})");
+  ASSERT_EQ(nested["o"].MemberCount(), 2u);
+  EXPECT_STREQ(nested["o"].MemberBegin()->name.GetString(), "k");  // where the key first appeared
+  EXPECT_EQ(nested["o"]["k"].GetInt(), 2);
+  EXPECT_STREQ(nested["l"][0]["k"].GetString(), "b");
+}
+
 TEST(ParseCompletion, PromptForms) {
   const ParseLimits limits;
   auto r = parse_completion_request(parse(R"({"prompt": "hi"})"), limits);

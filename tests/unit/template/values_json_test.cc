@@ -25,6 +25,17 @@ TEST(TemplateValues, FromJsonKeepsKeyOrderAndNumberKinds) {
   EXPECT_EQ(v.to_json(), R"({"z": 1, "a": 2.5, "m": [true, null, "s"], "big": 1.8446744073709552e+19, "1": 0})");
 }
 
+// Messages, tools and kwargs come from clients: a repeated key is read as Python reads it (first place,
+// last value), so the template sees what the client's own JSON library meant.
+TEST(TemplateValues, FromJsonRepeatedKeysKeepTheLastValue) {
+  const Value v =
+      Value::parse_json(R"({"role": "user", "content": "first", "x": [{"a": 1, "a": 2}], "content": "last"})");
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : v.as_dict().entries()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"role", "content", "x"}));
+  EXPECT_EQ(v.to_json(), R"({"role": "user", "content": "last", "x": [{"a": 2}]})");
+}
+
 TEST(TemplateValues, BadJsonIsRefused) {
   EXPECT_THROW(Value::parse_json("{", "messages"), std::invalid_argument);
   EXPECT_THROW(Value::parse_json("[1] trailing"), std::invalid_argument);
