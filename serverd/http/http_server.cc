@@ -27,6 +27,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/printable.h"
+
 namespace serverd::http {
 namespace {
 
@@ -65,6 +67,67 @@ Response plain_error(int status, std::string_view message) {
   r.headers.push_back({"Content-Type", "text/plain; charset=utf-8"});
   r.body = std::string(message) + "\n";
   return r;
+}
+
+// obs-fold (a header line continued on the next line after a space or tab, RFC 9112 section 5.2) in the
+// header block at the front of `data`. Beast joins such lines silently, so the raw bytes are checked first.
+bool has_obs_fold(std::string_view data) {
+  const std::size_t end = data.find("\r\n\r\n");
+  const std::string_view header = data.substr(0, end == std::string_view::npos ? data.size() : end + 2);
+  for (std::size_t at = header.find("\r\n"); at != std::string_view::npos; at = header.find("\r\n", at + 2)) {
+    if (at + 2 < header.size() && (header[at + 2] == ' ' || header[at + 2] == '\t')) return true;
+  }
+  return false;
+}
+
+std::string lowercase_trimmed(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  text = text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+struct Refusal {
+  int status;
+  std::string message;
+};
+
+// Framing that a proxy in front could read differently (RFC 9112 sections 3.2 and 6): such a request is
+// refused and its connection closed, so that no bytes of it are ever read as another request.
+std::optional<Refusal> framing_refusal(const bhttp::request_header<>& message) {
+  if (message.count(bhttp::field::host) > 1) return Refusal{400, "The request has more than one Host header"};
+  if (message.count(bhttp::field::content_length) > 1) {
+    return Refusal{400, "The request has more than one Content-Length header"};
+  }
+  std::vector<std::string> codings;
+  std::string written;
+  const auto [first, last] = message.equal_range(bhttp::field::transfer_encoding);
+  for (auto it = first; it != last; ++it) {
+    const std::string_view value(it->value().data(), it->value().size());
+    written += (written.empty() ? "" : ", ") + std::string(value);
+    for (std::size_t start = 0;;) {
+      const std::size_t comma = value.find(',', start);
+      codings.push_back(lowercase_trimmed(value.substr(start, comma - start)));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (first == last) return std::nullopt;
+  const std::string shown = sanitize(written.substr(0, 200));
+  for (const auto& coding : codings) {
+    if (coding != "chunked") {
+      return Refusal{501, "Transfer-Encoding '" + shown +
+                              "' is not supported: send the body with Content-Length, or with Transfer-Encoding: "
+                              "chunked alone"};
+    }
+  }
+  if (codings.size() != 1) return Refusal{400, "Transfer-Encoding '" + shown + "' names chunked more than once"};
+  // Transfer-Encoding: chunked beside Content-Length never gets here: the parser refuses it
+  // (bad_content_length, bad_transfer_encoding).
+  if (message.version() < 11) return Refusal{400, "Transfer-Encoding is not allowed in an HTTP/1.0 request"};
+  return std::nullopt;
 }
 
 // Posting into the io_context from other threads is only safe while it exists and runs; the gate closes
@@ -211,7 +274,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void watch();
   void on_watch(const beast::error_code& ec, std::size_t bytes);
   void read_header();
-  void on_header(const beast::error_code& ec);
+  void parse_header();
+  void on_header_bytes(const beast::error_code& ec, std::size_t bytes);
+  void on_header();
   void on_body(const beast::error_code& ec);
   // The common end of a header or body read: false when the connection closed or the read failed (handled).
   bool read_completed(const beast::error_code& ec);
@@ -394,10 +459,41 @@ void Connection::on_watch(const beast::error_code& ec, std::size_t bytes) {
 void Connection::read_header() {
   phase_ = Phase::kHeader;
   arm(read_timer_, read_generation_, server_->options().header_timeout, &Connection::on_read_timeout);
-  read_pending_ = true;
-  bhttp::async_read_header(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](const beast::error_code& ec, std::size_t) { self->on_header(ec); });
+  parse_header();
+}
+
+// Offers the buffered bytes to the parser, after checking them raw for what the parser would hide; reads
+// more until the header is complete (the parser bounds its size).
+void Connection::parse_header() {
+  const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+  if (has_obs_fold(data)) {
+    disarm(read_timer_, read_generation_);
+    reject(400, "A request header is folded over two lines (obsolete line folding)");
+    return;
+  }
+  beast::error_code ec = bhttp::error::need_more;
+  const std::size_t used = data.empty() ? 0 : parser_->put(buffer_.data(), ec);
+  if (ec == bhttp::error::need_more) {
+    read_pending_ = true;
+    socket_.async_read_some(buffer_.prepare(kReadChunk),
+                            [self = shared_from_this()](const beast::error_code& read_ec, std::size_t bytes) {
+                              self->on_header_bytes(read_ec, bytes);
+                            });
+    return;
+  }
+  buffer_.consume(used);
+  if (read_completed(ec)) on_header();
+}
+
+void Connection::on_header_bytes(const beast::error_code& ec, std::size_t bytes) {
+  read_pending_ = false;
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    close();  // the client left mid-header
+    return;
+  }
+  buffer_.commit(bytes);
+  parse_header();
 }
 
 bool Connection::read_completed(const beast::error_code& ec) {
@@ -411,8 +507,11 @@ bool Connection::read_completed(const beast::error_code& ec) {
   return true;
 }
 
-void Connection::on_header(const beast::error_code& ec) {
-  if (!read_completed(ec)) return;
+void Connection::on_header() {
+  if (auto refusal = framing_refusal(parser_->get())) {
+    reject(refusal->status, refusal->message);
+    return;
+  }
   const auto length = parser_->content_length();
   if (length && *length > server_->options().max_body_bytes) {
     reject(413, "Request body too large");
@@ -443,6 +542,12 @@ void Connection::on_read_error(const beast::error_code& ec) {
     reject(431, "Request header fields too large");
   } else if (ec == bhttp::error::body_limit) {
     reject(413, "Request body too large");
+  } else if (ec == bhttp::error::bad_content_length) {
+    reject(400,
+           "The request's Content-Length is malformed, repeated with another value, or beside "
+           "Transfer-Encoding");
+  } else if (ec == bhttp::error::bad_transfer_encoding) {
+    reject(400, "The request's Transfer-Encoding is repeated or beside Content-Length");
   } else if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
              ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
     reject(400, "Malformed HTTP request");
@@ -472,7 +577,7 @@ void Connection::dispatch() {
   try {
     server_->handle(exchange);
   } catch (const std::exception& e) {
-    std::cerr << "serverd: handler failed: " << e.what() << '\n';
+    std::cerr << "serverd: handler failed: " << base::printable(e.what()) << '\n';
     exchange->respond(server_->error_response(500, "Internal server error"));
   }
 }
@@ -497,7 +602,8 @@ std::string Connection::head(int status, const std::vector<Header>& headers,
 }
 
 void Connection::reject(int status, std::string_view message) {
-  // The request was not read to its end, so the connection cannot carry another one.
+  // The request was not read to its end (or its end is in doubt), so the connection cannot carry another
+  // one: after the response it closes, and what the client still sends is discarded.
   keep_alive_ = false;
   phase_ = Phase::kHandling;
   Response response = server_->error_response(status, message);
@@ -672,7 +778,7 @@ void ServerImpl::start() {
           context_.run();
           return;
         } catch (const std::exception& e) {
-          std::cerr << "serverd: I/O thread: " << e.what() << '\n';
+          std::cerr << "serverd: I/O thread: " << base::printable(e.what()) << '\n';
         }
       }
     });

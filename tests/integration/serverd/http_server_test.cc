@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -51,6 +52,7 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void start(ServerOptions options = {}) {
     server_ = std::make_unique<Server>(std::move(options), [this](std::shared_ptr<Exchange> exchange) {
+      ++handled_;
       const auto& request = exchange->request();
       if (request.path() == "/park") {
         parked_.add(exchange);
@@ -65,6 +67,7 @@ class HttpServerTest : public ::testing::Test {
   }
 
   Parked parked_;
+  std::atomic<int> handled_{0};  // requests that reached the handler
   std::unique_ptr<Server> server_;
 };
 
@@ -125,6 +128,58 @@ TEST_F(HttpServerTest, OversizedHeaderGets431AndMalformedRequestsGet400) {
   bad.send("NOT HTTP AT ALL\r\n\r\n");
   EXPECT_EQ(bad.read_response().status, 400);
   EXPECT_TRUE(bad.wait_closed());
+}
+
+// Framing that a proxy in front could read differently from serverd is refused and the connection closed,
+// so the bytes after the header are never served as a second request (RFC 9112 sections 3.2, 5.2, 6).
+TEST_F(HttpServerTest, AmbiguousFramingIsRefusedAndClosesTheConnection) {
+  ServerOptions options;
+  options.idle_timeout = std::chrono::milliseconds(200);  // bounds the linger after each refusal
+  start(options);
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string chunked_end = "0\r\n\r\n";
+  struct Case {
+    std::string head;  // the request line and headers, without the blank line
+    std::string body;
+    int status;
+    const char* message;  // a part of it
+  };
+  const std::string post = "POST /echo HTTP/1.1\r\nHost: x\r\n";
+  const Case cases[] = {
+      {post + "Transfer-Encoding: gzip", smuggled, 501, "'gzip' is not supported"},
+      {post + "Transfer-Encoding: chunked, chunked\r\nContent-Length: 5", chunked_end + smuggled, 400,
+       "chunked more than once"},
+      {post + "Transfer-Encoding: chunked, gzip\r\nContent-Length: 5", chunked_end + smuggled, 501, "not supported"},
+      {post + "Transfer-Encoding: gzip, chunked", chunked_end + smuggled, 501, "not supported"},
+      {post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked", chunked_end + smuggled, 400,
+       "Transfer-Encoding is repeated"},
+      {post + "Transfer-Encoding: chunked\r\nContent-Length: 5", chunked_end + smuggled, 400, "Content-Length"},
+      {post + "Content-Length: 5\r\nTransfer-Encoding: chunked", chunked_end + smuggled, 400, "Transfer-Encoding"},
+      {post + "Transfer-Encoding: gzip\r\nContent-Length: 5", chunked_end + smuggled, 501, "not supported"},
+      {post + "Content-Length: 5\r\nContent-Length: 5", chunked_end + smuggled, 400, "Content-Length"},
+      {post + "Host: y\r\nContent-Length: 0", smuggled, 400, "more than one Host"},
+      {post + "X-Folded: a\r\n b\r\nContent-Length: 0", smuggled, 400, "folded"},
+      {"POST /echo HTTP/1.1\r\n Host: x\r\nContent-Length: 0", smuggled, 400, "folded"},
+      {"POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked", chunked_end + smuggled, 400, "HTTP/1.0"},
+      {post + "Transfer-Encoding: chunked", "zz\r\n\r\n" + smuggled, 400, "Malformed"},  // a bad chunk size
+  };
+  for (const auto& c : cases) {
+    HttpConnection connection(server_->port());
+    connection.send(c.head + "\r\n\r\n" + c.body);
+    const auto reply = connection.read_response();
+    EXPECT_EQ(reply.status, c.status) << c.head;
+    EXPECT_THAT(reply.body, HasSubstr(c.message)) << c.head;
+    EXPECT_EQ(reply.header("connection"), "close") << c.head;
+    EXPECT_TRUE(connection.wait_closed()) << c.head;
+  }
+  EXPECT_EQ(handled_.load(), 0);  // neither the refused requests nor what followed them were served
+  // A plain chunked body (the coding's name is case-insensitive) still works and keeps the connection.
+  HttpConnection c(server_->port());
+  c.send(post + "Transfer-Encoding: Chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n");
+  const auto reply = c.read_response();
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, "POST /echo ok");
+  EXPECT_EQ(reply.header("connection"), "keep-alive");
 }
 
 TEST_F(HttpServerTest, ExpectContinueGetsAnInterimResponse) {
