@@ -14,6 +14,7 @@
 #include <string_view>
 #include <thread>
 
+#include "base/printable.h"
 #include "fetchd/client/fetch_error.h"
 #include "fetchd/client/flags.h"
 #include "fetchd/client/model_reference.h"
@@ -65,7 +66,7 @@ class PullObserver final : public fetchd::resolve::ResolveObserver {
   void log(const std::string& line, bool detail) override {
     if (detail && !verbose_) return;
     end_bar();
-    std::cerr << "fetchd: " << line << '\n';
+    std::cerr << "fetchd: " << base::printable(line) << '\n';
   }
 
   void progress(fetchd::resolve::Phase phase, const std::string& file, std::uint64_t done,
@@ -75,12 +76,13 @@ class PullObserver final : public fetchd::resolve::ResolveObserver {
     if (now - last_draw_ < std::chrono::milliseconds(100) && done != total) return;
     last_draw_ = now;
     const char* what = phase == fetchd::resolve::Phase::Verifying ? "proving" : "fetching";
+    const std::string shown = base::printable(file);
     char line[256];
     if (total > 0) {
-      std::snprintf(line, sizeof line, "\r%s %-40.40s %8.1f / %.1f MB %3d%%", what, file.c_str(), done / 1e6,
+      std::snprintf(line, sizeof line, "\r%s %-40.40s %8.1f / %.1f MB %3d%%", what, shown.c_str(), done / 1e6,
                     total / 1e6, static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total)));
     } else {
-      std::snprintf(line, sizeof line, "\r%s %-40.40s %8.1f MB", what, file.c_str(), done / 1e6);
+      std::snprintf(line, sizeof line, "\r%s %-40.40s %8.1f MB", what, shown.c_str(), done / 1e6);
     }
     std::cerr << line << std::flush;
     bar_shown_ = true;
@@ -148,11 +150,12 @@ int verify(std::span<char* const> args) {
   std::size_t failed = 0;
   const auto reports = fetchd::verify::verify_cache(settings.cache_dir, options, [&](const auto& r) {
     if (r.ok()) {
-      std::cout << "ok      " << r.path.string() << "  ("
+      std::cout << "ok      " << base::printable(r.path.string()) << "  ("
                 << (r.proven_by.empty() ? "nothing to check against" : r.proven_by) << ")\n";
     } else {
       ++failed;
-      std::cout << (r.removed ? "DELETED " : "FAILED  ") << r.path.string() << ": " << r.problem << '\n';
+      std::cout << (r.removed ? "DELETED " : "FAILED  ") << base::printable(r.path.string()) << ": "
+                << base::printable(r.problem) << '\n';
     }
   });
   std::cerr << "fetchd: " << reports.size() << " file(s) checked in " << settings.cache_dir.string() << ", " << failed
@@ -255,10 +258,10 @@ int main(int argc, char** argv) {
     if (command == "health") return health(args.subspan(1));
     throw fetchd::client::UsageError("unknown command '" + std::string(command) + "' (see fetchd --help)");
   } catch (const fetchd::FetchError& e) {
-    std::cerr << "fetchd: " << e.what() << '\n';
+    std::cerr << "fetchd: " << base::printable(e.what()) << '\n';
     return fetchd::exit_code(e.kind());
   } catch (const std::exception& e) {
-    std::cerr << "fetchd: " << e.what() << '\n';
+    std::cerr << "fetchd: " << base::printable(e.what()) << '\n';
     return fetchd::exit_code(fetchd::ErrorKind::Internal);
   }
 }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "base/printable.h"
 #include "engine/runtime/engine.h"
 #include "serverd/fetch/fetchd_client.h"
 #include "serverd/scheduler/engine_generator.h"
@@ -85,13 +86,14 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
       address = child->address();
     }
     phase("downloading");
-    std::cerr << "serverd: resolving " << options.model << " through fetchd at " << address << '\n';
+    std::cerr << "serverd: resolving " << base::printable(options.model) << " through fetchd at " << address << '\n';
     ProgressLog log;
     const auto result = fetch::resolve(address, {options.model, options.revision, options.download_dir},
                                        [&](const ::fetch::v1::Progress& p) { log(p); });
     path = result.local_path();
-    std::cerr << "serverd: " << options.model << (result.commit().empty() ? "" : " at " + result.commit()) << " is "
-              << path.string() << (result.from_cache() ? " (from the cache)" : "") << '\n';
+    std::cerr << "serverd: "
+              << base::printable(options.model + (result.commit().empty() ? "" : " at " + result.commit())) << " is "
+              << base::printable(path.string()) << (result.from_cache() ? " (from the cache)" : "") << '\n';
   }
   phase("loading");
   engine::runtime::EngineOptions eo;
@@ -100,7 +102,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   eo.gpu_memory_utilization = options.gpu_memory_utilization;
   eo.enforce_eager = options.enforce_eager;
   auto engine = engine::runtime::Engine::load(path, eo);
-  std::cerr << "serverd: loaded " << path.string() << " ("
+  std::cerr << "serverd: loaded " << base::printable(path.string()) << " ("
             << engine::model::architecture_name(engine->config().architecture) << ", max_model_len "
             << engine->max_model_len() << ") on " << engine->device_name() << '\n';
   return std::make_unique<EngineModel>(std::move(child), std::move(engine), options);

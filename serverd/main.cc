@@ -11,6 +11,7 @@
 #include <span>
 #include <thread>
 
+#include "base/printable.h"
 #include "fetchd/client/fetch_error.h"
 #include "serverd/api/api_server.h"
 #include "serverd/engine_loader.h"
@@ -62,21 +63,22 @@ int main(int argc, char** argv) {
     const auto model =
         serverd::load_model(*options, [&server](std::string phase) { server.set_phase(std::move(phase)); });
     if (!model) {
-      std::cerr << "serverd: this build has no inference engine yet, so it cannot serve '" << options->model << "'\n";
+      std::cerr << "serverd: this build has no inference engine yet, so it cannot serve '"
+                << base::printable(options->model) << "'\n";
       return 1;
     }
     server.serve(model->info(), model->generator());
-    std::cerr << "serverd: serving '" << options->served_model_name << "' on " << options->host << ':' << server.port()
-              << '\n';
+    std::cerr << "serverd: serving '" << base::printable(options->served_model_name) << "' on " << options->host << ':'
+              << server.port() << '\n';
     stopped.wait();
     std::cerr << "serverd: shutting down\n";
     server.shutdown(kShutdownGrace);
     return 0;
   } catch (const fetchd::FetchError& e) {
-    std::cerr << "serverd: " << e.what() << '\n';
+    std::cerr << "serverd: " << base::printable(e.what()) << '\n';
     return fetchd::exit_code(e.kind());
   } catch (const std::exception& e) {
-    std::cerr << "serverd: " << e.what() << '\n';
+    std::cerr << "serverd: " << base::printable(e.what()) << '\n';
     return 1;
   }
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "base/printable.h"
 #include "engine/format/json.h"
 #include "engine/format/safetensors_index.h"
 #include "fetchd/client/fetch_error.h"
@@ -62,6 +63,12 @@ std::vector<ListingEntry> parse_tree_page(std::string_view json, std::string_vie
     const auto path = string_member(item, "path");
     if (!path) refuse(repo_id, "holds an entry without a path.");
     if (type == "directory") continue;
+    // The path becomes a file name in the snapshot and a word in log lines: it must be plain text.
+    if (base::has_control_characters(*path)) {
+      refuse(repo_id, "names the path '" + base::printable(*path) +
+                          "', which holds a control character or bytes that are not UTF-8; no repository file "
+                          "can be named so.");
+    }
     if (!engine::format::is_safe_relative_path(*path)) {
       refuse(repo_id, "names the path '" + *path + "', which could reach outside the repository folder.");
     }
@@ -131,7 +138,7 @@ void check_listing_integrity(const std::vector<ListingEntry>& entries, std::stri
     const std::string* path;
   };
   std::map<std::string, Owner, std::less<>> by_id;
-  std::map<std::string_view, std::uint64_t> by_path;
+  std::map<std::string_view, std::optional<std::uint64_t>> by_path;
 
   const auto claim = [&](const std::string& id, std::optional<std::uint64_t> size, const ListingEntry& e) {
     if (id.empty()) return;
@@ -154,12 +161,15 @@ void check_listing_integrity(const std::vector<ListingEntry>& entries, std::stri
   for (const auto& e : entries) {
     claim(e.oid, e.size, e);
     if (e.lfs_oid) claim(*e.lfs_oid, e.content_size(), e);
-    if (const auto size = e.content_size()) {
-      const auto [it, inserted] = by_path.try_emplace(e.path, *size);
-      if (!inserted && it->second != *size) {
-        refuse(repo_id, "lists '" + e.path + "' twice, at " + std::to_string(it->second) + " and " +
-                            std::to_string(*size) + " bytes.");
-      }
+    // One path, one file: which of two entries would the snapshot hold, and which id would prove it?
+    const auto size = e.content_size();
+    const auto [it, inserted] = by_path.try_emplace(e.path, size);
+    if (!inserted) {
+      const bool sized = it->second && size && *it->second != *size;
+      refuse(repo_id, "lists '" + e.path + "' twice" +
+                          (sized ? ", at " + std::to_string(*it->second) + " and " + std::to_string(*size) + " bytes"
+                                 : std::string()) +
+                          ".");
     }
   }
 }

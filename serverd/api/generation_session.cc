@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "base/printable.h"
 #include "serverd/api/api_error.h"
 #include "serverd/api/responses.h"
 
@@ -145,7 +146,7 @@ void GenerationSession::drain() {
       }
     } catch (const std::exception& e) {
       // Nothing the client sent can get here; an internal failure ends this request only.
-      std::cerr << "serverd: request " << settings_.id << " failed: " << e.what() << '\n';
+      std::cerr << "serverd: request " << settings_.id << " failed: " << base::printable(e.what()) << '\n';
       abort_locked();
       if (!completed_) {
         completed_ = true;

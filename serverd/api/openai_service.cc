@@ -4,6 +4,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "base/printable.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "serverd/api/api_error.h"
 #include "serverd/api/json_io.h"
@@ -95,7 +96,8 @@ void OpenAiService::handle(const std::shared_ptr<http::Exchange>& exchange) {
     response.headers.insert(response.headers.begin(), headers.begin(), headers.end());
     exchange->respond(std::move(response));
   } catch (const std::exception& e) {
-    std::cerr << "serverd: " << request.method << ' ' << request.path() << " failed: " << e.what() << '\n';
+    std::cerr << "serverd: " << base::printable(request.method) << ' ' << base::printable(request.path())
+              << " failed: " << base::printable(e.what()) << '\n';
     http::Response response = error_response(ApiError{500, "Internal server error", std::nullopt, std::nullopt});
     response.headers.insert(response.headers.begin(), headers.begin(), headers.end());
     exchange->respond(std::move(response));

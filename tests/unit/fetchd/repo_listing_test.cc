@@ -119,5 +119,47 @@ TEST(RepoListing, RefusesOnePathAtTwoSizes) {
               HasSubstr("lists 'x' twice, at 1 and 2 bytes"));
 }
 
+// Two entries for one path: which would the snapshot hold, and which id would prove it? Refused even when
+// the sizes agree.
+TEST(RepoListing, RefusesOnePathListedTwice) {
+  EXPECT_THAT(integrity_error(R"([{"type":"file","oid":"a1","size":5,"path":"x"},
+                                  {"type":"file","oid":"b2","size":5,"path":"x"}])"),
+              HasSubstr("lists 'x' twice."));
+  EXPECT_THAT(integrity_error(R"([{"type":"file","oid":"a1","path":"x"},{"type":"file","oid":"a1","path":"x"}])"),
+              HasSubstr("lists 'x' twice."));
+}
+
+// A path becomes a snapshot file name and a word in log lines: control characters and bytes that are not
+// UTF-8 are refused, and the refusal itself prints them escaped.
+TEST(RepoListing, RefusesPathsWithControlCharacters) {
+  for (const std::string path :
+       {R"(mod\nel\r\u001b[31m.safetensors)", R"(a\tb)", R"(x\u007f)", R"(c1\u009b2J)", R"(nul\u0000.bin)"}) {
+    std::string message;
+    try {
+      parse_tree_page(R"([{"type":"file","oid":"a1","size":1,"path":")" + path + R"("}])", "org/repo");
+    } catch (const FetchError& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Integrity);
+      message = e.what();
+    }
+    EXPECT_THAT(message, HasSubstr("control character")) << path;
+    for (const char c : message) {
+      EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f) << "raw control byte in: " << message;
+    }
+  }
+  EXPECT_THAT(
+      [] {
+        try {
+          parse_tree_page("[{\"type\":\"file\",\"path\":\"mod\\nel\\u001b[31m\"}]", "org/repo");
+        } catch (const FetchError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      HasSubstr("'mod\\nel\\x1b[31m'"));
+  // Printable UTF-8 beyond ASCII is a file name like any other.
+  EXPECT_EQ(parse_tree_page(R"([{"type":"file","oid":"a1","size":1,"path":"modèle/日本.json"}])", "org/repo").size(),
+            1u);
+}
+
 }  // namespace
 }  // namespace fetchd::hub
