@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "fetchd/client/fetch_error.h"
+#include "fetchd/transfer/http_client.h"
 
 namespace fetchd::hub {
 
@@ -109,6 +110,12 @@ bool https_built() {
 }
 
 void check_endpoint_transport(std::string_view endpoint, bool with_https) {
+  if (transfer::has_userinfo(endpoint)) {
+    throw FetchError(ErrorKind::Usage,
+                     "HF_ENDPOINT names a user or password before its host (" + transfer::url_origin(endpoint) +
+                         "). fetchd sends no credential taken from a URL, since a redirect could carry it to "
+                         "another host: remove it from HF_ENDPOINT and give the token as HF_TOKEN.");
+  }
   if (endpoint.starts_with("http://")) return;
   if (!endpoint.starts_with("https://")) {
     throw FetchError(ErrorKind::Usage, "the hub endpoint '" + std::string(endpoint) +

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "fetchd/client/fetch_error.h"
+
 namespace fetchd::transfer {
 
 namespace {
@@ -174,6 +176,12 @@ HttpResult HttpClient::perform(const HttpRequest& request, const BodySink* sink,
   s.last_progress = std::chrono::steady_clock::now();
   s.last_bytes = -1;
 
+  // Credentials travel only as headers the caller chose for an origin, never inside a URL (libcurl would
+  // turn userinfo into Basic authentication for whichever host the URL names).
+  if (has_userinfo(request.url)) {
+    throw FetchError(ErrorKind::Usage, "refusing to request a URL that carries a user name or password (" +
+                                           url_origin(request.url) + "); give credentials as HF_TOKEN");
+  }
   CURL* c = s.curl;
   curl_easy_reset(c);  // keeps the connection cache, clears every option
   curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
@@ -246,7 +254,18 @@ std::string resolve_url(std::string_view base, std::string_view location) {
   if (curl_url_set(url.h, CURLUPART_URL, std::string(base).c_str(), 0) != CURLUE_OK) return std::string(location);
   // With a base already set, libcurl resolves a relative reference per RFC 3986.
   if (curl_url_set(url.h, CURLUPART_URL, std::string(location).c_str(), 0) != CURLUE_OK) return {};
+  // A target's userinfo would become an Authorization header for whatever host it names: dropped.
+  curl_url_set(url.h, CURLUPART_USER, nullptr, 0);
+  curl_url_set(url.h, CURLUPART_PASSWORD, nullptr, 0);
+  curl_url_set(url.h, CURLUPART_OPTIONS, nullptr, 0);
   return url.get(CURLUPART_URL);
+}
+
+bool has_userinfo(std::string_view text) {
+  UrlHandle url;
+  if (curl_url_set(url.h, CURLUPART_URL, std::string(text).c_str(), 0) != CURLUE_OK) return false;
+  return !url.get(CURLUPART_USER).empty() || !url.get(CURLUPART_PASSWORD).empty() ||
+         !url.get(CURLUPART_OPTIONS).empty();
 }
 
 std::string url_origin(std::string_view text) {

@@ -91,8 +91,12 @@ std::optional<std::string> find_link(const HttpHeaders& headers, std::string_vie
 bool curl_supports_https();
 
 // RFC 3986 reference resolution: `location` (absolute, scheme-relative, absolute-path or relative)
-// against `base`. The reference's own query is kept.
+// against `base`. The reference's own query is kept; any userinfo (user:password@) is dropped, so that no
+// redirect or link can carry credentials to another host.
 std::string resolve_url(std::string_view base, std::string_view location);
+
+// True when the URL holds userinfo (a user name, password or login options before the host).
+bool has_userinfo(std::string_view url);
 
 // "scheme://host:port" of a URL, with the default port made explicit, lower-cased: two URLs may share
 // credentials only when their origins are equal.

@@ -287,6 +287,23 @@ TEST_F(ResolveTest, TheTokenNeverReachesAnotherHost) {
   EXPECT_TRUE(saw_lfs);
 }
 
+// A redirect whose target carries userinfo ("user:password@") would have libcurl send those as Basic
+// credentials to the host it names: the userinfo is dropped and the redirect followed without it.
+TEST_F(ResolveTest, ARedirectNeverCarriesCredentialsFromItsUserinfo) {
+  const std::string commit = add_model("org/model");
+  const std::string port = hub_.endpoint().substr(hub_.endpoint().rfind(':') + 1);
+  hub_.faults().fail_next("/config.json", 1, 302,
+                          {{"Location", "http://hub-user:hub-password@localhost:" + port + "/org/model/resolve/" +
+                                            commit + "/config.json"}});
+  EXPECT_NO_THROW(resolve("org/model"));
+  bool followed = false;
+  for (const auto& r : hub_.requests()) {
+    EXPECT_EQ(r.authorization, "") << r.host << r.target;
+    followed = followed || (r.host == "localhost:" + port && r.target.ends_with("/config.json"));
+  }
+  EXPECT_TRUE(followed);
+}
+
 TEST_F(ResolveTest, RelativeRedirectsKeepTheirQuery) {
   add_model("org/model");
   hub_.faults().set_relative_lfs_redirect(true);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fetchd/client/fetch_error.h"
 #include "fetchd/transfer/retry_policy.h"
 
 namespace fetchd::transfer {
@@ -16,6 +17,32 @@ TEST(ResolveUrl, FollowsRfc3986) {
   EXPECT_EQ(resolve_url(base, "https://x.test:8443/lfs/1?sig=abc&exp=2"), "https://x.test:8443/lfs/1?sig=abc&exp=2");
   EXPECT_EQ(resolve_url("http://h:1/repo/resolve/c/model.bin", "/lfs/objects/ab?sig=z"),
             "http://h:1/lfs/objects/ab?sig=z");
+}
+
+// No redirect or link target keeps userinfo: libcurl would turn it into Basic credentials for that host.
+TEST(ResolveUrl, DropsUserinfo) {
+  EXPECT_EQ(resolve_url("http://127.0.0.1:9/x", "http://127.0.0.1:9@other.test/y?q=1"), "http://other.test/y?q=1");
+  EXPECT_EQ(resolve_url("http://h.test/x", "https://user:secret@cdn.test:8443/lfs"), "https://cdn.test:8443/lfs");
+  EXPECT_EQ(resolve_url("http://user:secret@h.test/a/b", "c"), "http://h.test/a/c");
+  EXPECT_FALSE(has_userinfo(resolve_url("http://h.test/", "//u:p@o.test/")));
+  EXPECT_TRUE(has_userinfo("http://u@h.test/"));
+  EXPECT_TRUE(has_userinfo("http://:p@h.test/"));
+  EXPECT_FALSE(has_userinfo("http://h.test/a@b"));  // '@' in the path is not userinfo
+}
+
+// And the client itself never sends a URL that carries some, whoever built it (a reconstruction's URLs
+// come from the hub).
+TEST(HttpClient, RefusesUrlsWithUserinfo) {
+  HttpClient client;
+  HttpRequest request;
+  request.url = "http://user:secret@127.0.0.1:9/x";
+  try {
+    client.perform(request);
+    ADD_FAILURE() << "performed";
+  } catch (const FetchError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+  }
 }
 
 TEST(UrlOrigin, IncludesSchemeHostAndPort) {

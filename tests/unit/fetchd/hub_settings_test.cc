@@ -106,6 +106,21 @@ TEST(EndpointTransport, HttpsNeedsABuildWithHttps) {
   EXPECT_THROW(check_endpoint_transport("ftp://x", true), FetchError);
 }
 
+// Userinfo in HF_ENDPOINT would be sent as Basic credentials and could ride a redirect: refused, without
+// repeating the password, pointing at HF_TOKEN.
+TEST(EndpointTransport, RefusesUserinfoInTheEndpoint) {
+  for (const char* endpoint : {"http://user:hunter2@mirror.local", "https://hunter2@mirror.local:8443/hub"}) {
+    try {
+      check_endpoint_transport(endpoint, true);
+      ADD_FAILURE() << "accepted " << endpoint;
+    } catch (const FetchError& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Usage);
+      EXPECT_THAT(e.what(), HasSubstr("HF_TOKEN"));
+      EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("hunter2")));
+    }
+  }
+}
+
 TEST(EndpointTransport, ThisBuildHasHttps) {  // the default build; FETCHD_HTTPS=OFF is checked by a slow test
   EXPECT_TRUE(https_built());
 }
