@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iostream>
 
+#include "base/printable.h"
+
 namespace serverd::scheduler {
 
 using api::FinishReason;
@@ -15,7 +17,7 @@ struct EngineGenerator::Sequence {
   engine::runtime::SequenceCache cache;
   std::vector<std::int32_t> tokens;  // the prompt, then every generated token
   std::size_t generated = 0;
-  std::vector<std::uint64_t> prompt_hashes;  // for the prefix cache
+  std::vector<BlockKey> prompt_keys;  // for the prefix cache
   bool prefix_looked_up = false;
 
   Sequence(std::uint64_t h, api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s)
@@ -168,10 +170,11 @@ bool EngineGenerator::plan_step(std::vector<Planned>& plan) {
     Sequence& seq = *waiting_.front();
     if (options_.prefix_caching && !seq.prefix_looked_up) {
       seq.prefix_looked_up = true;
-      if (seq.prompt_hashes.empty()) seq.prompt_hashes = prefix_.block_hashes(seq.request.prompt_tokens);
+      if (seq.prompt_keys.empty()) seq.prompt_keys = prefix_.block_keys(seq.request.prompt_tokens);
       // The block holding the last prompt token is always computed, so that there are logits to sample.
       const std::size_t max_blocks = (seq.tokens.size() - 1) / engine_.block_size();
-      const std::size_t hits = prefix_.match(seq.prompt_hashes, max_blocks, seq.cache.block_table);
+      const std::size_t hits =
+          prefix_.match(seq.request.prompt_tokens, seq.prompt_keys, max_blocks, seq.cache.block_table);
       seq.cache.cached = hits * engine_.block_size();
       prefix_queries_ += seq.request.prompt_tokens.size();
       prefix_hits_ += seq.cache.cached;
@@ -198,7 +201,7 @@ void EngineGenerator::execute(std::vector<Planned>& plan) {
   try {
     engine_.step_and_sample(inputs, samplers, sampled_);
   } catch (const std::exception& e) {
-    std::cerr << "serverd: an engine step failed: " << e.what() << "; its sequences are aborted\n";
+    std::cerr << "serverd: an engine step failed: " << base::printable(e.what()) << "; its sequences are aborted\n";
     for (const auto& p : plan) p.seq->cache.cached = 0;
     std::vector<std::uint64_t> failed;
     for (const auto& p : plan) failed.push_back(p.seq->handle);
@@ -217,8 +220,10 @@ void EngineGenerator::execute(std::vector<Planned>& plan) {
     Sequence& seq = *p.seq;
     // Prompt blocks completed by this step join the prefix cache.
     if (options_.prefix_caching) {
-      const std::size_t full = std::min(seq.cache.cached / bs, seq.prompt_hashes.size());
-      for (std::size_t b = 0; b < full; ++b) prefix_.insert(seq.prompt_hashes[b], seq.cache.block_table[b]);
+      const std::size_t full = std::min(seq.cache.cached / bs, seq.prompt_keys.size());
+      for (std::size_t b = 0; b < full; ++b) {
+        prefix_.insert(seq.request.prompt_tokens, seq.prompt_keys, b, seq.cache.block_table[b]);
+      }
     }
     if (!p.logits) continue;
     const auto& sampled = sampled_[row];
