@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the parsers and servers that read untrusted input (chat templates, JSON, HTTP, hub listings, URLs,
+# the prefix cache) with AddressSanitizer and UndefinedBehaviorSanitizer into build-sanitize/ (override
+# with BUILD_DIR), and runs their tests there. Any sanitizer report fails the test that caused it.
+# Extra arguments go to every test binary, e.g. scripts/sanitize-test.sh --gtest_filter='*Security*'.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build-sanitize}
+targets=(base_tests format_tests engine_template_tests fetchd_tests fetchd_client_tests fetchd_resolve_tests
+  serverd_http_tests serverd_api_tests serverd_prefix_cache_tests)
+if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DENGINE_CUDA=OFF -DMODELSERVE_WERROR=ON \
+    -DMODELSERVE_SANITIZE=address,undefined
+fi
+cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# The binaries run directly (each is one GoogleTest program); ctest would list every test of the project.
+passed=0
+failed=0
+for target in "${targets[@]}"; do
+  binary=$(find "$build_dir/tests" -maxdepth 2 -type f -name "$target" | head -1)
+  if "$binary" "$@" >"$build_dir/$target.log" 2>&1; then
+    passed=$((passed + 1))
+    echo "sanitize: $target passed ($(grep -m1 -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$build_dir/$target.log"))"
+  else
+    failed=$((failed + 1))
+    echo "sanitize: $target FAILED; its output:"
+    tail -n 60 "$build_dir/$target.log"
+  fi
+done
+echo "sanitize: $passed of ${#targets[@]} test programs passed under ASan and UBSan"
+[[ $failed -eq 0 ]]
