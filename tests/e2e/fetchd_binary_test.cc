@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -110,6 +111,26 @@ TEST_F(FetchdBinary, ExitCodesTellFailuresApart) {
   hub_.commit("org/bin", "main", {{"config.json", "{}", false}, {"pytorch_model.bin", "x", true}});
   EXPECT_EQ(pull({"--model", "org/bin"}, nullptr, &err), 8);
   // Network (7) needs retries to run out; the kinds' codes are checked one by one in FetchError's tests.
+}
+
+// What the hub or a user names reaches stderr escaped: no control byte from outside can forge a log line or
+// drive the terminal.
+TEST_F(FetchdBinary, OutsideStringsReachTheLogEscaped) {
+  const auto no_control_bytes = [](const std::string& text) {
+    for (const char c : text) {
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7f) return false;
+    }
+    return true;
+  };
+  hub_.faults().override_tree("org/model", R"([{"type":"file","oid":"a1","size":1,"path":"mod\nel\r\u001b[31m.bin"}])");
+  std::string err;
+  EXPECT_EQ(pull({"--model", "org/model", "--verbose"}, nullptr, &err), 5);
+  EXPECT_THAT(err, HasSubstr("'mod\\nel\\r\\x1b[31m.bin'"));
+  EXPECT_TRUE(no_control_bytes(err)) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;  // one line, not a forged second one
+  EXPECT_EQ(pull({"--model", "org/\x1b]0;owned\x07model\rfetchd: all good"}, nullptr, &err), 2);
+  EXPECT_TRUE(no_control_bytes(err)) << err;
+  EXPECT_THAT(err, HasSubstr("\\x1b]0;owned\\x07model\\rfetchd: all good"));
 }
 
 TEST_F(FetchdBinary, SigintCancelsAndKeepsThePartialFileForTheNextRun) {
