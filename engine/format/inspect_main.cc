@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/printable.h"
 #include "engine/format/format_error.h"
 #include "engine/format/gguf.h"
 #include "engine/format/safetensors.h"
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
     std::cout << buffer.GetString() << '\n';
     return 0;
   } catch (const engine::format::FormatError& e) {
-    std::cerr << "model-file-inspect: " << e.what() << '\n';
+    std::cerr << "model-file-inspect: " << base::printable(e.what()) << '\n';
     return 1;
   }
 }

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 
+#include "base/printable.h"
 #include "engine/runtime/engine.h"
 #include "engine/sampling/sampler.h"
 #include "fetchd/client/flags.h"
@@ -70,7 +71,7 @@ int run(const RunOptions& o) {
   auto engine = engine::runtime::Engine::load(o.model, eo);
   const auto& tok = engine->tokenizer();
   if (o.verbose) {
-    std::cerr << "engine-run: loaded " << o.model << " ("
+    std::cerr << "engine-run: loaded " << base::printable(o.model) << " ("
               << engine::model::architecture_name(engine->config().architecture) << ", "
               << engine->checkpoint().weight_bytes() / 1e6 << " MB of weights) on " << engine->device_name() << " in "
               << seconds_since(load_start) << " s\n";
@@ -160,10 +161,10 @@ int main(int argc, char** argv) {
     if (o.prompt.empty()) throw fetchd::client::UsageError("--prompt is required");
     return run(o);
   } catch (const fetchd::client::UsageError& e) {
-    std::cerr << "engine-run: " << e.what() << "\n" << flags.help();
+    std::cerr << "engine-run: " << base::printable(e.what()) << "\n" << flags.help();
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "engine-run: " << e.what() << '\n';
+    std::cerr << "engine-run: " << base::printable(e.what()) << '\n';
     return 1;
   }
 }

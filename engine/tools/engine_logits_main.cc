@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/printable.h"
 #include "engine/runtime/engine.h"
 #include "fetchd/client/flags.h"
 
@@ -102,10 +103,10 @@ int main(int argc, char** argv) {
     if (o.out.empty()) throw fetchd::client::UsageError("--out is required");
     return run(o);
   } catch (const fetchd::client::UsageError& e) {
-    std::cerr << "engine-logits: " << e.what() << "\n" << flags.help();
+    std::cerr << "engine-logits: " << base::printable(e.what()) << "\n" << flags.help();
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "engine-logits: " << e.what() << '\n';
+    std::cerr << "engine-logits: " << base::printable(e.what()) << '\n';
     return 1;
   }
 }
