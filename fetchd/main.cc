@@ -14,9 +14,9 @@
 #include <string_view>
 #include <thread>
 
+#include "base/flags.h"
 #include "base/printable.h"
 #include "fetchd/client/fetch_error.h"
-#include "fetchd/client/flags.h"
 #include "fetchd/client/model_reference.h"
 #include "fetchd/hub/hub_settings.h"
 #include "fetchd/resolve/resolver.h"
@@ -102,8 +102,7 @@ class PullObserver final : public fetchd::resolve::ResolveObserver {
 int pull(std::span<char* const> args) {
   fetchd::resolve::ResolveRequest request;
   bool verbose = false;
-  fetchd::client::FlagParser flags(
-      "usage: fetchd pull --model MODEL [--revision REV] [--download-dir DIR] [--verbose]");
+  base::FlagParser flags("usage: fetchd pull --model MODEL [--revision REV] [--download-dir DIR] [--verbose]");
   flags.add_string("model", "MODEL", "A directory, a .gguf file, org/repo or org/repo:QUANT", &request.model);
   flags.add_string("revision", "REV", "Branch, tag or 40-hex commit (default: main)", &request.revision);
   flags.add_string("download-dir", "DIR", "Cache directory; beats HF_HUB_CACHE and HF_HOME", &request.download_dir);
@@ -112,7 +111,7 @@ int pull(std::span<char* const> args) {
     std::fputs(flags.help().c_str(), stdout);
     return 0;
   }
-  if (request.model.empty()) throw fetchd::client::UsageError("pull needs --model (see fetchd pull --help)");
+  if (request.model.empty()) throw base::UsageError("pull needs --model (see fetchd pull --help)");
 
   fetchd::transfer::CancelToken cancel;
   cancel_on_signals(cancel);
@@ -131,7 +130,7 @@ int verify(std::span<char* const> args) {
   std::string model;
   std::string download_dir;
   bool remove = false;
-  fetchd::client::FlagParser flags("usage: fetchd verify [--model org/repo] [--download-dir DIR] [--delete]");
+  base::FlagParser flags("usage: fetchd verify [--model org/repo] [--download-dir DIR] [--delete]");
   flags.add_string("model", "REPO", "Only this repository (default: the whole cache)", &model);
   flags.add_string("download-dir", "DIR", "Cache directory; beats HF_HUB_CACHE and HF_HOME", &download_dir);
   flags.add_switch("delete", "Delete files that fail, and the snapshot entries naming them", &remove);
@@ -143,7 +142,7 @@ int verify(std::span<char* const> args) {
   options.remove_failures = remove;
   if (!model.empty()) {
     const auto ref = fetchd::client::parse_model_reference(model);
-    if (ref.is_local()) throw fetchd::client::UsageError("verify checks the cache; '" + model + "' is a local path");
+    if (ref.is_local()) throw base::UsageError("verify checks the cache; '" + model + "' is a local path");
     options.repo_id = ref.repo_id;
   }
   const auto settings = fetchd::hub::read_hub_settings(fetchd::hub::process_environment(), download_dir);
@@ -165,13 +164,13 @@ int verify(std::span<char* const> args) {
 
 int serve(std::span<char* const> args) {
   std::string listen;
-  fetchd::client::FlagParser flags("usage: fetchd serve --listen ADDR");
+  base::FlagParser flags("usage: fetchd serve --listen ADDR");
   flags.add_string("listen", "ADDR", "unix:PATH or HOST:PORT to answer gRPC on", &listen);
   if (!flags.parse(args)) {
     std::fputs(flags.help().c_str(), stdout);
     return 0;
   }
-  if (listen.empty()) throw fetchd::client::UsageError("serve needs --listen unix:PATH or HOST:PORT");
+  if (listen.empty()) throw base::UsageError("serve needs --listen unix:PATH or HOST:PORT");
 
   fetchd::transfer::CancelToken stop;
   cancel_on_signals(stop);
@@ -203,7 +202,7 @@ int health(std::span<char* const> args) {
   std::string address;
   std::string service;
   std::uint64_t timeout_s = 5;
-  fetchd::client::FlagParser flags("usage: fetchd health --address ADDR [--service NAME] [--timeout SECONDS]");
+  base::FlagParser flags("usage: fetchd health --address ADDR [--service NAME] [--timeout SECONDS]");
   flags.add_string("address", "ADDR", "unix:PATH or HOST:PORT of a running 'fetchd serve'", &address);
   flags.add_string("service", "NAME", "Service to ask about (default: the server as a whole)", &service);
   flags.add_uint("timeout", "SECONDS", "Give up after this long (default 5)", &timeout_s, 1, 3600);
@@ -211,7 +210,7 @@ int health(std::span<char* const> args) {
     std::fputs(flags.help().c_str(), stdout);
     return 0;
   }
-  if (address.empty()) throw fetchd::client::UsageError("health needs --address unix:PATH or HOST:PORT");
+  if (address.empty()) throw base::UsageError("health needs --address unix:PATH or HOST:PORT");
 
   const auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   const auto stub = grpc::health::v1::Health::NewStub(channel);
@@ -256,7 +255,10 @@ int main(int argc, char** argv) {
     if (command == "serve") return serve(args.subspan(1));
     if (command == "verify") return verify(args.subspan(1));
     if (command == "health") return health(args.subspan(1));
-    throw fetchd::client::UsageError("unknown command '" + std::string(command) + "' (see fetchd --help)");
+    throw base::UsageError("unknown command '" + std::string(command) + "' (see fetchd --help)");
+  } catch (const base::UsageError& e) {
+    std::cerr << "fetchd: " << base::printable(e.what()) << '\n';
+    return fetchd::exit_code(fetchd::ErrorKind::Usage);
   } catch (const fetchd::FetchError& e) {
     std::cerr << "fetchd: " << base::printable(e.what()) << '\n';
     return fetchd::exit_code(e.kind());

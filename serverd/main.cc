@@ -11,6 +11,7 @@
 #include <span>
 #include <thread>
 
+#include "base/flags.h"
 #include "base/printable.h"
 #include "fetchd/client/fetch_error.h"
 #include "serverd/api/api_server.h"
@@ -74,6 +75,9 @@ int main(int argc, char** argv) {
     std::cerr << "serverd: shutting down\n";
     server.shutdown(kShutdownGrace);
     return 0;
+  } catch (const base::UsageError& e) {
+    std::cerr << "serverd: " << base::printable(e.what()) << '\n';
+    return fetchd::exit_code(fetchd::ErrorKind::Usage);
   } catch (const fetchd::FetchError& e) {
     std::cerr << "serverd: " << base::printable(e.what()) << '\n';
     return fetchd::exit_code(e.kind());

@@ -2,14 +2,14 @@
 
 #include <cstdio>
 
-#include "fetchd/client/flags.h"
+#include "base/flags.h"
 
 namespace serverd {
 
 std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
                                                   const std::optional<std::string>& api_key_env) {
   ServerOptions o;
-  fetchd::client::FlagParser flags(
+  base::FlagParser flags(
       "usage: serverd --model MODEL [options]\n\n"
       "Serves MODEL (a directory, a .gguf file, org/repo or org/repo:QUANT) over an "
       "OpenAI-compatible HTTP API.");
@@ -38,7 +38,7 @@ std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
     std::fputs(flags.help().c_str(), stdout);
     return std::nullopt;
   }
-  if (o.model.empty()) throw fetchd::client::UsageError("--model is required (see --help)");
+  if (o.model.empty()) throw base::UsageError("--model is required (see --help)");
   if (o.api_key.empty() && api_key_env) o.api_key = *api_key_env;
   o.reference = fetchd::client::parse_model_reference(o.model);
   if (o.served_model_name.empty()) o.served_model_name = o.model;

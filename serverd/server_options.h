@@ -31,7 +31,7 @@ struct ServerOptions {
 };
 
 // Parses argv (without the program name). Returns nullopt after printing help for --help. Throws
-// fetchd::client::UsageError for bad flags. `api_key_env` is the VLLM_API_KEY value, if any.
+// base::UsageError for bad flags. `api_key_env` is the VLLM_API_KEY value, if any.
 std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
                                                   const std::optional<std::string>& api_key_env);
 

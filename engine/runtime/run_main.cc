@@ -10,10 +10,10 @@
 #include <span>
 #include <string>
 
+#include "base/flags.h"
 #include "base/printable.h"
 #include "engine/runtime/engine.h"
 #include "engine/sampling/sampler.h"
-#include "fetchd/client/flags.h"
 
 namespace {
 
@@ -134,7 +134,7 @@ int run(const RunOptions& o) {
 
 int main(int argc, char** argv) {
   RunOptions o;
-  fetchd::client::FlagParser flags("usage: engine-run --model PATH --prompt TEXT [options]");
+  base::FlagParser flags("usage: engine-run --model PATH --prompt TEXT [options]");
   flags.add_string("model", "PATH", "a model directory (config.json, safetensors, tokenizer) or a .gguf file",
                    &o.model);
   flags.add_string("prompt", "TEXT", "the prompt", &o.prompt);
@@ -157,10 +157,10 @@ int main(int argc, char** argv) {
       std::cout << flags.help();
       return 0;
     }
-    if (o.model.empty()) throw fetchd::client::UsageError("--model is required");
-    if (o.prompt.empty()) throw fetchd::client::UsageError("--prompt is required");
+    if (o.model.empty()) throw base::UsageError("--model is required");
+    if (o.prompt.empty()) throw base::UsageError("--prompt is required");
     return run(o);
-  } catch (const fetchd::client::UsageError& e) {
+  } catch (const base::UsageError& e) {
     std::cerr << "engine-run: " << base::printable(e.what()) << "\n" << flags.help();
     return 2;
   } catch (const std::exception& e) {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/flags.h"
 #include "base/printable.h"
 #include "engine/runtime/engine.h"
-#include "fetchd/client/flags.h"
 
 namespace {
 
@@ -38,8 +38,8 @@ std::vector<std::int32_t> parse_tokens(const std::string& text) {
     std::int32_t id = 0;
     const auto [ptr, ec] = std::from_chars(text.data() + at, text.data() + end, id);
     if (ec != std::errc() || ptr != text.data() + end || id < 0) {
-      throw fetchd::client::UsageError("--tokens " + text + ": \"" + text.substr(at, end - at) +
-                                       "\" is not a token id (give ids separated by commas)");
+      throw base::UsageError("--tokens " + text + ": \"" + text.substr(at, end - at) +
+                             "\" is not a token id (give ids separated by commas)");
     }
     ids.push_back(id);
     at = end + 1;
@@ -60,8 +60,8 @@ int run(const Options& o) {
   const std::size_t vocab = engine->config().vocab_size;
   for (const auto id : tokens) {
     if (static_cast<std::size_t>(id) >= vocab) {
-      throw fetchd::client::UsageError("--tokens: id " + std::to_string(id) + " is not below the vocabulary size " +
-                                       std::to_string(vocab));
+      throw base::UsageError("--tokens: id " + std::to_string(id) + " is not below the vocabulary size " +
+                             std::to_string(vocab));
     }
   }
 
@@ -85,7 +85,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  fetchd::client::FlagParser flags("usage: engine-logits --model PATH --device cpu|cuda --tokens 1,2,3 --out FILE");
+  base::FlagParser flags("usage: engine-logits --model PATH --device cpu|cuda --tokens 1,2,3 --out FILE");
   flags.add_string("model", "PATH", "a model directory (config.json, safetensors, tokenizer) or a .gguf file",
                    &o.model);
   flags.add_choice("device", {"auto", "cpu", "cuda"}, "where to run (default cpu)", &o.device);
@@ -98,11 +98,11 @@ int main(int argc, char** argv) {
       std::cout << flags.help();
       return 0;
     }
-    if (o.model.empty()) throw fetchd::client::UsageError("--model is required");
-    if (o.tokens.empty()) throw fetchd::client::UsageError("--tokens is required");
-    if (o.out.empty()) throw fetchd::client::UsageError("--out is required");
+    if (o.model.empty()) throw base::UsageError("--model is required");
+    if (o.tokens.empty()) throw base::UsageError("--tokens is required");
+    if (o.out.empty()) throw base::UsageError("--out is required");
     return run(o);
-  } catch (const fetchd::client::UsageError& e) {
+  } catch (const base::UsageError& e) {
     std::cerr << "engine-logits: " << base::printable(e.what()) << "\n" << flags.help();
     return 2;
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/flags.h"
 #include "engine/model/model_config.h"
 #include "engine/quant/quant.h"
 
@@ -36,10 +37,7 @@ struct ModelWriterOptions {
 };
 
 // A command line that cannot be followed; the message names the flag and the value.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using base::UsageError;
 
 std::string model_writer_usage();
 // Parses the arguments after the program name. Throws UsageError.

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "base/flags.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/runtime/engine.h"
-#include "fetchd/client/flags.h"
 
 namespace {
 
@@ -85,7 +85,7 @@ double decode_rate(Engine& engine, std::size_t batch, std::size_t prompt_len, st
 int main(int argc, char** argv) {
   std::string model;
   std::uint64_t threads = 0, prefill_len = 512, steps = 32;
-  fetchd::client::FlagParser flags("usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N]");
+  base::FlagParser flags("usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N]");
   flags.add_string("model", "PATH", "model directory or .gguf file (e.g. the demo model)", &model);
   flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &threads);
   flags.add_uint("prefill", "N", "prompt tokens for the prefill measurement (default 512)", &prefill_len, 1);
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
       std::cout << flags.help();
       return 0;
     }
-    if (model.empty()) throw fetchd::client::UsageError("--model is required");
+    if (model.empty()) throw base::UsageError("--model is required");
     engine::runtime::EngineOptions options;
     options.threads = threads;
     options.max_model_len = prefill_len + 2 * steps + 64;
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
     std::printf("decode streams   %.2f GB/s of weights; memory bandwidth %.2f GB/s measured; %.0f%% of the bound\n",
                 streamed, bandwidth, 100.0 * streamed / bandwidth);
     return 0;
-  } catch (const fetchd::client::UsageError& e) {
+  } catch (const base::UsageError& e) {
     std::cerr << "engine-bench: " << e.what() << "\n" << flags.help();
     return 2;
   } catch (const std::exception& e) {

@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "base/flags.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_devices.h"
 #include "engine/runtime/engine.h"
 #include "engine/sampling/sampler.h"
-#include "fetchd/client/flags.h"
 
 namespace {
 
@@ -435,7 +435,7 @@ std::vector<std::size_t> parse_batches(const std::string& list) {
       used = 0;
     }
     if (used == 0 || used != item.size() || value == 0) {
-      throw fetchd::client::UsageError("--batches " + list + ": \"" + item + "\" is not a positive whole number");
+      throw base::UsageError("--batches " + list + ": \"" + item + "\" is not a positive whole number");
     }
     batches.push_back(value);
     pos = comma + 1;
@@ -557,7 +557,7 @@ void bench_model(const Options& o, const CopyBound& copy, const GemmBound& gemm,
 
 int main(int argc, char** argv) {
   Options o;
-  fetchd::client::FlagParser flags(
+  base::FlagParser flags(
       "usage: engine-gpu-bench [--model PATH] [--enforce-eager] [--gpu-memory-utilization X] [--cuda-device N] ...");
   flags.add_string("model", "PATH", "model directory or .gguf file (Qwen3-0.6B-shaped); without it, bounds only",
                    &o.model);
@@ -591,9 +591,9 @@ int main(int argc, char** argv) {
     }
     parse_batches(o.batches);  // refuse a bad list before minutes of measuring
     if (o.profile_decode_step && o.model.empty()) {
-      throw fetchd::client::UsageError("--profile-decode-step needs --model");
+      throw base::UsageError("--profile-decode-step needs --model");
     }
-  } catch (const fetchd::client::UsageError& e) {
+  } catch (const base::UsageError& e) {
     std::cerr << "engine-gpu-bench: " << e.what() << "\n" << flags.help();
     return 2;
   }

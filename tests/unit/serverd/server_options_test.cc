@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "fetchd/client/flags.h"
+#include "base/flags.h"
+#include "fetchd/client/fetch_error.h"
 
 namespace serverd {
 namespace {
@@ -86,9 +87,9 @@ TEST(ServerOptions, HelpReturnsNothing) {
 }
 
 TEST(ServerOptions, RefusesMissingModelAndBadValues) {
-  EXPECT_THROW(parse({}), fetchd::client::UsageError);
-  EXPECT_THROW(parse({"--model", "a/b", "--device", "tpu"}), fetchd::client::UsageError);
-  EXPECT_THROW(parse({"--model", "a/b", "--port", "65536"}), fetchd::client::UsageError);
+  EXPECT_THROW(parse({}), base::UsageError);
+  EXPECT_THROW(parse({"--model", "a/b", "--device", "tpu"}), base::UsageError);
+  EXPECT_THROW(parse({"--model", "a/b", "--port", "65536"}), base::UsageError);
   EXPECT_THROW(parse({"--model", "not a repo"}), fetchd::FetchError);
 }
 

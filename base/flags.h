@@ -1,21 +1,23 @@
 #pragma once
 
+// Command lines of every binary, parsed one way.
+
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "fetchd/client/fetch_error.h"
+namespace base {
 
-namespace fetchd::client {
-
-// A command-line mistake; the binaries print it after their name and exit with the usage code.
-class UsageError : public FetchError {
+// A command-line mistake that names the flag and the value; the binaries print it after their name and
+// exit with their usage code (2).
+class UsageError : public std::runtime_error {
  public:
-  explicit UsageError(const std::string& message) : FetchError(ErrorKind::Usage, message) {}
+  using std::runtime_error::runtime_error;
 };
 
 // Long flags in the style vLLM and huggingface_hub use: `--name value`, `--name=value`, `--switch`.
@@ -49,4 +51,4 @@ class FlagParser {
   std::vector<Flag> flags_;
 };
 
-}  // namespace fetchd::client
+}  // namespace base

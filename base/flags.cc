@@ -1,9 +1,9 @@
-#include "fetchd/client/flags.h"
+#include "base/flags.h"
 
 #include <charconv>
 #include <cstdlib>
 
-namespace fetchd::client {
+namespace base {
 
 void FlagParser::add_string(std::string name, std::string value_name, std::string help, std::string* target) {
   flags_.push_back({std::move(name), std::move(value_name), std::move(help),
@@ -100,4 +100,4 @@ std::string FlagParser::help() const {
   return out;
 }
 
-}  // namespace fetchd::client
+}  // namespace base
