@@ -139,7 +139,12 @@ TEST_F(Scheduler, ChunkedPrefillUnderASmallTokenBudget) {
   options.max_num_batched_tokens = 8;
   EngineGenerator generator(*engine, options);
   EXPECT_EQ(together(generator, requests), expected);
-  EXPECT_GE(generator.steps(), 37u / 8);
+  // 8 tokens a step: the 37-token prompt takes ceil(37 / 8) = 5 steps to its first token, then 7 more
+  // tokens follow one a step. Without chunking both prompts fit one step, and 8 steps finish both.
+  EXPECT_GE(generator.steps(), (37u + 7) / 8 + 7);
+  EngineGenerator unchunked(*engine, {});
+  EXPECT_EQ(together(unchunked, requests), expected);
+  EXPECT_EQ(unchunked.steps(), 8u);
 }
 
 TEST_F(Scheduler, PrefixCacheReusesBlocksAndChangesNothing) {
@@ -195,6 +200,7 @@ TEST_F(Scheduler, StopTokenEndsAfterMinTokensAndLengthEndsAtMaxTokens) {
 
 TEST_F(Scheduler, CancelAbortsAndEveryBlockReturns) {
   auto engine = load();
+  auto pending = std::make_shared<RecordingSink>();
   {
     EngineGenerator generator(*engine, {});
     auto sink = std::make_shared<RecordingSink>();
@@ -205,12 +211,15 @@ TEST_F(Scheduler, CancelAbortsAndEveryBlockReturns) {
     EXPECT_LT(tokens.size(), 200u);
     EXPECT_EQ(sink->reason(), FinishReason::Abort);
     generator.cancel(handle);  // a finished handle: nothing happens
-    // A queued sequence left when the generator stops ends with Abort too, exactly once.
-    auto pending = std::make_shared<RecordingSink>();
+    EXPECT_EQ(sink->finishes(), 1);
+    // A sequence still generating when the generator stops ends with Abort too, exactly once.
     generator.submit(request(prompt(8, 6), 500), pending);
     ASSERT_TRUE(pending->wait_tokens(1));
-    EXPECT_EQ(sink->finishes(), 1);
+    EXPECT_EQ(pending->finishes(), 0);
   }
+  EXPECT_EQ(pending->finishes(), 1);
+  EXPECT_EQ(pending->reason(), FinishReason::Abort);
+  EXPECT_LT(pending->wait().size(), 500u);
   EXPECT_EQ(engine->blocks().num_free(), engine->blocks().num_blocks());
 }
 

@@ -7,8 +7,9 @@
 namespace engine::cuda {
 namespace {
 
-// Without the NVIDIA device nodes no GPU can be listed, and the reason says why; with them, every listed
-// device has a name and memory.
+// Without the NVIDIA device nodes no GPU can be listed, and the reason says why; with them, at least one
+// device is listed (an empty list there is a broken driver or runtime, and says why), each with a name
+// and memory.
 TEST(CudaDevices, ListsWhatTheMachineHas) {
   const auto list = list_cuda_devices();
   if (!std::filesystem::exists("/dev/nvidiactl")) {
@@ -16,6 +17,7 @@ TEST(CudaDevices, ListsWhatTheMachineHas) {
     EXPECT_FALSE(list.unavailable_reason.empty());
     return;
   }
+  ASSERT_FALSE(list.devices.empty()) << "/dev/nvidiactl exists but no GPU is listed: " << list.unavailable_reason;
   for (const auto& d : list.devices) {
     EXPECT_FALSE(d.name.empty());
     EXPECT_GT(d.total_memory, 0u);
