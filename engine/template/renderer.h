@@ -89,7 +89,7 @@ class Renderer {
   std::vector<std::shared_ptr<MacroValue>> macros_;
 };
 
-// Builtins (builtins.cc).
+// Builtins (builtins/).
 Value apply_filter(Renderer& renderer, std::string_view name, const Value& operand, CallArgs args);
 bool apply_test(Renderer& renderer, std::string_view name, const Value& operand, CallArgs args);
 bool has_filter(std::string_view name);
