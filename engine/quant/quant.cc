@@ -7,6 +7,9 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "engine/format/ggml_types.h"
 
 namespace engine::quant {
 
@@ -24,20 +27,35 @@ struct TypeFacts {
   std::size_t block_bytes;
 };
 
-// Block sizes are the sums of ggml's block fields (see the layout notes above each codec below).
-constexpr std::array kFacts = {
-    TypeFacts{WeightType::F32, "F32", 0, 1, 4},
-    TypeFacts{WeightType::F16, "F16", 1, 1, 2},
-    TypeFacts{WeightType::BF16, "BF16", 30, 1, 2},
-    TypeFacts{WeightType::Q8_0, "Q8_0", 8, 32, 2 + 32},
-    TypeFacts{WeightType::Q4_0, "Q4_0", 2, 32, 2 + 16},
-    TypeFacts{WeightType::Q4_K, "Q4_K", 12, kQK, 2 + 2 + 12 + kQK / 2},
-    TypeFacts{WeightType::Q5_K, "Q5_K", 13, kQK, 2 + 2 + 12 + kQK / 8 + kQK / 2},
-    TypeFacts{WeightType::Q6_K, "Q6_K", 14, kQK, kQK / 2 + kQK / 4 + kQK / 16 + 2},
-};
+// The ggml type each weight type is stored as. Names and block sizes come from the one ggml type table
+// (engine/format/ggml_types.cc); the codecs below lay their blocks out to match those sizes.
+constexpr std::array<std::pair<WeightType, std::uint32_t>, 8> kGgmlIds = {{
+    {WeightType::F32, 0},
+    {WeightType::F16, 1},
+    {WeightType::BF16, 30},
+    {WeightType::Q8_0, 8},
+    {WeightType::Q4_0, 2},
+    {WeightType::Q4_K, 12},
+    {WeightType::Q5_K, 13},
+    {WeightType::Q6_K, 14},
+}};
+
+const std::array<TypeFacts, kGgmlIds.size()>& all_facts() {
+  static const std::array<TypeFacts, kGgmlIds.size()> table = [] {
+    std::array<TypeFacts, kGgmlIds.size()> out{};
+    for (std::size_t i = 0; i < kGgmlIds.size(); ++i) {
+      const auto [type, id] = kGgmlIds[i];
+      const format::GgmlTypeInfo* info = format::ggml_type_info(id);
+      if (info == nullptr) throw std::logic_error("ggml type " + std::to_string(id) + " is not in the type table");
+      out[i] = {type, info->name, id, info->block_size, info->type_size};
+    }
+    return out;
+  }();
+  return table;
+}
 
 const TypeFacts& facts(WeightType type) {
-  for (const auto& f : kFacts) {
+  for (const auto& f : all_facts()) {
     if (f.type == type) return f;
   }
   throw std::invalid_argument("unknown weight type " + std::to_string(static_cast<int>(type)));
@@ -521,7 +539,7 @@ std::string_view weight_type_name(WeightType type) {
 }
 
 std::optional<WeightType> weight_type_from_name(std::string_view name) {
-  for (const auto& f : kFacts) {
+  for (const auto& f : all_facts()) {
     if (f.name == name) return f.type;
   }
   return std::nullopt;
@@ -532,7 +550,7 @@ std::uint32_t ggml_type_id(WeightType type) {
 }
 
 std::optional<WeightType> weight_type_from_ggml(std::uint32_t ggml_id) {
-  for (const auto& f : kFacts) {
+  for (const auto& f : all_facts()) {
     if (f.ggml_id == ggml_id) return f.type;
   }
   return std::nullopt;

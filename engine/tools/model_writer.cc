@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "base/splitmix64.h"
 #include "engine/format/ggml_types.h"
 #include "engine/format/gguf.h"
 #include "engine/format/little_endian.h"
@@ -85,13 +86,6 @@ const format::GgmlTypeInfo& ggml_info(WeightType type) {
 
 // ---- random numbers -------------------------------------------------------------------------------------
 
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 std::uint64_t fnv1a(std::string_view text) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
@@ -104,12 +98,12 @@ std::uint64_t fnv1a(std::string_view text) {
 // values do not depend on which other tensors are written or in what slices.
 class NormalStream {
  public:
-  NormalStream(std::uint64_t seed, std::string_view name) : state_(seed ^ fnv1a(name)) { splitmix64(state_); }
+  NormalStream(std::uint64_t seed, std::string_view name) : random_(seed ^ fnv1a(name)) { random_.next(); }
 
   void fill(std::span<float> out, float mean, float stddev) {
     constexpr float kScale = 1.7320508f / 65536.0f;  // sqrt(3): four U(0,1) sum to variance 1/3
     for (auto& v : out) {
-      const std::uint64_t r = splitmix64(state_);
+      const std::uint64_t r = random_.next();
       const auto sum =
           static_cast<std::int64_t>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) + ((r >> 32) & 0xFFFF) + (r >> 48));
       v = mean + stddev * static_cast<float>(sum - 2 * 65535) * kScale;
@@ -117,7 +111,7 @@ class NormalStream {
   }
 
  private:
-  std::uint64_t state_;
+  base::SplitMix64 random_;
 };
 
 // ---- the tensors ----------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/splitmix64.h"
 #include "fetchd/xet/chunker.h"
 #include "fetchd/xet/xet_hash.h"
 #include "fetchd/xet/xorb_chunk.h"
@@ -33,15 +34,7 @@ constexpr int kRepeats = 3;  // each figure is the best of this many runs
 // Incompressible bytes (SplitMix64), what chunking and hashing meet in most model files.
 Bytes random_bytes(std::size_t size) {
   Bytes data(size);
-  std::uint64_t state = 0;
-  for (std::size_t at = 0; at < size; at += 8) {
-    state += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(data.data() + at, &z, std::min<std::size_t>(8, size - at));
-  }
+  base::SplitMix64(0).fill(data);
   return data;
 }
 

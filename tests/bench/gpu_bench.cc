@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/flags.h"
+#include "base/splitmix64.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_devices.h"
@@ -47,13 +48,6 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 // ---- Physical bounds ------------------------------------------------------------------------------------
@@ -144,9 +138,9 @@ CopyBound measure_copy(std::size_t bytes, cudaStream_t stream) {
 // Uniform values in [-1, 1) as bf16 (the top half of an f32's bits). Random, not zero: tensor cores draw
 // less power on zeros and can clock higher than real data lets them.
 void fill_random_bf16(std::vector<std::uint16_t>& out, std::uint64_t seed) {
-  std::uint64_t state = seed;
+  base::SplitMix64 random(seed);
   for (auto& value : out) {
-    const auto draw = static_cast<std::int32_t>(splitmix64(state) >> 40);  // 24 bits
+    const auto draw = static_cast<std::int32_t>(random.next() >> 40);  // 24 bits
     const float f = static_cast<float>(draw - (1 << 23)) / static_cast<float>(1 << 23);
     std::uint32_t bits = 0;
     std::memcpy(&bits, &f, sizeof bits);
@@ -246,8 +240,8 @@ double sequence_flops(const ModelCost& m, std::size_t cached, std::size_t tokens
 // the bench needs no tokenizer.
 std::vector<std::int32_t> random_tokens(std::size_t count, std::uint64_t vocab, std::uint64_t seed) {
   std::vector<std::int32_t> ids(count);
-  std::uint64_t state = seed;
-  for (auto& id : ids) id = static_cast<std::int32_t>(splitmix64(state) % vocab);
+  base::SplitMix64 random(seed);
+  for (auto& id : ids) id = static_cast<std::int32_t>(random.next() % vocab);
   return ids;
 }
 

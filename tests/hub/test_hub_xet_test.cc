@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/splitmix64.h"
 #include "fetchd/xet/chunker.h"
 #include "fetchd/xet/xet_hash.h"
 #include "fetchd/xet/xorb_chunk.h"
@@ -38,18 +39,8 @@ using ::testing::StartsWith;
 // ---- Content ------------------------------------------------------------------------------------------
 
 std::string splitmix_bytes(std::size_t size, std::uint64_t seed) {
-  std::string bytes;
-  bytes.reserve(size + 8);
-  std::uint64_t state = seed;
-  while (bytes.size() < size) {
-    state += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((z >> (8 * i)) & 0xff));
-  }
-  bytes.resize(size);
+  std::string bytes(size, '\0');
+  base::SplitMix64(seed).fill(std::as_writable_bytes(std::span(bytes)));
   return bytes;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/splitmix64.h"
 #include "engine/template/chat_template.h"
 #include "tests/support/temp_dir.h"
 
@@ -26,16 +27,11 @@ std::string read_text(const std::filesystem::path& path) {
   return out.str();
 }
 
-// splitmix64: the same sequence on every platform (std distributions are not portable).
+// The same conversations on every platform (std distributions are not portable).
 class Rng {
  public:
-  explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  explicit Rng(std::uint64_t seed) : random_(seed) {}
+  std::uint64_t next() { return random_.next(); }
   std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
   bool chance(int percent) { return below(100) < static_cast<std::size_t>(percent); }
   template <typename T>
@@ -44,7 +40,7 @@ class Rng {
   }
 
  private:
-  std::uint64_t state_;
+  base::SplitMix64 random_;
 };
 
 Value str(std::string s) {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/splitmix64.h"
 #include "fetchd/client/fetch_error.h"
 #include "fetchd/xet/chunker.h"
 #include "fetchd/xet/gear_table.h"
@@ -109,15 +110,7 @@ Bytes linear_pattern(std::size_t size, unsigned multiplier, unsigned offset) {
 // SplitMix64 output, each u64 written little-endian (the protocol notes' chunking vector).
 Bytes splitmix64_bytes(std::size_t size, std::uint64_t seed) {
   Bytes data(size);
-  std::uint64_t state = seed;
-  for (std::size_t at = 0; at < size; at += 8) {
-    state += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    for (std::size_t i = 0; i < 8 && at + i < size; ++i) data[at + i] = static_cast<std::byte>(z >> (8 * i));
-  }
+  base::SplitMix64(seed).fill(data);
   return data;
 }
 
