@@ -155,15 +155,15 @@ SampledToken SequenceSampler::sample(std::span<float> logits) {
 
 SamplingStep SequenceSampler::device_step() {
   SamplingStep step;
-  step.temperature = temperature_ < kGreedyTemperature ? 0.0f : temperature_;
-  step.top_k = params_.top_k;
-  step.top_p = params_.top_p;
-  step.min_p = params_.min_p;
-  step.repetition_penalty = params_.repetition_penalty;
-  step.presence_penalty = params_.presence_penalty;
-  step.frequency_penalty = params_.frequency_penalty;
-  step.logprobs = params_.logprobs;
-  step.draw_key = rng_();
+  step.params = {.temperature = temperature_ < kGreedyTemperature ? 0.0f : temperature_,
+                 .top_k = params_.top_k,
+                 .top_p = params_.top_p,
+                 .min_p = params_.min_p,
+                 .repetition_penalty = params_.repetition_penalty,
+                 .presence_penalty = params_.presence_penalty,
+                 .frequency_penalty = params_.frequency_penalty,
+                 .logprobs = params_.logprobs,
+                 .draw_key = rng_()};
   // One entry per touched token, merged from the three ascending sources.
   auto& adj = step.adjustments;
   for (const auto& [token, bias] : logit_bias_) adj.push_back({token, bias, 0, false});

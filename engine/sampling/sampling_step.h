@@ -19,7 +19,8 @@ struct TokenAdjustment {
   bool repeat = false;
 };
 
-struct SamplingStep {
+// The sequence's parameters for the step: plain data, so that a device sampler uploads them as they are.
+struct StepParams {
   float temperature = 1.0f;  // as applied (raised to the minimum); 0: greedy
   int top_k = 0;
   float top_p = 1.0f;
@@ -28,7 +29,11 @@ struct SamplingStep {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   int logprobs = -1;
-  std::uint64_t draw_key = 0;                // from the sequence's random stream: seeded sequences repeat their draws
+  std::uint64_t draw_key = 0;  // from the sequence's random stream: seeded sequences repeat their draws
+};
+
+struct SamplingStep {
+  StepParams params;
   std::vector<TokenAdjustment> adjustments;  // ascending token ids, each once
 };
 

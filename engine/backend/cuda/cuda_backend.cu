@@ -444,20 +444,9 @@ class CudaBackend final : public Backend {
     std::size_t at = 0;
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const auto& step = steps[i];
-      host_rows[i] = cuda::SamplingRow{step.temperature,
-                                       step.top_p,
-                                       step.min_p,
-                                       step.repetition_penalty,
-                                       step.presence_penalty,
-                                       step.frequency_penalty,
-                                       step.top_k,
-                                       std::min(step.logprobs, cuda::kMaxTopLogprobs),
-                                       step.draw_key,
-                                       static_cast<int>(at),
-                                       static_cast<int>(step.adjustments.size())};
-      for (const auto& a : step.adjustments) {
-        host_adjustments[at++] = cuda::Adjustment{a.token, a.bias, a.output_count, a.repeat ? 1 : 0};
-      }
+      host_rows[i] = cuda::SamplingRow{step.params, static_cast<int>(at), static_cast<int>(step.adjustments.size())};
+      host_rows[i].params.logprobs = std::min(step.params.logprobs, cuda::kMaxTopLogprobs);
+      for (const auto& a : step.adjustments) host_adjustments[at++] = a;
     }
     auto* device_upload = static_cast<std::byte*>(scratch(sampling_inputs_, upload_bytes));
     CUDA_CHECK(cudaMemcpyAsync(device_upload, host, upload_bytes, cudaMemcpyHostToDevice, stream_));
@@ -477,7 +466,7 @@ class CudaBackend final : public Backend {
       out[i].token = r.token;
       out[i].logprob = r.logprob;
       out[i].top.clear();
-      for (int n = 0; n < std::min(steps[i].logprobs, cuda::kMaxTopLogprobs); ++n) {
+      for (int n = 0; n < std::min(steps[i].params.logprobs, cuda::kMaxTopLogprobs); ++n) {
         out[i].top.push_back({r.top_tokens[n], r.top_logprobs[n]});
       }
     }

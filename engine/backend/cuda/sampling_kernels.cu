@@ -112,19 +112,20 @@ __device__ __forceinline__ double uniform(unsigned long long key, int token) {
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* logits, float* scratch, int vocab, const SamplingRow* rows,
                   const Adjustment* adjustments, SampleResult* results) {
-  const SamplingRow p = rows[blockIdx.x];
+  const SamplingRow row = rows[blockIdx.x];
+  const sampling::StepParams& p = row.params;
   const float* raw = logits + static_cast<std::size_t>(blockIdx.x) * vocab;
   SampleResult& out = results[blockIdx.x];
 
   // Bias and penalties, in SequenceSampler's order, on a copy (the raw logits give the log-probabilities);
   // a row without any reads its logits as they are.
   const float* v = raw;
-  if (p.adjustments_count > 0) {
+  if (row.adjustments_count > 0) {
     float* adjusted = scratch + static_cast<std::size_t>(blockIdx.x) * vocab;
     for (int i = threadIdx.x; i < vocab; i += kThreads) adjusted[i] = raw[i];
     __syncthreads();
-    for (int a = threadIdx.x; a < p.adjustments_count; a += kThreads) {
-      const Adjustment adj = adjustments[p.adjustments_begin + a];
+    for (int a = threadIdx.x; a < row.adjustments_count; a += kThreads) {
+      const Adjustment adj = adjustments[row.adjustments_begin + a];
       if (adj.token < 0 || adj.token >= vocab) continue;
       float x = adjusted[adj.token] + adj.bias;
       if (adj.repeat) x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;

@@ -8,30 +8,20 @@
 
 #include <cstdint>
 
+#include "engine/sampling/sampling_step.h"
+
 namespace engine::cuda {
 
 inline constexpr int kMaxTopLogprobs = 20;
 
+// One row's sampling: the sequence's parameters as SequenceSampler::device_step() made them (logprobs at
+// most kMaxTopLogprobs), and where its token adjustments lie in the adjustments array.
 struct SamplingRow {
-  float temperature = 1.0f;  // 0: greedy
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  int top_k = 0;
-  int logprobs = -1;
-  unsigned long long draw_key = 0;
+  sampling::StepParams params;
   int adjustments_begin = 0;
   int adjustments_count = 0;
 };
-
-struct Adjustment {
-  std::int32_t token = 0;
-  float bias = 0.0f;
-  std::uint32_t output_count = 0;
-  std::int32_t repeat = 0;
-};
+using Adjustment = sampling::TokenAdjustment;
 
 struct SampleResult {
   std::int32_t token = 0;

@@ -720,7 +720,7 @@ TEST(DeviceStep, MergesBiasAndPenaltiesPerToken) {
   sampler.record(12);
   sampler.record(12);
   const SamplingStep step = sampler.device_step();
-  EXPECT_EQ(step.temperature, 0.0f);
+  EXPECT_EQ(step.params.temperature, 0.0f);
   ASSERT_EQ(step.adjustments.size(), 4u);
   const auto expect = [&](std::size_t i, std::int32_t token, float bias, std::uint32_t count, bool repeat) {
     EXPECT_EQ(step.adjustments[i].token, token) << i;
@@ -734,8 +734,8 @@ TEST(DeviceStep, MergesBiasAndPenaltiesPerToken) {
   expect(3, 40, -3.0f, 0, false);
 
   SequenceSampler same(params, std::vector<std::int32_t>{9, 5, 5});
-  EXPECT_EQ(same.device_step().draw_key, step.draw_key);
-  EXPECT_NE(sampler.device_step().draw_key, step.draw_key);
+  EXPECT_EQ(same.device_step().params.draw_key, step.params.draw_key);
+  EXPECT_NE(sampler.device_step().params.draw_key, step.params.draw_key);
 
   params.repetition_penalty = 1.0f;
   params.frequency_penalty = 0.0f;
@@ -745,7 +745,7 @@ TEST(DeviceStep, MergesBiasAndPenaltiesPerToken) {
   plain.record(2);
   const auto plain_step = plain.device_step();
   EXPECT_TRUE(plain_step.adjustments.empty());
-  EXPECT_EQ(plain_step.temperature, kMinTemperature);
+  EXPECT_EQ(plain_step.params.temperature, kMinTemperature);
 }
 
 }  // namespace
