@@ -6,6 +6,7 @@
 
 #include "base/printable.h"
 #include "engine/runtime/engine.h"
+#include "engine/template/chat_template.h"
 #include "serverd/fetch/fetchd_client.h"
 #include "serverd/scheduler/engine_generator.h"
 
@@ -17,12 +18,14 @@ class EngineModel final : public LoadedModel {
  public:
   EngineModel(std::unique_ptr<fetch::FetchdChild> fetchd, std::unique_ptr<engine::runtime::Engine> engine,
               const ServerOptions& options)
-      : fetchd_(std::move(fetchd)), engine_(std::move(engine)) {
+      : fetchd_(std::move(fetchd)),
+        engine_(std::move(engine)),
+        chat_template_(engine::template_::ModelChatTemplate::from_source(engine_->checkpoint().chat_template())) {
     info_.served_name = options.served_model_name;
     info_.root = options.model;
     info_.tokenizer = &engine_->tokenizer();
-    info_.chat_template = engine_->chat_template();
-    info_.chat_template_error = engine_->chat_template_error();
+    info_.chat_template = chat_template_.get();
+    info_.chat_template_error = chat_template_.unusable_reason;
     info_.max_model_len = engine_->max_model_len();
     info_.vocab_size = engine_->config().vocab_size;
     info_.eos_token_ids = engine_->checkpoint().eos_token_ids();
@@ -48,6 +51,7 @@ class EngineModel final : public LoadedModel {
  private:
   std::unique_ptr<fetch::FetchdChild> fetchd_;  // the child fetchd, when serverd started one
   std::unique_ptr<engine::runtime::Engine> engine_;
+  engine::template_::ModelChatTemplate chat_template_;  // parsed here, where prompts are built
   api::ModelInfo info_;
   std::unique_ptr<scheduler::EngineGenerator> generator_;  // stopped before the engine goes
 };

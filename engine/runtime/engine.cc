@@ -82,16 +82,6 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   engine->max_model_len_ = std::min(wanted_len, cache_positions);
   engine->backend_->init_cache(shape, model::rope_spec(c));
   engine->blocks_ = BlockPool(shape.num_blocks);
-
-  if (const auto& source = engine->checkpoint_->chat_template()) {
-    try {
-      engine->chat_template_ = template_::ChatTemplate::parse(*source);
-    } catch (const std::exception& e) {
-      engine->chat_template_error_ = std::string("the model's chat template cannot be used: ") + e.what();
-    }
-  } else {
-    engine->chat_template_error_ = "the model has no chat template (tokenizer_config.json or GGUF metadata)";
-  }
   return engine;
 }
 

@@ -18,7 +18,6 @@
 #include "engine/model/transformer.h"
 #include "engine/runtime/block_pool.h"
 #include "engine/sampling/sampler.h"
-#include "engine/template/chat_template.h"
 
 namespace engine::runtime {
 
@@ -62,9 +61,6 @@ class Engine {
   const model::Checkpoint& checkpoint() const { return *checkpoint_; }
   const model::ModelConfig& config() const { return checkpoint_->config(); }
   const tokenizer::Tokenizer& tokenizer() const { return checkpoint_->tokenizer(); }
-  // The parsed chat template, or nullptr with the reason in chat_template_error().
-  const template_::ChatTemplate* chat_template() const { return chat_template_ ? &*chat_template_ : nullptr; }
-  const std::string& chat_template_error() const { return chat_template_error_; }
   std::size_t max_model_len() const { return max_model_len_; }
   std::string_view device_name() const { return backend_->name(); }
   std::size_t block_size() const { return backend_->cache_shape().block_size; }
@@ -94,8 +90,6 @@ class Engine {
   std::unique_ptr<model::Checkpoint> checkpoint_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::Transformer> transformer_;
-  std::optional<template_::ChatTemplate> chat_template_;
-  std::string chat_template_error_;
   std::size_t max_model_len_ = 0;
   BlockPool blocks_{0};
   backend::StepLayout layout_;  // reused from step to step

@@ -14,6 +14,7 @@
 #include "base/printable.h"
 #include "engine/runtime/engine.h"
 #include "engine/sampling/sampler.h"
+#include "engine/template/chat_template.h"
 
 namespace {
 
@@ -43,8 +44,9 @@ std::string json_string(const std::string& text) {
 }
 
 std::string chat_prompt(const engine::runtime::Engine& engine, const RunOptions& o) {
-  const auto* tmpl = engine.chat_template();
-  if (tmpl == nullptr) throw std::runtime_error(engine.chat_template_error());
+  const auto chat_template = engine::template_::ModelChatTemplate::from_source(engine.checkpoint().chat_template());
+  const auto* tmpl = chat_template.get();
+  if (tmpl == nullptr) throw std::runtime_error(chat_template.unusable_reason);
   std::string messages = "[";
   if (!o.system.empty()) messages += R"({"role":"system","content":)" + json_string(o.system) + "},";
   messages += R"({"role":"user","content":)" + json_string(o.prompt) + "}]";

@@ -33,6 +33,20 @@ ChatTemplate ChatTemplate::parse(std::string_view source, const TemplateOptions&
   return ChatTemplate(std::move(program));
 }
 
+ModelChatTemplate ModelChatTemplate::from_source(const std::optional<std::string>& source) {
+  ModelChatTemplate out;
+  if (!source) {
+    out.unusable_reason = "the model has no chat template (tokenizer_config.json or GGUF metadata)";
+    return out;
+  }
+  try {
+    out.parsed = ChatTemplate::parse(*source);
+  } catch (const std::exception& e) {
+    out.unusable_reason = std::string("the model's chat template cannot be used: ") + e.what();
+  }
+  return out;
+}
+
 std::string ChatTemplate::render(const Value& context, const RenderOptions& options) const {
   if (!context.is_dict() && !context.is_undefined()) {
     throw std::invalid_argument("the render context must be a dict of variables");

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -55,6 +56,17 @@ class ChatTemplate {
  private:
   explicit ChatTemplate(std::shared_ptr<const detail::Program> program) : program_(std::move(program)) {}
   std::shared_ptr<const detail::Program> program_;
+};
+
+// A model's chat template as the prompt builders hold it: parsed once when the model loads, or the reason
+// chat prompts cannot be built (the model has none, or it does not parse).
+struct ModelChatTemplate {
+  std::optional<ChatTemplate> parsed;
+  std::string unusable_reason;  // empty when parsed
+
+  // `source` is the checkpoint's template text (tokenizer_config.json or GGUF metadata), if any.
+  static ModelChatTemplate from_source(const std::optional<std::string>& source);
+  const ChatTemplate* get() const { return parsed ? &*parsed : nullptr; }
 };
 
 // What an OpenAI-style chat request hands to the template, as JSON text.
