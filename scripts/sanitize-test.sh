@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the parsers and servers that read untrusted input (chat templates, JSON, HTTP, hub listings, URLs,
-# the prefix cache) with AddressSanitizer and UndefinedBehaviorSanitizer into build-sanitize/ (override
+# the KV cache manager and its prefix cache) with AddressSanitizer and UndefinedBehaviorSanitizer into build-sanitize/ (override
 # with BUILD_DIR), and runs their tests there. Any sanitizer report fails the test that caused it.
 # Extra arguments go to every test binary, e.g. scripts/sanitize-test.sh --gtest_filter='*Security*'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-sanitize}
 targets=(base_tests format_tests engine_template_tests fetchd_tests fetchd_client_tests fetchd_resolve_tests
-  serverd_http_tests serverd_api_tests serverd_prefix_cache_tests)
+  serverd_http_tests serverd_api_tests engine_runtime_tests)
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DENGINE_CUDA=OFF -DMODELSERVE_WERROR=ON \
     -DMODELSERVE_SANITIZE=address,undefined

@@ -103,6 +103,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   engine::runtime::EngineOptions eo;
   eo.device = engine::runtime::parse_device(options.device).value_or(engine::runtime::Device::Auto);
   eo.max_model_len = options.max_model_len;
+  eo.block_size = options.block_size;
   eo.gpu_memory_utilization = options.gpu_memory_utilization;
   eo.enforce_eager = options.enforce_eager;
   auto engine = engine::runtime::Engine::load(path, eo);

@@ -1,6 +1,7 @@
 #include "serverd/server_options.h"
 
 #include <cstdio>
+#include <string>
 
 #include "base/flags.h"
 
@@ -25,6 +26,9 @@ std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
   flags.add_uint("max-num-seqs", "N", "Sequences decoded together (default: 256)", &o.max_num_seqs, 1, 65536);
   flags.add_uint("max-num-batched-tokens", "N", "Tokens per engine step (default: 2048)", &o.max_num_batched_tokens, 1,
                  1u << 24);
+  std::string block_size = std::to_string(o.block_size);
+  flags.add_choice("block-size", {"1", "8", "16", "32", "64", "128"},
+                   "KV cache positions per block (default: " + block_size + ")", &block_size);
   flags.add_double("gpu-memory-utilization", "F",
                    "Share of the GPU's memory for weights, activations and KV cache (default: 0.9)",
                    &o.gpu_memory_utilization, 0.01, 1.0);
@@ -39,6 +43,7 @@ std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
     return std::nullopt;
   }
   if (o.model.empty()) throw base::UsageError("--model is required (see --help)");
+  o.block_size = std::stoull(block_size);
   if (o.api_key.empty() && api_key_env) o.api_key = *api_key_env;
   o.reference = fetchd::client::parse_model_reference(o.model);
   if (o.served_model_name.empty()) o.served_model_name = o.model;

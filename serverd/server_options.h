@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 
+#include "engine/runtime/kv_cache_manager.h"
 #include "fetchd/client/model_reference.h"
 
 namespace serverd {
@@ -20,6 +21,7 @@ struct ServerOptions {
   std::uint64_t max_model_len = 0;  // 0: from the model's config
   std::uint64_t max_num_seqs = 256;
   std::uint64_t max_num_batched_tokens = 2048;
+  std::uint64_t block_size = engine::runtime::kDefaultBlockSize;  // KV cache positions per block
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;
   std::string api_key;  // --api-key, else VLLM_API_KEY

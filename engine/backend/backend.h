@@ -49,7 +49,7 @@ struct KvCacheShape {
   std::size_t num_layers = 0;
   std::size_t num_kv_heads = 0;
   std::size_t head_dim = 0;
-  std::size_t block_size = 16;
+  std::size_t block_size = 0;  // the engine sets it from EngineOptions::block_size (--block-size)
   std::size_t num_blocks = 0;
   // F32, or BF16 to hold twice the positions (a GPU serving a bf16 checkpoint); the CPU backend keeps F32.
   quant::WeightType kv_type = quant::WeightType::F32;

@@ -81,19 +81,15 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   }
   engine->max_model_len_ = std::min(wanted_len, cache_positions);
   engine->backend_->init_cache(shape, model::rope_spec(c));
-  engine->blocks_ = BlockPool(shape.num_blocks);
+  engine->kv_cache_ = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size);
   return engine;
 }
 
 bool Engine::reserve(SequenceCache& sequence, std::size_t positions) {
-  const std::size_t bs = block_size();
-  const std::size_t needed = (positions + bs - 1) / bs;
-  if (needed <= sequence.block_table.size()) return true;
-  return blocks_.allocate(needed - sequence.block_table.size(), sequence.block_table);
+  return kv_cache_->reserve(sequence.block_table, positions);
 }
 
 void Engine::release(SequenceCache& sequence) {
-  blocks_.release(sequence.block_table);
   sequence.block_table.clear();
   sequence.cached = 0;
 }
@@ -109,7 +105,7 @@ void Engine::lay_out(std::span<const StepInput> inputs) {
                                   std::to_string(max_model_len_));
     }
     const std::size_t first = layout_.tokens.size();
-    layout_.sequences.push_back({input.cache->cached, input.tokens.size(), input.cache->block_table});
+    layout_.sequences.push_back({input.cache->cached, input.tokens.size(), input.cache->block_table.ids()});
     layout_.tokens.insert(layout_.tokens.end(), input.tokens.begin(), input.tokens.end());
     if (input.tokens.empty() || input.no_logits) continue;
     if (input.all_logits) {

@@ -16,7 +16,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/transformer.h"
-#include "engine/runtime/block_pool.h"
+#include "engine/runtime/kv_cache_manager.h"
 #include "engine/sampling/sampler.h"
 
 namespace engine::runtime {
@@ -31,16 +31,17 @@ struct EngineOptions {
   std::size_t max_model_len = 0;   // 0: the config's, lowered to what the KV cache holds
   std::size_t kv_cache_bytes = 0;  // 0: 4 GiB on the CPU (vLLM's default CPU KV cache space); on a GPU, from
                                    // gpu_memory_utilization
-  std::size_t block_size = 16;
-  double gpu_memory_utilization = 0.9;  // share of the GPU's memory the engine may take (vLLM's meaning)
-  bool enforce_eager = false;           // GPU: run every step kernel by kernel (no CUDA graphs)
-  bool overlap_kernels = true;          // GPU (Hopper on): each kernel may start as the one before finishes
+  std::size_t block_size = kDefaultBlockSize;  // KV cache positions per block (--block-size)
+  double gpu_memory_utilization = 0.9;         // share of the GPU's memory the engine may take (vLLM's meaning)
+  bool enforce_eager = false;                  // GPU: run every step kernel by kernel (no CUDA graphs)
+  bool overlap_kernels = true;                 // GPU (Hopper on): each kernel may start as the one before finishes
   int cuda_device = 0;
 };
 
-// One sequence's place in the KV cache: its blocks and how many of its positions are already cached.
+// One sequence's place in the KV cache: its blocks (given back when it is dropped) and how many of its
+// positions are already computed.
 struct SequenceCache {
-  std::vector<std::int32_t> block_table;
+  BlockTable block_table;
   std::size_t cached = 0;
 };
 
@@ -63,13 +64,16 @@ class Engine {
   const tokenizer::Tokenizer& tokenizer() const { return checkpoint_->tokenizer(); }
   std::size_t max_model_len() const { return max_model_len_; }
   std::string_view device_name() const { return backend_->name(); }
-  std::size_t block_size() const { return backend_->cache_shape().block_size; }
+  std::size_t block_size() const { return kv_cache_->block_size(); }
   const backend::KvCacheShape& cache_shape() const { return backend_->cache_shape(); }
-  BlockPool& blocks() { return blocks_; }
+  // The KV cache's blocks, prefix cache and eviction. It must outlive every SequenceCache it filled.
+  KvCacheManager& kv_cache() { return *kv_cache_; }
+  const KvCacheManager& kv_cache() const { return *kv_cache_; }
 
-  // Grows the sequence's block table to hold `positions`; false (nothing taken) when too few blocks are free.
+  // Grows the sequence's block table to hold `positions` (KvCacheManager::reserve); false, nothing taken,
+  // when too few blocks are free.
   bool reserve(SequenceCache& sequence, std::size_t positions);
-  // Returns the sequence's blocks to the pool and empties it.
+  // Gives the sequence's blocks back and empties it.
   void release(SequenceCache& sequence);
 
   // Runs one step over the inputs (prefills and decodes mixed; each input's blocks reserved beforehand) and
@@ -91,7 +95,7 @@ class Engine {
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::Transformer> transformer_;
   std::size_t max_model_len_ = 0;
-  BlockPool blocks_{0};
+  std::unique_ptr<KvCacheManager> kv_cache_;
   backend::StepLayout layout_;  // reused from step to step
   std::vector<float> host_logits_;
   std::vector<sampling::SamplingStep> sampling_steps_;

@@ -17,7 +17,8 @@ struct EngineGenerator::Sequence {
   engine::runtime::SequenceCache cache;
   std::vector<std::int32_t> tokens;  // the prompt, then every generated token
   std::size_t generated = 0;
-  std::vector<BlockKey> prompt_keys;  // for the prefix cache
+  std::vector<engine::runtime::BlockKey> block_keys;  // of tokens' full blocks, for the prefix cache
+  std::size_t blocks_cached = 0;                      // of its blocks, those offered to the prefix cache
   bool prefix_looked_up = false;
 
   Sequence(std::uint64_t h, api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s)
@@ -35,7 +36,7 @@ struct EngineGenerator::Planned {
 };
 
 EngineGenerator::EngineGenerator(engine::runtime::Engine& engine, SchedulerOptions options)
-    : engine_(engine), options_(options), prefix_(engine.blocks(), engine.block_size()) {
+    : engine_(engine), options_(options) {
   for (const auto id : engine.checkpoint().eos_token_ids()) eos_ids_.insert(id);
   thread_ = std::thread([this] { run(); });
 }
@@ -132,17 +133,11 @@ void EngineGenerator::take_new_work() {
   }
 }
 
-bool EngineGenerator::reserve(Sequence& seq, std::size_t positions) {
-  const std::size_t bs = engine_.block_size();
-  const std::size_t needed = (positions + bs - 1) / bs;
-  if (needed <= seq.cache.block_table.size()) return true;
-  return prefix_.allocate(needed - seq.cache.block_table.size(), seq.cache.block_table);
-}
-
 void EngineGenerator::preempt(std::size_t running_index) {
   auto seq = std::move(running_[running_index]);
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
-  engine_.release(seq->cache);  // its prompt blocks stay in the prefix cache; the rest is recomputed later
+  engine_.release(seq->cache);  // its full blocks stay in the prefix cache; the rest is recomputed later
+  seq->blocks_cached = 0;
   seq->prefix_looked_up = false;
   ++preemptions_;
   waiting_.push_front(std::move(seq));
@@ -155,7 +150,7 @@ bool EngineGenerator::plan_step(std::vector<Planned>& plan) {
     Sequence& seq = *running_[i];
     const std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
     bool preempted_self = false;
-    while (!reserve(seq, seq.cache.cached + n)) {
+    while (!engine_.reserve(seq.cache, seq.cache.cached + n)) {
       const std::size_t victim = running_.size() - 1;
       preempted_self = victim == i;
       preempt(victim);
@@ -170,17 +165,18 @@ bool EngineGenerator::plan_step(std::vector<Planned>& plan) {
     Sequence& seq = *waiting_.front();
     if (options_.prefix_caching && !seq.prefix_looked_up) {
       seq.prefix_looked_up = true;
-      if (seq.prompt_keys.empty()) seq.prompt_keys = prefix_.block_keys(seq.request.prompt_tokens);
-      // The block holding the last prompt token is always computed, so that there are logits to sample.
+      auto& kv = engine_.kv_cache();
+      kv.extend_keys(seq.tokens, seq.block_keys);
+      // The block holding the last known token is always computed, so that there are logits to sample.
       const std::size_t max_blocks = (seq.tokens.size() - 1) / engine_.block_size();
-      const std::size_t hits =
-          prefix_.match(seq.request.prompt_tokens, seq.prompt_keys, max_blocks, seq.cache.block_table);
+      const std::size_t hits = kv.match(seq.tokens, seq.block_keys, max_blocks, seq.cache.block_table);
       seq.cache.cached = hits * engine_.block_size();
+      seq.blocks_cached = hits;
       prefix_queries_ += seq.request.prompt_tokens.size();
       prefix_hits_ += seq.cache.cached;
     }
     const std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
-    if (!reserve(seq, seq.cache.cached + n)) break;  // wait for running sequences to free blocks
+    if (!engine_.reserve(seq.cache, seq.cache.cached + n)) break;  // wait for running sequences to free blocks
     plan.push_back({&seq, n, seq.cache.cached + n == seq.tokens.size()});
     budget -= n;
     running_.push_back(std::move(waiting_.front()));
@@ -218,12 +214,12 @@ void EngineGenerator::execute(std::vector<Planned>& plan) {
   std::vector<std::uint64_t> done;
   for (const auto& p : plan) {
     Sequence& seq = *p.seq;
-    // Prompt blocks completed by this step join the prefix cache.
-    if (options_.prefix_caching) {
-      const std::size_t full = std::min(seq.cache.cached / bs, seq.prompt_keys.size());
-      for (std::size_t b = 0; b < full; ++b) {
-        prefix_.insert(seq.request.prompt_tokens, seq.prompt_keys, b, seq.cache.block_table[b]);
-      }
+    // Blocks this step filled, of prompt or generated tokens, join the prefix cache.
+    if (const std::size_t full = seq.cache.cached / bs; options_.prefix_caching && full > seq.blocks_cached) {
+      auto& kv = engine_.kv_cache();
+      kv.extend_keys(seq.tokens, seq.block_keys);
+      kv.cache_blocks(seq.tokens, seq.block_keys, seq.cache.block_table, seq.blocks_cached, full);
+      seq.blocks_cached = full;
     }
     if (!p.logits) continue;
     const auto& sampled = sampled_[row];
@@ -265,8 +261,7 @@ void EngineGenerator::update_stats() {
     queued += incoming_.size();
   }
   waiting_count_ = queued;
-  const double total = static_cast<double>(engine_.blocks().num_blocks());
-  kv_usage_ = total > 0 ? 1.0 - static_cast<double>(prefix_.available()) / total : 0.0;
+  kv_usage_ = engine_.kv_cache().usage();
 }
 
 }  // namespace serverd::scheduler

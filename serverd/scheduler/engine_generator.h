@@ -20,7 +20,6 @@
 #include "engine/runtime/engine.h"
 #include "engine/sampling/sampler.h"
 #include "serverd/api/generator.h"
-#include "serverd/scheduler/prefix_cache.h"
 
 namespace serverd::scheduler {
 
@@ -55,7 +54,6 @@ class EngineGenerator final : public api::Generator {
   void run();
   void take_new_work();
   bool plan_step(std::vector<Planned>& plan);
-  bool reserve(Sequence& seq, std::size_t positions);
   void preempt(std::size_t running_index);
   void execute(std::vector<Planned>& plan);
   void finish(Sequence& seq, api::FinishReason reason, std::optional<std::int32_t> stop_token);
@@ -63,7 +61,6 @@ class EngineGenerator final : public api::Generator {
 
   engine::runtime::Engine& engine_;
   const SchedulerOptions options_;
-  PrefixCache prefix_;
   std::unordered_set<std::int32_t> eos_ids_;
 
   // Shared with the I/O threads.

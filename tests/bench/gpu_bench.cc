@@ -262,7 +262,7 @@ class Sequences {
       if (!engine_.reserve(cache, positions)) {
         throw std::runtime_error(std::to_string(caches_.size()) + " sequences of " + std::to_string(positions) +
                                  " positions do not fit in the KV cache (" +
-                                 std::to_string(engine_.blocks().num_blocks()) +
+                                 std::to_string(engine_.kv_cache().num_blocks()) +
                                  " blocks); raise --gpu-memory-utilization or lower the batch");
       }
     }
@@ -489,7 +489,8 @@ void bench_model(const Options& o, const CopyBound& copy, const GemmBound& gemm,
       "row), %.1f KB of KV per cached position\n",
       cost.weight_bytes / 1e9, cost.embed_row_bytes, cost.kv_bytes_per_position / 1e3);
   std::printf("matmul params    %.1f M in the layers + %.1f M lm_head; KV cache %zu blocks of %zu positions\n",
-              cost.matmul_params / 1e6, cost.lm_head_params / 1e6, engine->blocks().num_blocks(), engine->block_size());
+              cost.matmul_params / 1e6, cost.lm_head_params / 1e6, engine->kv_cache().num_blocks(),
+              engine->block_size());
   std::printf("(greedy tokens chosen by Engine::step_and_sample, as serverd chooses them)\n");
 
   // Batch-1 decode: memory-bound, so its figure is the bytes it must read per second.

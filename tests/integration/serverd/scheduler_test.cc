@@ -80,14 +80,16 @@ class Scheduler : public testing::Test {
     engine::tools::write_model(options);
   }
 
-  std::unique_ptr<engine::runtime::Engine> load(std::size_t kv_blocks = 0) {
+  std::unique_ptr<engine::runtime::Engine> load(std::size_t kv_blocks = 0,
+                                                std::size_t block_size = engine::runtime::kDefaultBlockSize) {
     engine::runtime::EngineOptions options;
     options.threads = 2;
     options.max_model_len = 256;
+    options.block_size = block_size;
     if (kv_blocks) {
       const auto& c = engine::runtime::Engine::load(dir_.path(), options)->config();
-      options.kv_cache_bytes = kv_blocks * c.num_layers * 2 * c.num_kv_heads * 16 * c.head_dim * sizeof(float);
-      options.max_model_len = kv_blocks * 16;
+      options.kv_cache_bytes = kv_blocks * c.num_layers * 2 * c.num_kv_heads * block_size * c.head_dim * sizeof(float);
+      options.max_model_len = kv_blocks * block_size;
     }
     return engine::runtime::Engine::load(dir_.path(), options);
   }
@@ -161,6 +163,31 @@ TEST_F(Scheduler, PrefixCacheReusesBlocksAndChangesNothing) {
   const auto after = generator.stats();
   EXPECT_EQ(after.prefix_cache_queries - before.prefix_cache_queries, longer.size());
   EXPECT_EQ(after.prefix_cache_hits - before.prefix_cache_hits, 48u);  // three full blocks of 16
+  EXPECT_EQ(engine->block_size(), 16u);
+}
+
+// A chat's next turn begins with the last turn's prompt and answer: the answer's full blocks were cached
+// as they were computed, so the next prompt finds them too, whatever the block size.
+TEST_F(Scheduler, PrefixCacheHoldsBlocksOfGeneratedTokens) {
+  for (const std::size_t block_size : {std::size_t{8}, std::size_t{16}}) {
+    auto engine = load(0, block_size);
+    ASSERT_EQ(engine->block_size(), block_size);
+    EngineGenerator generator(*engine, {});
+    const auto first_prompt = prompt(40, 11);
+    const auto answer = together(generator, {request(first_prompt, 12)})[0];
+    auto next_prompt = first_prompt;
+    next_prompt.insert(next_prompt.end(), answer.begin(), answer.end());
+    for (int i = 0; i < 5; ++i) next_prompt.push_back(static_cast<std::int32_t>(400 + i));
+    const auto expected = alone({request(next_prompt, 6)});
+    const auto before = generator.stats();
+    EXPECT_EQ(together(generator, {request(next_prompt, 6)}), expected);
+    // The first sequence computed 51 positions (its last token was never fed back): every full block of
+    // those is found, beyond the 40 prompt tokens.
+    const std::size_t computed_blocks = (first_prompt.size() + answer.size() - 1) / block_size;
+    EXPECT_EQ(generator.stats().prefix_cache_hits - before.prefix_cache_hits, computed_blocks * block_size)
+        << "block size " << block_size;
+    EXPECT_GT(computed_blocks * block_size, first_prompt.size());
+  }
 }
 
 TEST_F(Scheduler, PreemptedSequencesAreRecomputedToTheSameTokens) {
@@ -220,7 +247,7 @@ TEST_F(Scheduler, CancelAbortsAndEveryBlockReturns) {
   EXPECT_EQ(pending->finishes(), 1);
   EXPECT_EQ(pending->reason(), FinishReason::Abort);
   EXPECT_LT(pending->wait().size(), 500u);
-  EXPECT_EQ(engine->blocks().num_free(), engine->blocks().num_blocks());
+  EXPECT_EQ(engine->kv_cache().num_free(), engine->kv_cache().num_blocks());
 }
 
 TEST_F(Scheduler, SeededSamplingIsTheSameInAnyBatch) {

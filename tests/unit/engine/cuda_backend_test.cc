@@ -426,6 +426,7 @@ TEST(CudaBackend, RefusesAHeadDimItsAttentionCannotRun) {
   shape.num_layers = 1;
   shape.num_kv_heads = 1;
   shape.head_dim = 72;
+  shape.block_size = 16;
   shape.num_blocks = 4;
   RopeSpec rope;
   rope.inv_freq.assign(36, 1.0);

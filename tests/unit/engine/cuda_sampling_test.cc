@@ -38,6 +38,7 @@ class CudaSamplingTest : public ::testing::Test {
     shape.num_layers = 1;
     shape.num_kv_heads = 1;
     shape.head_dim = 64;
+    shape.block_size = 16;
     shape.num_blocks = 4;
     RopeSpec rope;
     rope.inv_freq.assign(32, 1.0);

@@ -27,6 +27,7 @@ TEST(ServerOptions, DefaultsAsVllm) {
   EXPECT_EQ(o->port, 8000u);
   EXPECT_EQ(o->served_model_name, "Qwen/Qwen3-0.6B");  // the name typed, never a commit directory
   EXPECT_EQ(o->device, "auto");
+  EXPECT_EQ(o->block_size, 16u);
   EXPECT_EQ(o->reference.repo_id, "Qwen/Qwen3-0.6B");
   EXPECT_TRUE(o->api_key.empty());
 }
@@ -50,6 +51,8 @@ TEST(ServerOptions, ReadsEveryFlag) {
                         "8",
                         "--max-num-batched-tokens",
                         "512",
+                        "--block-size",
+                        "32",
                         "--gpu-memory-utilization",
                         "0.5",
                         "--enforce-eager",
@@ -69,6 +72,7 @@ TEST(ServerOptions, ReadsEveryFlag) {
   EXPECT_EQ(o->max_model_len, 4096u);
   EXPECT_EQ(o->max_num_seqs, 8u);
   EXPECT_EQ(o->max_num_batched_tokens, 512u);
+  EXPECT_EQ(o->block_size, 32u);
   EXPECT_EQ(o->gpu_memory_utilization, 0.5);
   EXPECT_TRUE(o->enforce_eager);
   EXPECT_EQ(o->api_key, "k");
@@ -90,6 +94,7 @@ TEST(ServerOptions, RefusesMissingModelAndBadValues) {
   EXPECT_THROW(parse({}), base::UsageError);
   EXPECT_THROW(parse({"--model", "a/b", "--device", "tpu"}), base::UsageError);
   EXPECT_THROW(parse({"--model", "a/b", "--port", "65536"}), base::UsageError);
+  EXPECT_THROW(parse({"--model", "a/b", "--block-size", "12"}), base::UsageError);  // vLLM's choices only
   EXPECT_THROW(parse({"--model", "not a repo"}), fetchd::FetchError);
 }
 
