@@ -57,6 +57,11 @@ void FlagParser::add_choice(std::string name, std::vector<std::string> choices, 
                     }});
 }
 
+void FlagParser::add_value(std::string name, std::string value_name, std::string help,
+                           std::function<void(std::string_view)> set) {
+  flags_.push_back({std::move(name), std::move(value_name), std::move(help), std::move(set)});
+}
+
 const FlagParser::Flag* FlagParser::find(std::string_view name) const {
   for (const auto& flag : flags_) {
     if (flag.name == name) return &flag;
@@ -65,6 +70,16 @@ const FlagParser::Flag* FlagParser::find(std::string_view name) const {
 }
 
 bool FlagParser::parse(std::span<char* const> args) {
+  const std::vector<std::string_view> views(args.begin(), args.end());
+  return parse_views(views);
+}
+
+bool FlagParser::parse(std::span<const std::string> args) {
+  const std::vector<std::string_view> views(args.begin(), args.end());
+  return parse_views(views);
+}
+
+bool FlagParser::parse_views(std::span<const std::string_view> args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (arg == "--help" || arg == "-h") return false;

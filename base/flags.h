@@ -32,10 +32,14 @@ class FlagParser {
   void add_switch(std::string name, std::string help, bool* target);
   // Accepts one of `choices`.
   void add_choice(std::string name, std::vector<std::string> choices, std::string help, std::string* target);
+  // A flag whose value `set` reads, for what the kinds above cannot hold (an enum, a list, a path that must
+  // exist). `set` runs at each occurrence, so a repeated flag can add up, and throws UsageError to refuse.
+  void add_value(std::string name, std::string value_name, std::string help, std::function<void(std::string_view)> set);
 
   // Parses every argument; positional arguments are refused. Throws UsageError naming the flag.
   // Returns false when --help was given (the caller prints help() and exits 0).
   bool parse(std::span<char* const> args);
+  bool parse(std::span<const std::string> args);
   std::string help() const;
 
  private:
@@ -46,6 +50,7 @@ class FlagParser {
     std::function<void(std::string_view)> set;
   };
   const Flag* find(std::string_view name) const;
+  bool parse_views(std::span<const std::string_view> args);
 
   std::string usage_line_;
   std::vector<Flag> flags_;

@@ -39,8 +39,12 @@ struct ModelWriterOptions {
 // A command line that cannot be followed; the message names the flag and the value.
 using base::UsageError;
 
+// The --help text: the flags (base::FlagParser's list) and what the tool writes.
 std::string model_writer_usage();
-// Parses the arguments after the program name. Throws UsageError.
+// Parses the arguments after the program name. Throws UsageError. Returns nullopt when they ask for --help
+// (the caller prints model_writer_usage() and exits 0).
+std::optional<ModelWriterOptions> parse_model_writer_command_line(std::span<const std::string> args);
+// parse_model_writer_command_line for arguments built by a program, where --help is refused as a UsageError.
 ModelWriterOptions parse_model_writer_args(std::span<const std::string> args);
 
 struct WrittenModel {

@@ -9,16 +9,14 @@
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  for (const auto& arg : args) {
-    if (arg == "--help" || arg == "-h") {
+  try {
+    const auto options = engine::tools::parse_model_writer_command_line(args);
+    if (!options) {
       std::fputs(engine::tools::model_writer_usage().c_str(), stdout);
       return 0;
     }
-  }
-  try {
-    const auto options = engine::tools::parse_model_writer_args(args);
     const auto start = std::chrono::steady_clock::now();
-    const auto written = engine::tools::write_model(options);
+    const auto written = engine::tools::write_model(*options);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     for (const auto& file : written.files) std::printf("wrote %s\n", file.string().c_str());
     std::printf("%llu parameters in %.2f s\n", static_cast<unsigned long long>(written.parameters), took.count());

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace base {
@@ -68,6 +70,53 @@ TEST(Flags, RefusesMistakesByName) {
   EXPECT_THAT(error_of({"--share", "nan"}), HasSubstr("--share takes a number"));
   EXPECT_THAT(error_of({"--verbose=yes"}), HasSubstr("--verbose takes no value"));
   EXPECT_THAT(error_of({"--device", "tpu"}), HasSubstr("--device takes one of auto, cpu, cuda, not 'tpu'"));
+}
+
+TEST(Flags, ParsesStrings) {
+  Parsed p;
+  FlagParser flags("usage: test");
+  flags.add_string("model", "MODEL", "the model", &p.model);
+  flags.add_switch("verbose", "more", &p.verbose);
+  const std::vector<std::string> args = {"--model", "org/repo", "--verbose"};
+  ASSERT_TRUE(flags.parse(args));
+  EXPECT_EQ(p.model, "org/repo");
+  EXPECT_TRUE(p.verbose);
+  const std::vector<std::string> help = {"--model=x", "--help", "--unknown"};
+  EXPECT_FALSE(flags.parse(help));
+  const std::vector<std::string> stray = {"stray"};
+  EXPECT_THROW(flags.parse(stray), UsageError);
+}
+
+enum class Color { Red, Green };
+
+TEST(Flags, ValueFlagsRunTheirReaderAtEachOccurrence) {
+  std::vector<Color> colors;
+  FlagParser flags("usage: test");
+  flags.add_value("color", "red|green", "a color; repeat for more", [&colors](std::string_view v) {
+    if (v == "red") {
+      colors.push_back(Color::Red);
+    } else if (v == "green") {
+      colors.push_back(Color::Green);
+    } else {
+      throw UsageError("--color " + std::string(v) + ": not a color I know");
+    }
+  });
+  const std::vector<std::string> args = {"--color", "green", "--color=red"};
+  ASSERT_TRUE(flags.parse(args));
+  EXPECT_EQ(colors, (std::vector<Color>{Color::Green, Color::Red}));
+
+  const auto refusal = [&flags](std::vector<std::string> wrong) -> std::string {
+    try {
+      flags.parse(wrong);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(refusal({"--color", "blue"}), "--color blue: not a color I know");
+  EXPECT_THAT(refusal({"--color"}), HasSubstr("--color needs a value red|green"));
+  EXPECT_THAT(flags.help(), HasSubstr("--color red|green"));
+  EXPECT_THAT(flags.help(), HasSubstr("a color; repeat for more"));
 }
 
 TEST(Flags, HelpListsEveryFlag) {

@@ -149,7 +149,7 @@ TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
   EXPECT_THAT(with({"--gguf", "Q8_0,Q3_K"}), HasSubstr("--gguf Q8_0,Q3_K"));
   EXPECT_THAT(with({"--tokenizer-dir", "/nonexistent"}), HasSubstr("--tokenizer-dir /nonexistent"));
   EXPECT_THAT(with({"--seed"}), HasSubstr("--seed needs a value"));
-  EXPECT_THAT(with({"--frobnicate"}), HasSubstr("unknown argument --frobnicate"));
+  EXPECT_THAT(with({"--frobnicate"}), HasSubstr("unknown flag --frobnicate"));
   EXPECT_THAT(usage_error({"--preset", "tiny", "--out", "d"}), HasSubstr("--arch is required"));
   EXPECT_THAT(usage_error({"--arch", "qwen2", "--out", "d"}), HasSubstr("--preset is required"));
   EXPECT_THAT(usage_error({"--arch", "qwen2", "--preset", "tiny"}), HasSubstr("--out is required"));
