@@ -20,9 +20,11 @@
 #include <utility>
 #include <vector>
 
+#include "engine/backend/cuda/attention_kernels.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_check.h"
-#include "engine/backend/cuda/kernels.h"
+#include "engine/backend/cuda/elementwise_kernels.h"
+#include "engine/backend/cuda/kernel_types.h"
 #include "engine/backend/cuda/sampling_kernels.h"
 #include "engine/backend/cuda/weight_kernels.h"
 
