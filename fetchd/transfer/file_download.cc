@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <thread>
 #include <utility>
 #include <variant>
 
 #include "fetchd/proof/content_hash.h"
+#include "fetchd/transfer/decimal.h"
 #include "fetchd/transfer/partial_file.h"
 
 namespace fetchd::transfer {
@@ -19,13 +19,6 @@ namespace fetchd::transfer {
 namespace {
 
 constexpr int kMaxRedirects = 10;
-
-std::optional<std::uint64_t> parse_u64(std::string_view text) {
-  std::uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 // Start offset of "bytes S-E/T".
 std::optional<std::uint64_t> content_range_start(const HttpHeaders& headers) {

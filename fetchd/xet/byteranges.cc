@@ -1,9 +1,9 @@
 #include "fetchd/xet/byteranges.h"
 
-#include <charconv>
 #include <string>
 
 #include "fetchd/client/fetch_error.h"
+#include "fetchd/transfer/decimal.h"
 
 namespace fetchd::xet {
 
@@ -11,13 +11,6 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& what) {
   throw FetchError(ErrorKind::Integrity, "a multipart/byteranges answer from the Xet store " + what);
-}
-
-std::optional<std::uint64_t> parse_u64(std::string_view text) {
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return v;
 }
 
 std::string_view trim(std::string_view s) {
@@ -70,10 +63,10 @@ std::optional<ContentRange> parse_content_range(std::string_view value) {
   const auto dash = value.find('-');
   const auto slash = value.find('/');
   if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) return std::nullopt;
-  const auto start = parse_u64(trim(value.substr(0, dash)));
-  const auto end = parse_u64(trim(value.substr(dash + 1, slash - dash - 1)));
+  const auto start = transfer::parse_u64(trim(value.substr(0, dash)));
+  const auto end = transfer::parse_u64(trim(value.substr(dash + 1, slash - dash - 1)));
   const auto total_text = trim(value.substr(slash + 1));
-  const auto total = total_text == "*" ? std::optional<std::uint64_t>(0) : parse_u64(total_text);
+  const auto total = total_text == "*" ? std::optional<std::uint64_t>(0) : transfer::parse_u64(total_text);
   if (!start || !end || !total || *end < *start) return std::nullopt;
   return ContentRange{{*start, *end}, *total};
 }
