@@ -71,6 +71,37 @@ void XorbFetcher::run(std::vector<FetchUnit> units) {
 }
 
 void XorbFetcher::execute(HttpClient& http, std::vector<std::byte>& buffer, FetchUnit unit, bool& pushed_back) {
+  std::deque<FetchUnit> pending;
+  pending.push_back(std::move(unit));
+  while (!pending.empty()) {
+    FetchUnit next = std::move(pending.front());
+    pending.pop_front();
+    if (fetch_unit(http, buffer, next, pushed_back)) {
+      refused_in_a_row_ = 0;
+      continue;
+    }
+    // The signed URL expired (or no longer grants these ranges): ask for a fresh reconstruction of just
+    // this part of the file, and fetch it from the new URLs, before anything else. Refusals count across
+    // every fetch thread until one fetch succeeds; URLs that expire together refuse every thread at once, so
+    // each thread may be refused as many times as the policy has attempts. A store that refuses even fresh
+    // URLs ends the download.
+    const int bound = policy_.max_attempts * std::max(1, request_.max_parallel);
+    if (const int refused = ++refused_in_a_row_; refused >= bound) {
+      throw FetchError(ErrorKind::Network, "the Xet store refused " + std::to_string(refused) +
+                                               " signed URLs (403) in a row, fresh ones included, for '" +
+                                               request_.name + "'; what was written is kept for the next run");
+    }
+    const auto span_start = next.span_start();
+    const auto span_end = next.span_end();
+    const auto recon = reconstructions_.fetch(http, span_start, span_end - 1);
+    if (!recon) throw FetchError(ErrorKind::Integrity, "the Xet store no longer describes '" + request_.name + "'");
+    auto fresh = plan_units(*recon, span_start, span_start, span_end, done_snapshot(), request_.name);
+    pending.insert(pending.begin(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+  }
+}
+
+bool XorbFetcher::fetch_unit(HttpClient& http, std::vector<std::byte>& buffer, const FetchUnit& unit,
+                             bool& pushed_back) {
   for (int attempt = 1;; ++attempt) {
     if (cancel_ != nullptr && cancel_->cancelled()) throw FetchError(ErrorKind::Network, "cancelled");
     HttpRequest req;
@@ -100,23 +131,9 @@ void XorbFetcher::execute(HttpClient& http, std::vector<std::byte>& buffer, Fetc
       }
       write_unit_answer(unit, result.response.headers, buffer, file_, request_.name);
       record(unit);
-      return;
+      return true;
     }
-    if (result.failure == TransferFailure::None && status == 403) {
-      // The signed URL expired (or no longer grants these ranges): ask for a fresh reconstruction of just
-      // this part of the file, and fetch it from the new URLs.
-      if (attempt >= policy_.max_attempts) {
-        throw FetchError(ErrorKind::Network, "the Xet store kept refusing signed URLs (403) for '" + request_.name +
-                                                 "' after " + std::to_string(attempt) + " fresh reconstructions");
-      }
-      const auto span_start = unit.span_start();
-      const auto span_end = unit.span_end();
-      const auto recon = reconstructions_.fetch(http, span_start, span_end - 1);
-      if (!recon) throw FetchError(ErrorKind::Integrity, "the Xet store no longer describes '" + request_.name + "'");
-      auto fresh = plan_units(*recon, span_start, span_start, span_end, done_snapshot(), request_.name);
-      for (auto& u : fresh) execute(http, buffer, std::move(u), pushed_back);
-      return;
-    }
+    if (result.failure == TransferFailure::None && status == 403) return false;
     if (result.failure == TransferFailure::Cancelled) throw FetchError(ErrorKind::Network, "cancelled");
     if (status == 429 || status >= 500) pushed_back = true;
     auto delay = transfer::retry_delay(result, attempt, policy_);

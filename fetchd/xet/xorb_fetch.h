@@ -1,7 +1,9 @@
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -43,7 +45,12 @@ class XorbFetcher {
   std::uint64_t transferred() const { return transferred_; }
 
  private:
+  // Fetches `unit`, and in its place the units of a fresh reconstruction when its signed URL is refused
+  // (403). Refusals in a row (across threads, until a fetch succeeds) are bounded by the retry policy's
+  // attempts, so a store that refuses every URL ends the download instead of being asked forever.
   void execute(transfer::HttpClient& http, std::vector<std::byte>& buffer, FetchUnit unit, bool& pushed_back);
+  // One unit, retried as the policy allows; false when its signed URL was refused (403).
+  bool fetch_unit(transfer::HttpClient& http, std::vector<std::byte>& buffer, const FetchUnit& unit, bool& pushed_back);
   void record(const FetchUnit& unit);
   DoneRanges done_snapshot();
   void add_transferred(std::uint64_t bytes);
@@ -59,6 +66,7 @@ class XorbFetcher {
   std::uint64_t transferred_ = 0;
   std::mutex done_mutex_;  // guards done_ and transferred_ while run() is running
   int limit_ = 4;
+  std::atomic<int> refused_in_a_row_{0};
 };
 
 }  // namespace fetchd::xet

@@ -189,6 +189,17 @@ TEST_F(XetTest, ExpiredSignedUrlsAreRenewedByAFreshReconstruction) {
   EXPECT_GE(on("cas", "/reconstructions/").size(), 2u);
 }
 
+// A store that refuses every signed URL it hands out ends the download after as many fresh reconstructions
+// as the retry policy allows, keeping what was written; it is never asked forever.
+TEST_F(XetTest, AStoreThatRefusesEverySignedUrlEndsTheDownload) {
+  hub_.faults().set_xet_urls_expired(true);
+  auto o = options();
+  o.retry.max_attempts = 3;
+  const auto e = error_of(o);
+  EXPECT_EQ(e.kind(), ErrorKind::Network);
+  EXPECT_THAT(e.what(), HasSubstr("signed URLs (403) in a row, fresh ones included"));
+}
+
 TEST_F(XetTest, DataNotYetPinnedIsWaitedFor) {
   hub_.faults().set_xet_unpinned_for(2);
   expect_complete(resolve());
