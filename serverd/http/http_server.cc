@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "base/printable.h"
+#include "serverd/http/request_framing.h"
 
 namespace serverd::http {
 namespace {
@@ -46,10 +47,11 @@ std::string text_of(beast::string_view view) {
   return std::string(view.data(), view.size());
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
+// Every header field of a request, names and values as sent.
+std::vector<Header> header_fields(const bhttp::request_header<>& message) {
+  std::vector<Header> fields;
+  for (const auto& field : message) fields.push_back({text_of(field.name_string()), text_of(field.value())});
+  return fields;
 }
 
 // Header names and values go on the wire verbatim; a CR or LF in them would split the response.
@@ -67,67 +69,6 @@ Response plain_error(int status, std::string_view message) {
   r.headers.push_back({"Content-Type", "text/plain; charset=utf-8"});
   r.body = std::string(message) + "\n";
   return r;
-}
-
-// obs-fold (a header line continued on the next line after a space or tab, RFC 9112 section 5.2) in the
-// header block at the front of `data`. Beast joins such lines silently, so the raw bytes are checked first.
-bool has_obs_fold(std::string_view data) {
-  const std::size_t end = data.find("\r\n\r\n");
-  const std::string_view header = data.substr(0, end == std::string_view::npos ? data.size() : end + 2);
-  for (std::size_t at = header.find("\r\n"); at != std::string_view::npos; at = header.find("\r\n", at + 2)) {
-    if (at + 2 < header.size() && (header[at + 2] == ' ' || header[at + 2] == '\t')) return true;
-  }
-  return false;
-}
-
-std::string lowercase_trimmed(std::string_view text) {
-  const std::size_t first = text.find_first_not_of(" \t");
-  if (first == std::string_view::npos) return {};
-  text = text.substr(first, text.find_last_not_of(" \t") - first + 1);
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-struct Refusal {
-  int status;
-  std::string message;
-};
-
-// Framing that a proxy in front could read differently (RFC 9112 sections 3.2 and 6): such a request is
-// refused and its connection closed, so that no bytes of it are ever read as another request.
-std::optional<Refusal> framing_refusal(const bhttp::request_header<>& message) {
-  if (message.count(bhttp::field::host) > 1) return Refusal{400, "The request has more than one Host header"};
-  if (message.count(bhttp::field::content_length) > 1) {
-    return Refusal{400, "The request has more than one Content-Length header"};
-  }
-  std::vector<std::string> codings;
-  std::string written;
-  const auto [first, last] = message.equal_range(bhttp::field::transfer_encoding);
-  for (auto it = first; it != last; ++it) {
-    const std::string_view value(it->value().data(), it->value().size());
-    written += (written.empty() ? "" : ", ") + std::string(value);
-    for (std::size_t start = 0;;) {
-      const std::size_t comma = value.find(',', start);
-      codings.push_back(lowercase_trimmed(value.substr(start, comma - start)));
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
-    }
-  }
-  if (first == last) return std::nullopt;
-  const std::string shown = sanitize(written.substr(0, 200));
-  for (const auto& coding : codings) {
-    if (coding != "chunked") {
-      return Refusal{501, "Transfer-Encoding '" + shown +
-                              "' is not supported: send the body with Content-Length, or with Transfer-Encoding: "
-                              "chunked alone"};
-    }
-  }
-  if (codings.size() != 1) return Refusal{400, "Transfer-Encoding '" + shown + "' names chunked more than once"};
-  // Transfer-Encoding: chunked beside Content-Length never gets here: the parser refuses it
-  // (bad_content_length, bad_transfer_encoding).
-  if (message.version() < 11) return Refusal{400, "Transfer-Encoding is not allowed in an HTTP/1.0 request"};
-  return std::nullopt;
 }
 
 // Posting into the io_context from other threads is only safe while it exists and runs; the gate closes
@@ -508,7 +449,8 @@ bool Connection::read_completed(const beast::error_code& ec) {
 }
 
 void Connection::on_header() {
-  if (auto refusal = framing_refusal(parser_->get())) {
+  const auto& message = parser_->get();
+  if (auto refusal = framing_refusal(header_fields(message), message.version() < 11)) {
     reject(refusal->status, refusal->message);
     return;
   }
@@ -521,8 +463,8 @@ void Connection::on_header() {
     dispatch();
     return;
   }
-  const auto& message = parser_->get();
-  if (const auto expect = message[bhttp::field::expect]; iequals({expect.data(), expect.size()}, "100-continue")) {
+  if (const auto expect = message[bhttp::field::expect];
+      ascii_iequals({expect.data(), expect.size()}, "100-continue")) {
     queue("HTTP/1.1 100 Continue\r\n\r\n");
   }
   phase_ = Phase::kBody;
@@ -561,9 +503,7 @@ void Connection::dispatch() {
   Request request;
   request.method = text_of(message.method_string());
   request.target = text_of(message.target());
-  for (const auto& field : message) {
-    request.headers.push_back({text_of(field.name_string()), text_of(field.value())});
-  }
+  request.headers = header_fields(message);
   request.body = std::move(message.body());
   keep_alive_ = keep_alive_ && message.keep_alive() && !server_->draining();
   http10_ = message.version() < 11;
@@ -586,8 +526,8 @@ std::string Connection::head(int status, const std::vector<Header>& headers,
                              std::optional<std::size_t> content_length) {
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason_phrase(status)) + "\r\n";
   for (const auto& header : headers) {
-    if (iequals(header.name, "content-length") || iequals(header.name, "transfer-encoding") ||
-        iequals(header.name, "connection")) {
+    if (ascii_iequals(header.name, "content-length") || ascii_iequals(header.name, "transfer-encoding") ||
+        ascii_iequals(header.name, "connection")) {
       continue;
     }
     out += sanitize(header.name) + ": " + sanitize(header.value) + "\r\n";
@@ -897,7 +837,7 @@ std::string_view Request::path() const {
 
 std::optional<std::string_view> Request::header(std::string_view name) const {
   for (const auto& header : headers) {
-    if (iequals(header.name, name)) return std::string_view(header.value);
+    if (ascii_iequals(header.name, name)) return std::string_view(header.value);
   }
   return std::nullopt;
 }
