@@ -68,7 +68,7 @@ class ProgressLog {
     done_ = done;
     last_ = now;
     if (p.file().empty()) return;
-    std::fprintf(stderr, "serverd: fetching %s: %.1f of %.1f MB\n", p.file().c_str(),
+    std::fprintf(stderr, "serverd: fetching %s: %.1f of %.1f MB\n", base::printable(p.file()).c_str(),
                  static_cast<double>(p.bytes_done()) / 1e6, static_cast<double>(p.bytes_total()) / 1e6);
   }
 

@@ -2,6 +2,8 @@
 // format_field, which applies one format spec to one value.
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -121,6 +123,15 @@ std::string format_field(const Value& v, std::string_view spec) {
   }
 }
 
+// A float's integer part, as %d prints it; Python's errors for what has none, and a template error for
+// what a 64-bit integer cannot hold (converting those would be undefined behaviour).
+std::int64_t truncated_integer(double d) {
+  if (std::isnan(d)) throw EvalError("cannot convert float NaN to integer");
+  if (std::isinf(d)) throw EvalError("cannot convert float infinity to integer");
+  if (std::fabs(d) >= 9.2e18) throw EvalError("%d format: " + python_float_repr(d) + " is beyond a 64-bit integer");
+  return static_cast<std::int64_t>(d);
+}
+
 }  // namespace
 
 std::string python_format(Renderer& renderer, const std::string& pattern, const CallArgs& args) {
@@ -236,8 +247,7 @@ std::string percent_format(Renderer& renderer, const std::string& pattern, const
       case 'd':
       case 'i':
         if (!v.is_number()) throw EvalError("%d format: a real number is required, not " + std::string(v.type_name()));
-        out += format_field(Value::integer(v.is_float() ? static_cast<std::int64_t>(v.as_double()) : v.as_int()),
-                            spec + "d");
+        out += format_field(Value::integer(v.is_float() ? truncated_integer(v.as_double()) : v.as_int()), spec + "d");
         break;
       case 'f':
       case 'F':

@@ -148,6 +148,11 @@ TEST(TemplateSecurity, HugeFormatWidthsAndPrecisionsAreRefused) {
         << source;
     EXPECT_THAT(e.what(), ::testing::HasSubstr("over the limit")) << source;
   }
+  // %d of a float without an integer part is Python's error, not a conversion past int64 (undefined).
+  EXPECT_THAT(render_error(R"({{ "%d" % (1e400 * 0) }})").what(), ::testing::HasSubstr("float NaN to integer"));
+  EXPECT_THAT(render_error(R"({{ "%d" % 1e400 }})").what(), ::testing::HasSubstr("float infinity to integer"));
+  EXPECT_THAT(render_error(R"({{ "%i" % -1e19 }})").what(), ::testing::HasSubstr("beyond a 64-bit integer"));
+  EXPECT_EQ(render(R"({{ "%d|%d" % (-2.9, 9.1e18) }})"), "-2|9100000000000000000");
   // At the limits, and with leading zeros, they still work.
   EXPECT_EQ(render(R"({{ "%.2s|%05d|%.0100f" % ("abc", 7, 0.5) }})").substr(0, 12), "ab|00007|0.5");
   EXPECT_EQ(render(R"({{ "{:.2}|{:>4}".format("abc", "x") }})"), "ab|   x");
