@@ -4,7 +4,7 @@
 
 #include "base/printable.h"
 #include "serverd/api/api_error.h"
-#include "serverd/api/responses.h"
+#include "serverd/api/response_json.h"
 
 namespace serverd::api {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "serverd/api/api_error.h"
 #include "serverd/api/metrics.h"
-#include "serverd/api/responses.h"
+#include "serverd/api/response_json.h"
 #include "tests/support/serverd/fake_generator.h"
 #include "tests/support/serverd/test_model.h"
 

@@ -1,4 +1,4 @@
-#include "serverd/api/responses.h"
+#include "serverd/api/response_json.h"
 
 #include <algorithm>
 #include <cmath>
