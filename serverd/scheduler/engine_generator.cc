@@ -172,7 +172,7 @@ bool EngineGenerator::plan_step(std::vector<Planned>& plan) {
       const std::size_t hits = kv.match(seq.tokens, seq.block_keys, max_blocks, seq.cache.block_table);
       seq.cache.cached = hits * engine_.block_size();
       seq.blocks_cached = hits;
-      prefix_queries_ += seq.request.prompt_tokens.size();
+      prefix_queries_ += seq.tokens.size();  // as vLLM counts: every known token, generated ones included
       prefix_hits_ += seq.cache.cached;
     }
     const std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
