@@ -2,7 +2,8 @@
 
 // A small HTTP/1.1 server on Boost.Beast and Asio for serverd: keep-alive, bounded request parsing, idle and
 // slow-client timeouts, asynchronous handlers that answer from any thread, chunked streaming responses, and
-// client-disconnect detection while a response is pending. Beast stays in http_server.cc.
+// client-disconnect detection while a response is pending. Beast stays behind this header (connection.cc,
+// server_impl.h).
 
 #include <chrono>
 #include <cstddef>
