@@ -8,10 +8,11 @@
 // the sequence lets it go, found again by a key chained over every token up to the block's end, so a later
 // sequence with the same beginning skips computing it. A cached block nobody holds is free: it is handed
 // out (and its entry evicted) only after every free block without an entry, least recently released
-// first, and a sequence's later blocks before its earlier ones. Sequences come from every client, so a key must not
-// be forgeable: keys are keyed BLAKE3 (a random key per manager) over the parent block's key and the
-// block's tokens, and every hit compares the stored parent key and tokens, so even a collision serves
-// nothing.
+// first, and a sequence's later blocks before its earlier ones.
+//
+// Sequences come from every client, so a key must not be forgeable: keys are keyed BLAKE3 (a random key
+// per manager) over the parent block's key and the block's tokens, and every hit compares the stored parent
+// key and tokens, so even a collision serves nothing.
 //
 // One table per sequence covers every layer today. Layers that keep different positions (sliding-window
 // attention) would each get a group with its own tables and eviction rule; the group is the unit a table
