@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the parsers and servers that read untrusted input (chat templates, JSON, HTTP, hub listings, URLs,
-# the KV cache manager and its prefix cache) with AddressSanitizer and UndefinedBehaviorSanitizer into build-sanitize/ (override
-# with BUILD_DIR), and runs their tests there. Any sanitizer report fails the test that caused it.
+# the KV cache manager and its prefix cache) with AddressSanitizer and UndefinedBehaviorSanitizer into
+# build-sanitize/ (override with BUILD_DIR), and runs their tests there. Any sanitizer report fails the
+# test that caused it.
 # Extra arguments go to every test binary, e.g. scripts/sanitize-test.sh --gtest_filter='*Security*'.
 set -euo pipefail
 cd "$(dirname "$0")/.."

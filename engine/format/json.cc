@@ -37,7 +37,17 @@ std::string_view name_of(const rapidjson::Value& name) {
 }
 
 std::optional<std::string_view> duplicate_name(const rapidjson::Value& object) {
-  if (object.MemberCount() < 2) return std::nullopt;
+  const auto members = object.MemberBegin();
+  const rapidjson::SizeType count = object.MemberCount();
+  // Request bodies and configs are mostly small objects: comparing pairs costs less than a hash set there.
+  if (count <= 16) {
+    for (rapidjson::SizeType i = 1; i < count; ++i) {
+      for (rapidjson::SizeType j = 0; j < i; ++j) {
+        if (name_of(members[i].name) == name_of(members[j].name)) return name_of(members[i].name);
+      }
+    }
+    return std::nullopt;
+  }
   std::unordered_set<std::string_view> seen;
   seen.reserve(object.MemberCount());
   for (const auto& member : object.GetObject()) {

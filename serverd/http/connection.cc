@@ -134,7 +134,8 @@ bool Connection::read_completed(const beast::error_code& ec) {
 
 void Connection::on_header() {
   const auto& message = parser_->get();
-  if (auto refusal = framing_refusal(header_fields(message), message.version() < 11)) {
+  fields_ = header_fields(message);
+  if (auto refusal = framing_refusal(fields_, message.version() < 11)) {
     reject(refusal->status, refusal->message);
     return;
   }
@@ -187,7 +188,7 @@ void Connection::dispatch() {
   Request request;
   request.method = text_of(message.method_string());
   request.target = text_of(message.target());
-  request.headers = header_fields(message);
+  request.headers = std::move(fields_);  // read once, when the header was checked
   request.body = std::move(message.body());
   keep_alive_ = keep_alive_ && message.keep_alive() && !server_->draining();
   http10_ = message.version() < 11;

@@ -89,6 +89,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   tcp::socket socket_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::vector<Header> fields_;  // the current request's header fields, from on_header() to dispatch()
   net::steady_timer read_timer_;
   net::steady_timer write_timer_;
   std::uint64_t read_generation_ = 0;
