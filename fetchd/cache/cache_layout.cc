@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "fetchd/cache/file_ops.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::cache {
 
-using client::is_commit_hash;
+using request::is_commit_hash;
 using engine::format::is_safe_relative_path;
 
 namespace {

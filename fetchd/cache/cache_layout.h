@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "engine/format/safetensors_index.h"  // is_safe_relative_path
-#include "fetchd/client/model_reference.h"    // is_commit_hash
+#include "fetchd/request/model_reference.h"    // is_commit_hash
 
 namespace fetchd::cache {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::cache::detail {
 

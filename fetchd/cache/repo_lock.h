@@ -19,7 +19,7 @@
 
 #include "fetchd/cache/cache_layout.h"
 #include "fetchd/cache/file_ops.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::cache {
 

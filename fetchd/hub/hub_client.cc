@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "engine/format/json.h"
-#include "fetchd/client/model_reference.h"
+#include "fetchd/request/model_reference.h"
 
 namespace fetchd::hub {
 
@@ -168,12 +168,12 @@ std::string HubClient::resolve_commit(std::string_view revision) {
   if (revision.empty()) revision = "main";
   std::string lowered(revision);
   for (auto& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (client::is_commit_hash(lowered)) return lowered;
+  if (request::is_commit_hash(lowered)) return lowered;
   const auto refs = fetch_refs();
   for (const auto* list : {&refs.branches, &refs.tags}) {
     for (const auto& [name, commit] : *list) {
       if (name == revision) {
-        if (!client::is_commit_hash(commit)) {
+        if (!request::is_commit_hash(commit)) {
           throw FetchError(ErrorKind::Network, "the hub gives '" + std::string(revision) + "' of '" + repo_id_ +
                                                    "' the commit '" + commit + "', which is not a 40-hex id");
         }

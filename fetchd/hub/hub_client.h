@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/hub/hub_settings.h"
 #include "fetchd/hub/repo_listing.h"
 #include "fetchd/transfer/http_client.h"

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/transfer/http_client.h"
 
 namespace fetchd::hub {

@@ -9,7 +9,7 @@
 #include "base/printable.h"
 #include "engine/format/json.h"
 #include "engine/format/safetensors_index.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::hub {
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::proof {
 

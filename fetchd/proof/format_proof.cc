@@ -3,7 +3,7 @@
 #include "engine/format/format_error.h"
 #include "engine/format/gguf.h"
 #include "engine/format/safetensors.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::proof {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <system_error>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/proof/format_proof.h"
 #include "fetchd/transfer/file_download.h"

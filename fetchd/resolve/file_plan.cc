@@ -5,7 +5,7 @@
 #include <map>
 #include <regex>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::resolve {
 

@@ -6,8 +6,8 @@
 
 #include "engine/format/safetensors_index.h"
 #include "fetchd/cache/cache_layout.h"
-#include "fetchd/client/fetch_error.h"
-#include "fetchd/client/model_reference.h"
+#include "fetchd/request/fetch_error.h"
+#include "fetchd/request/model_reference.h"
 #include "fetchd/hub/hub_client.h"
 #include "fetchd/resolve/file_fetcher.h"
 #include "fetchd/resolve/file_plan.h"
@@ -31,7 +31,7 @@ bool has_gguf(const std::vector<ListingEntry>& files) {
   return std::any_of(files.begin(), files.end(), [](const auto& f) { return f.path.ends_with(".gguf"); });
 }
 
-ModelFiles plan_model(const std::vector<ListingEntry>& files, const client::ModelReference& ref) {
+ModelFiles plan_model(const std::vector<ListingEntry>& files, const request::ModelReference& ref) {
   ModelFiles plan;
   const bool has_config = find_file(files, "config.json") != nullptr;
   if (!ref.quant.empty() || (!has_config && has_gguf(files))) {
@@ -71,7 +71,7 @@ struct CachedModel {
 // A snapshot answers without the hub when it holds every file the model needs. What the model needs comes
 // from the listing recorded when fetchd fetched the commit, else (a cache another tool filled) from what the
 // snapshot holds.
-CachedModel cached_model(const cache::RepoCache& repo, const std::string& commit, const client::ModelReference& ref) {
+CachedModel cached_model(const cache::RepoCache& repo, const std::string& commit, const request::ModelReference& ref) {
   const fs::path snapshot = repo.snapshot_dir(commit);
   std::vector<ListingEntry> files;
   bool recorded = false;
@@ -139,13 +139,13 @@ bool Resolver::first_copy_notice(const fs::path& cache_dir) {
 
 Resolution Resolver::resolve(const ResolveRequest& request, ResolveObserver& observer,
                              const transfer::CancelToken* cancel) {
-  const auto ref = client::parse_model_reference(request.model);
+  const auto ref = request::parse_model_reference(request.model);
   if (ref.is_local()) {
     Resolution local;
     local.local_path = ref.local_path;
     local.served_model_name = ref.typed;
     local.from_cache = true;
-    if (ref.kind == client::ModelReference::Kind::LocalGguf) {
+    if (ref.kind == request::ModelReference::Kind::LocalGguf) {
       std::error_code ec;
       local.files.push_back(
           {ref.local_path.filename().string(), fs::file_size(ref.local_path, ec), {Proof::Local}, ""});
@@ -182,7 +182,7 @@ Resolution Resolver::resolve(const ResolveRequest& request, ResolveObserver& obs
   observer.progress(Phase::Resolving, "", 0, 0);
   hub::HubClient hub(settings, ref.repo_id, cancel, options_.retry);
   const std::string commit = hub.resolve_commit(revision);
-  const bool named_revision = !client::is_commit_hash(revision);
+  const bool named_revision = !request::is_commit_hash(revision);
   if (auto cached = cached_model(repo, commit, ref); cached.resolution) {
     if (named_revision) repo.write_ref(revision, commit);
     return std::move(*cached.resolution);

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/transfer/http_client.h"
 #include "fetchd/transfer/retry_policy.h"
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::transfer {
 

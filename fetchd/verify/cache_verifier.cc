@@ -6,7 +6,7 @@
 #include <system_error>
 
 #include "fetchd/cache/cache_layout.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/hub/repo_listing.h"
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/proof/format_proof.h"
@@ -122,7 +122,7 @@ std::vector<FileReport> verify_cache(const fs::path& cache_dir, const VerifyOpti
       const std::string commit = snapshot.path().filename().string();
       std::map<std::string, hub::ListingEntry> listed;
       try {
-        if (client::is_commit_hash(commit)) {
+        if (request::is_commit_hash(commit)) {
           if (const auto json = repo.read_listing(commit)) {
             for (auto& entry : hub::parse_tree_page(*json, repo_id)) listed[entry.path] = std::move(entry);
           }

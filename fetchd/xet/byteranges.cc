@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/transfer/decimal.h"
 
 namespace fetchd::xet {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/xet/gear_table.h"
 
 namespace fetchd::xet {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "engine/format/json.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/transfer/decimal.h"
 #include "fetchd/xet/xet_download.h"
 #include "fetchd/xet/xet_retry.h"

@@ -1,7 +1,7 @@
 #include "fetchd/xet/reconstruction.h"
 
 #include "engine/format/json.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::xet {
 

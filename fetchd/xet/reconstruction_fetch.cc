@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/xet/xet_retry.h"
 
 namespace fetchd::xet {

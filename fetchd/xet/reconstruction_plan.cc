@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace fetchd::xet {
 

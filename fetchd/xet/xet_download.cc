@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <system_error>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/transfer/partial_file.h"
 #include "fetchd/xet/chunker.h"

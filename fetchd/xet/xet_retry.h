@@ -3,7 +3,7 @@
 #include <chrono>
 #include <string>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/transfer/cancel_token.h"
 
 namespace fetchd::xet {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/xet/lz4_frame.h"
 
 namespace fetchd::xet {

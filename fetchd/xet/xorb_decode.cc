@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/xet/byteranges.h"
 #include "fetchd/xet/xorb_chunk.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/xet/byteranges.h"
 #include "fetchd/xet/xet_retry.h"
 #include "fetchd/xet/xorb_decode.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fetch/v1/fetch.grpc.pb.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 extern char** environ;
 

@@ -3,7 +3,7 @@
 
 const HF_TOKEN_SECRET = "modelserve-hf-token";
 const MIN_STARTUP_SECONDS = 30 * 60; // a large model may take this long to load
-const SERVERD_DRAIN_SECONDS = 30; // serverd's drain after SIGTERM (serverd/main.cc)
+const SERVERD_DRAIN_SECONDS = 30; // serverd's drain after SIGTERM (serverd/bin/serverd.cc)
 
 export const allContainers = (spec) => [...(spec.initContainers ?? []), ...(spec.containers ?? [])];
 const program = (c) => (c.command ?? [])[0];

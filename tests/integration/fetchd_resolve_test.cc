@@ -13,7 +13,7 @@
 #include "engine/format/safetensors_writer.h"
 #include "fetchd/cache/cache_layout.h"
 #include "fetchd/cache/repo_lock.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/resolve/resolver.h"
 #include "tests/hub/test_hub.h"

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "engine/format/safetensors_writer.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/resolve/resolver.h"
 #include "tests/hub/test_hub.h"

@@ -8,14 +8,14 @@
 #include <mutex>
 
 #include "engine/tools/model_writer.h"
-#include "serverd/scheduler/engine_generator.h"
+#include "serverd/scheduler/scheduler.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
 using serverd::api::FinishReason;
 using serverd::api::GenerationRequest;
-using serverd::scheduler::EngineGenerator;
+using serverd::scheduler::Scheduler;
 using serverd::scheduler::SchedulerOptions;
 
 // Collects one sequence's tokens; wait() returns once on_finish has run.
@@ -70,7 +70,7 @@ GenerationRequest request(std::vector<std::int32_t> tokens, std::size_t max_toke
   return r;
 }
 
-class Scheduler : public testing::Test {
+class SchedulerTest : public testing::Test {
  protected:
   void SetUp() override {
     engine::tools::ModelWriterOptions options;
@@ -97,7 +97,7 @@ class Scheduler : public testing::Test {
   // Each request run alone, one after another.
   std::vector<std::vector<std::int32_t>> alone(const std::vector<GenerationRequest>& requests) {
     auto engine = load();
-    EngineGenerator generator(*engine, {});
+    Scheduler generator(*engine, {});
     std::vector<std::vector<std::int32_t>> out;
     for (const auto& r : requests) {
       auto sink = std::make_shared<RecordingSink>();
@@ -108,7 +108,7 @@ class Scheduler : public testing::Test {
   }
 
   // All requests submitted at once.
-  std::vector<std::vector<std::int32_t>> together(EngineGenerator& generator,
+  std::vector<std::vector<std::int32_t>> together(Scheduler& generator,
                                                   const std::vector<GenerationRequest>& requests) {
     std::vector<std::shared_ptr<RecordingSink>> sinks;
     for (const auto& r : requests) {
@@ -123,40 +123,40 @@ class Scheduler : public testing::Test {
   testing_support::TempDir dir_;
 };
 
-TEST_F(Scheduler, BatchedSequencesGenerateWhatTheyGenerateAlone) {
+TEST_F(SchedulerTest, BatchedSequencesGenerateWhatTheyGenerateAlone) {
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 6; ++i) requests.push_back(request(prompt(5 + 7 * static_cast<std::size_t>(i), i), 12));
   const auto expected = alone(requests);
   auto engine = load();
-  EngineGenerator generator(*engine, {});
+  Scheduler generator(*engine, {});
   EXPECT_EQ(together(generator, requests), expected);
   for (const auto& tokens : expected) EXPECT_EQ(tokens.size(), 12u);
 }
 
-TEST_F(Scheduler, ChunkedPrefillUnderASmallTokenBudget) {
+TEST_F(SchedulerTest, ChunkedPrefillUnderASmallTokenBudget) {
   std::vector<GenerationRequest> requests = {request(prompt(37, 1), 8), request(prompt(20, 2), 8)};
   const auto expected = alone(requests);
   auto engine = load();
   SchedulerOptions options;
   options.max_num_batched_tokens = 8;
-  EngineGenerator generator(*engine, options);
+  Scheduler generator(*engine, options);
   EXPECT_EQ(together(generator, requests), expected);
   // 8 tokens a step: the 37-token prompt takes ceil(37 / 8) = 5 steps to its first token, then 7 more
   // tokens follow one a step. Without chunking both prompts fit one step, and 8 steps finish both.
   EXPECT_GE(generator.steps(), (37u + 7) / 8 + 7);
-  EngineGenerator unchunked(*engine, {});
+  Scheduler unchunked(*engine, {});
   EXPECT_EQ(together(unchunked, requests), expected);
   EXPECT_EQ(unchunked.steps(), 8u);
 }
 
-TEST_F(Scheduler, PrefixCacheReusesBlocksAndChangesNothing) {
+TEST_F(SchedulerTest, PrefixCacheReusesBlocksAndChangesNothing) {
   const auto shared = prompt(48, 7);
   auto longer = shared;
   for (int i = 0; i < 9; ++i) longer.push_back(static_cast<std::int32_t>(300 + i));
   const auto expected = alone({request(longer, 10)});
 
   auto engine = load();
-  EngineGenerator generator(*engine, {});
+  Scheduler generator(*engine, {});
   together(generator, {request(shared, 4)});
   const auto before = generator.stats();
   EXPECT_EQ(together(generator, {request(longer, 10)}), expected);
@@ -168,11 +168,11 @@ TEST_F(Scheduler, PrefixCacheReusesBlocksAndChangesNothing) {
 
 // A chat's next turn begins with the last turn's prompt and answer: the answer's full blocks were cached
 // as they were computed, so the next prompt finds them too, whatever the block size.
-TEST_F(Scheduler, PrefixCacheHoldsBlocksOfGeneratedTokens) {
+TEST_F(SchedulerTest, PrefixCacheHoldsBlocksOfGeneratedTokens) {
   for (const std::size_t block_size : {std::size_t{8}, std::size_t{16}}) {
     auto engine = load(0, block_size);
     ASSERT_EQ(engine->block_size(), block_size);
-    EngineGenerator generator(*engine, {});
+    Scheduler generator(*engine, {});
     const auto first_prompt = prompt(40, 11);
     const auto answer = together(generator, {request(first_prompt, 12)})[0];
     auto next_prompt = first_prompt;
@@ -190,21 +190,21 @@ TEST_F(Scheduler, PrefixCacheHoldsBlocksOfGeneratedTokens) {
   }
 }
 
-TEST_F(Scheduler, PreemptedSequencesAreRecomputedToTheSameTokens) {
+TEST_F(SchedulerTest, PreemptedSequencesAreRecomputedToTheSameTokens) {
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 4; ++i) requests.push_back(request(prompt(30, 10 + i), 40));
   const auto expected = alone(requests);
   auto engine = load(/*kv_blocks=*/12);  // each sequence needs 5 blocks: four cannot run at once
-  EngineGenerator generator(*engine, {});
+  Scheduler generator(*engine, {});
   EXPECT_EQ(together(generator, requests), expected);
   EXPECT_GT(generator.preemptions(), 0u);
 }
 
-TEST_F(Scheduler, StopTokenEndsAfterMinTokensAndLengthEndsAtMaxTokens) {
+TEST_F(SchedulerTest, StopTokenEndsAfterMinTokensAndLengthEndsAtMaxTokens) {
   const auto free_run = alone({request(prompt(10, 4), 12)})[0];
   ASSERT_EQ(free_run.size(), 12u);
   auto engine = load();
-  EngineGenerator generator(*engine, {});
+  Scheduler generator(*engine, {});
 
   auto stop_at = request(prompt(10, 4), 12);
   stop_at.stop_token_ids = {free_run[3]};
@@ -225,11 +225,11 @@ TEST_F(Scheduler, StopTokenEndsAfterMinTokensAndLengthEndsAtMaxTokens) {
   EXPECT_EQ(sink->reason(), FinishReason::Length);
 }
 
-TEST_F(Scheduler, CancelAbortsAndEveryBlockReturns) {
+TEST_F(SchedulerTest, CancelAbortsAndEveryBlockReturns) {
   auto engine = load();
   auto pending = std::make_shared<RecordingSink>();
   {
-    EngineGenerator generator(*engine, {});
+    Scheduler generator(*engine, {});
     auto sink = std::make_shared<RecordingSink>();
     const auto handle = generator.submit(request(prompt(40, 5), 200), sink);
     ASSERT_TRUE(sink->wait_tokens(2));
@@ -250,7 +250,7 @@ TEST_F(Scheduler, CancelAbortsAndEveryBlockReturns) {
   EXPECT_EQ(engine->kv_cache().num_free(), engine->kv_cache().num_blocks());
 }
 
-TEST_F(Scheduler, SeededSamplingIsTheSameInAnyBatch) {
+TEST_F(SchedulerTest, SeededSamplingIsTheSameInAnyBatch) {
   auto seeded = request(prompt(12, 8), 16);
   seeded.sampling.temperature = 1.0f;
   seeded.sampling.seed = 1234;
@@ -258,7 +258,7 @@ TEST_F(Scheduler, SeededSamplingIsTheSameInAnyBatch) {
   std::vector<GenerationRequest> crowd = {request(prompt(30, 9), 20), seeded, request(prompt(7, 2), 5)};
   crowd[0].sampling.temperature = 0.8f;
   auto engine = load();
-  EngineGenerator generator(*engine, {});
+  Scheduler generator(*engine, {});
   EXPECT_EQ(together(generator, crowd)[1], expected);
 }
 

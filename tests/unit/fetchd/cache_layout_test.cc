@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fetchd/cache/file_ops.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "tests/support/fetch_error.h"
 #include "tests/support/temp_dir.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/xet/gear_table.h"
 #include "fetchd/xet/xet_hash.h"
 #include "fetchd/xet/xorb_chunk.h"

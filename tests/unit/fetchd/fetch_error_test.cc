@@ -1,5 +1,5 @@
 // fetchd's errors: one exit code per kind, the contract scripts and init containers read.
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/transfer/retry_policy.h"
 
 namespace fetchd::transfer {

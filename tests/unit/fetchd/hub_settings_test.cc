@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "tests/support/environment.h"
 #include "tests/support/temp_dir.h"
 

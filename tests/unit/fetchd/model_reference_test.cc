@@ -1,13 +1,13 @@
-#include "fetchd/client/model_reference.h"
+#include "fetchd/request/model_reference.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "tests/support/temp_dir.h"
 
-namespace fetchd::client {
+namespace fetchd::request {
 namespace {
 
 using ::testing::HasSubstr;
@@ -108,9 +108,9 @@ TEST(ModelReference, RepoIdProblemNamesTheReason) {
 }
 
 }  // namespace
-}  // namespace fetchd::client
+}  // namespace fetchd::request
 
-namespace fetchd::client {
+namespace fetchd::request {
 namespace {
 
 TEST(CommitHash, IsFortyLowerCaseHexDigits) {
@@ -121,4 +121,4 @@ TEST(CommitHash, IsFortyLowerCaseHexDigits) {
 }
 
 }  // namespace
-}  // namespace fetchd::client
+}  // namespace fetchd::request

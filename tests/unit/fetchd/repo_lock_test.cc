@@ -17,7 +17,7 @@
 
 #include "fetchd/cache/file_ops.h"
 #include "fetchd/cache/lease_file.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "tests/support/fetch_error.h"
 #include "tests/support/temp_dir.h"
 

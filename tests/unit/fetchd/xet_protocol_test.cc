@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/xet/byteranges.h"
 #include "fetchd/xet/reconstruction.h"
 #include "fetchd/xet/xet_download.h"

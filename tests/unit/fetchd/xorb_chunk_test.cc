@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/xet/xet_hash.h"
 #include "tests/unit/fetchd/xet_test_data.h"
 

@@ -1,4 +1,4 @@
-#include "serverd/server_options.h"
+#include "serverd/options/server_options.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "base/flags.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
 namespace serverd {
 namespace {

@@ -1,4 +1,4 @@
-#include "serverd/engine_loader.h"
+#include "serverd/loader/engine_loader.h"
 
 #include <chrono>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include "engine/runtime/engine.h"
 #include "engine/template/chat_template.h"
 #include "serverd/fetch/fetchd_client.h"
-#include "serverd/scheduler/engine_generator.h"
+#include "serverd/scheduler/scheduler.h"
 
 namespace serverd {
 
@@ -42,7 +42,7 @@ class EngineModel final : public LoadedModel {
     scheduler::SchedulerOptions so;
     so.max_num_seqs = options.max_num_seqs;
     so.max_num_batched_tokens = options.max_num_batched_tokens;
-    generator_ = std::make_unique<scheduler::EngineGenerator>(*engine_, so);
+    generator_ = std::make_unique<scheduler::Scheduler>(*engine_, so);
   }
 
   const api::ModelInfo& info() const override { return info_; }
@@ -53,7 +53,7 @@ class EngineModel final : public LoadedModel {
   std::unique_ptr<engine::runtime::Engine> engine_;
   engine::template_::ModelChatTemplate chat_template_;  // parsed here, where prompts are built
   api::ModelInfo info_;
-  std::unique_ptr<scheduler::EngineGenerator> generator_;  // stopped before the engine goes
+  std::unique_ptr<scheduler::Scheduler> generator_;  // stopped before the engine goes
 };
 
 // Logs fetchd's progress: each file's start and end, and at most every two seconds in between.

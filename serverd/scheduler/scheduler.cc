@@ -1,4 +1,4 @@
-#include "serverd/scheduler/engine_generator.h"
+#include "serverd/scheduler/scheduler.h"
 
 #include <algorithm>
 #include <iostream>
@@ -9,7 +9,7 @@ namespace serverd::scheduler {
 
 using api::FinishReason;
 
-struct EngineGenerator::Sequence {
+struct Scheduler::Sequence {
   std::uint64_t handle = 0;
   api::GenerationRequest request;
   std::shared_ptr<api::GenerationSink> sink;
@@ -29,19 +29,19 @@ struct EngineGenerator::Sequence {
         tokens(request.prompt_tokens) {}
 };
 
-struct EngineGenerator::Planned {
+struct Scheduler::Planned {
   Sequence* seq;
   std::size_t count;  // tokens computed in this step
   bool logits;        // the step reaches the end of the sequence's known tokens: sample after it
 };
 
-EngineGenerator::EngineGenerator(engine::runtime::Engine& engine, SchedulerOptions options)
+Scheduler::Scheduler(engine::runtime::Engine& engine, SchedulerOptions options)
     : engine_(engine), options_(options) {
   for (const auto id : engine.checkpoint().eos_token_ids()) eos_ids_.insert(id);
   thread_ = std::thread([this] { run(); });
 }
 
-EngineGenerator::~EngineGenerator() {
+Scheduler::~Scheduler() {
   {
     const std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -50,7 +50,7 @@ EngineGenerator::~EngineGenerator() {
   thread_.join();
 }
 
-std::uint64_t EngineGenerator::submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
+std::uint64_t Scheduler::submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
   if (request.prompt_tokens.empty()) throw std::invalid_argument("a generation request needs a prompt token");
   std::uint64_t handle = 0;
   {
@@ -66,7 +66,7 @@ std::uint64_t EngineGenerator::submit(api::GenerationRequest request, std::share
   return handle;
 }
 
-void EngineGenerator::cancel(std::uint64_t handle) {
+void Scheduler::cancel(std::uint64_t handle) {
   {
     const std::lock_guard lock(mutex_);
     cancelled_.push_back(handle);
@@ -74,7 +74,7 @@ void EngineGenerator::cancel(std::uint64_t handle) {
   wake_.notify_all();
 }
 
-api::GeneratorStats EngineGenerator::stats() const {
+api::GeneratorStats Scheduler::stats() const {
   api::GeneratorStats s;
   s.running = running_count_.load();
   s.waiting = waiting_count_.load();
@@ -84,7 +84,7 @@ api::GeneratorStats EngineGenerator::stats() const {
   return s;
 }
 
-void EngineGenerator::run() {
+void Scheduler::run() {
   std::vector<Planned> plan;
   while (true) {
     {
@@ -112,7 +112,7 @@ void EngineGenerator::run() {
   waiting_.clear();
 }
 
-void EngineGenerator::take_new_work() {
+void Scheduler::take_new_work() {
   std::deque<std::unique_ptr<Sequence>> incoming;
   std::vector<std::uint64_t> cancelled;
   {
@@ -133,7 +133,7 @@ void EngineGenerator::take_new_work() {
   }
 }
 
-void EngineGenerator::preempt(std::size_t running_index) {
+void Scheduler::preempt(std::size_t running_index) {
   auto seq = std::move(running_[running_index]);
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
   engine_.release(seq->cache);  // its full blocks stay in the prefix cache; the rest is recomputed later
@@ -143,7 +143,7 @@ void EngineGenerator::preempt(std::size_t running_index) {
   waiting_.push_front(std::move(seq));
 }
 
-bool EngineGenerator::plan_step(std::vector<Planned>& plan) {
+bool Scheduler::plan_step(std::vector<Planned>& plan) {
   std::size_t budget = options_.max_num_batched_tokens;
   // Running sequences first, oldest first; the newest give way when blocks run out.
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -185,7 +185,7 @@ bool EngineGenerator::plan_step(std::vector<Planned>& plan) {
   return !plan.empty();
 }
 
-void EngineGenerator::execute(std::vector<Planned>& plan) {
+void Scheduler::execute(std::vector<Planned>& plan) {
   std::vector<engine::runtime::StepInput> inputs;
   std::vector<engine::sampling::SequenceSampler*> samplers;
   inputs.reserve(plan.size());
@@ -248,12 +248,12 @@ void EngineGenerator::execute(std::vector<Planned>& plan) {
   }
 }
 
-void EngineGenerator::finish(Sequence& seq, FinishReason reason, std::optional<std::int32_t> stop_token) {
+void Scheduler::finish(Sequence& seq, FinishReason reason, std::optional<std::int32_t> stop_token) {
   if (!seq.cache.block_table.empty()) engine_.release(seq.cache);
   seq.sink->on_finish(reason, stop_token);
 }
 
-void EngineGenerator::update_stats() {
+void Scheduler::update_stats() {
   running_count_ = running_.size();
   std::size_t queued = waiting_.size();
   {

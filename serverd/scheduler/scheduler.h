@@ -30,14 +30,14 @@ struct SchedulerOptions {
   bool prefix_caching = true;
 };
 
-class EngineGenerator final : public api::Generator {
+class Scheduler final : public api::Generator {
  public:
   // Starts the engine thread. The engine must outlive the generator.
-  EngineGenerator(engine::runtime::Engine& engine, SchedulerOptions options);
+  Scheduler(engine::runtime::Engine& engine, SchedulerOptions options);
   // Stops the engine thread; sequences still queued or running end with Abort.
-  ~EngineGenerator() override;
-  EngineGenerator(const EngineGenerator&) = delete;
-  EngineGenerator& operator=(const EngineGenerator&) = delete;
+  ~Scheduler() override;
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
 
   std::uint64_t submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) override;
   void cancel(std::uint64_t handle) override;

@@ -1,4 +1,4 @@
-#include "serverd/server_options.h"
+#include "serverd/options/server_options.h"
 
 #include <cstdio>
 #include <string>
@@ -45,7 +45,7 @@ std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
   if (o.model.empty()) throw base::UsageError("--model is required (see --help)");
   o.block_size = std::stoull(block_size);
   if (o.api_key.empty() && api_key_env) o.api_key = *api_key_env;
-  o.reference = fetchd::client::parse_model_reference(o.model);
+  o.reference = fetchd::request::parse_model_reference(o.model);
   if (o.served_model_name.empty()) o.served_model_name = o.model;
   return o;
 }

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engine/runtime/kv_cache_manager.h"
-#include "fetchd/client/model_reference.h"
+#include "fetchd/request/model_reference.h"
 
 namespace serverd {
 
@@ -29,7 +29,7 @@ struct ServerOptions {
   std::string fetchd_address;  // empty: start fetchd as a child on a private Unix socket
   bool verbose = false;
 
-  fetchd::client::ModelReference reference;  // --model, classified
+  fetchd::request::ModelReference reference;  // --model, classified
 };
 
 // Parses argv (without the program name). Returns nullopt after printing help for --help. Throws

@@ -13,10 +13,10 @@
 
 #include "base/flags.h"
 #include "base/printable.h"
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 #include "serverd/api/api_server.h"
-#include "serverd/engine_loader.h"
-#include "serverd/server_options.h"
+#include "serverd/loader/engine_loader.h"
+#include "serverd/options/server_options.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "serverd/api/generator.h"
-#include "serverd/server_options.h"
+#include "serverd/options/server_options.h"
 
 namespace serverd {
 

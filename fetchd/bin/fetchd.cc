@@ -16,8 +16,8 @@
 
 #include "base/flags.h"
 #include "base/printable.h"
-#include "fetchd/client/fetch_error.h"
-#include "fetchd/client/model_reference.h"
+#include "fetchd/request/fetch_error.h"
+#include "fetchd/request/model_reference.h"
 #include "fetchd/hub/hub_settings.h"
 #include "fetchd/resolve/resolver.h"
 #include "fetchd/service/fetch_service.h"
@@ -141,7 +141,7 @@ int verify(std::span<char* const> args) {
   fetchd::verify::VerifyOptions options;
   options.remove_failures = remove;
   if (!model.empty()) {
-    const auto ref = fetchd::client::parse_model_reference(model);
+    const auto ref = fetchd::request::parse_model_reference(model);
     if (ref.is_local()) throw base::UsageError("verify checks the cache; '" + model + "' is a local path");
     options.repo_id = ref.repo_id;
   }

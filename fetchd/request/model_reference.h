@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace fetchd::client {
+namespace fetchd::request {
 
 // What `--model` names. Local forms are probed first, so the network never shadows a path on disk.
 struct ModelReference {
@@ -33,4 +33,4 @@ std::optional<std::string> repo_id_problem(std::string_view repo_id);
 // tag splits at the last colon). Throws FetchError(Usage) with a message that says what was expected.
 ModelReference parse_model_reference(std::string_view typed);
 
-}  // namespace fetchd::client
+}  // namespace fetchd::request

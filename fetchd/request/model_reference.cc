@@ -1,10 +1,10 @@
-#include "fetchd/client/model_reference.h"
+#include "fetchd/request/model_reference.h"
 
 #include <system_error>
 
-#include "fetchd/client/fetch_error.h"
+#include "fetchd/request/fetch_error.h"
 
-namespace fetchd::client {
+namespace fetchd::request {
 
 namespace {
 
@@ -112,4 +112,4 @@ ModelReference parse_model_reference(std::string_view typed) {
   return ref;
 }
 
-}  // namespace fetchd::client
+}  // namespace fetchd::request
