@@ -16,9 +16,9 @@
 
 #include "base/flags.h"
 #include "base/printable.h"
+#include "fetchd/hub/hub_settings.h"
 #include "fetchd/request/fetch_error.h"
 #include "fetchd/request/model_reference.h"
-#include "fetchd/hub/hub_settings.h"
 #include "fetchd/resolve/resolver.h"
 #include "fetchd/service/fetch_service.h"
 #include "fetchd/verify/cache_verifier.h"

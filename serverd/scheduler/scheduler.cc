@@ -35,8 +35,7 @@ struct Scheduler::Planned {
   bool logits;        // the step reaches the end of the sequence's known tokens: sample after it
 };
 
-Scheduler::Scheduler(engine::runtime::Engine& engine, SchedulerOptions options)
-    : engine_(engine), options_(options) {
+Scheduler::Scheduler(engine::runtime::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
   for (const auto id : engine.checkpoint().eos_token_ids()) eos_ids_.insert(id);
   thread_ = std::thread([this] { run(); });
 }
