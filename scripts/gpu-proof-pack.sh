@@ -43,7 +43,7 @@ else
 fi
 
 required=(serverd fetchd model-writer engine-logits engine_reference_tests serverd_openai_client_tests)
-optional=(cuda_kernel_tests cuda_engine_tests engine-gpu-bench)
+optional=(engine_backend_cuda_tests cuda_engine_tests engine-gpu-bench)
 # Every target of the configured build, one directory each (both Makefile and Ninja generators write it).
 target_dir() { grep -E "/CMakeFiles/$1\.dir\$" "$build/CMakeFiles/TargetDirectories.txt" | head -1; }
 targets=()

@@ -301,7 +301,7 @@ export -f node_check
 step "node + openai package" 30 node_check
 
 # --- (a) the CUDA test binaries ----------------------------------------------------------------------
-for t in cuda_kernel_tests cuda_engine_tests; do
+for t in engine_backend_cuda_tests cuda_engine_tests; do
   if [[ -x $pack/bin/$t ]]; then
     gpu_step "(a) $t" 150 "$wrap/$t" --gtest_brief=1
   else
@@ -347,8 +347,8 @@ gpu_step "(b) engine_reference_tests $device" 150 env ENGINE_TEST_DEVICE="$devic
 if sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1) &&
   [[ -n $sanitizer ]]; then
   # The backend's kernels and sampling; the weight kernels' large shapes would take minutes under memcheck.
-  [[ -x $pack/bin/cuda_kernel_tests ]] && gpu_step "(f) memcheck cuda_kernel_tests" 150 "$sanitizer" --tool memcheck \
-    --error-exitcode 9 "$wrap/cuda_kernel_tests" --gtest_brief=1 --gtest_filter='-*CudaWeightKernels*'
+  [[ -x $pack/bin/engine_backend_cuda_tests ]] && gpu_step "(f) memcheck engine_backend_cuda_tests" 150 "$sanitizer" --tool memcheck \
+    --error-exitcode 9 "$wrap/engine_backend_cuda_tests" --gtest_brief=1 --gtest_filter='-*CudaWeightKernels*'
 
 else
   record "(f) memcheck" SKIP 0 "no compute-sanitizer on this machine"

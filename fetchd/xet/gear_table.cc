@@ -5,7 +5,7 @@ namespace fetchd::xet {
 // The Xet protocol's content-defined chunking gear table: 256 fixed constants, one per byte value. They
 // are the DEFAULT_TABLE of the Rust `gearhash` crate, which the reference Xet client (huggingface/xet-core)
 // chunks with, so every Xet writer must use exactly these. Chunk boundaries, and therefore every chunk, xorb
-// and file hash, depend on them; the chunking vectors in tests/unit/fetchd/xet_test.cc pin them.
+// and file hash, depend on them; the chunking vectors in tests/unit/fetchd/xet/chunker_test.cc pin them.
 // Four constants a row: entry i sits on row i / 4.
 // clang-format off
 const std::array<std::uint64_t, 256> kGearTable = {

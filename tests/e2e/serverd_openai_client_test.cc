@@ -9,7 +9,7 @@
 
 #include <regex>
 
-#include "engine/tools/model_writer.h"
+#include "engine/model_writer/model_writer.h"
 #include "tests/hub/test_hub.h"
 #include "tests/support/child_process.h"
 #include "tests/support/environment.h"

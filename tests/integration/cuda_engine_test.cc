@@ -14,7 +14,7 @@
 
 #include "engine/runtime/engine.h"
 #include "engine/sampling/sampler.h"
-#include "engine/tools/model_writer.h"
+#include "engine/model_writer/model_writer.h"
 #include "tests/support/require_gpu.h"
 #include "tests/support/temp_dir.h"
 

@@ -18,7 +18,7 @@
 #include "engine/format/gguf.h"
 #include "engine/format/gguf_writer.h"
 #include "engine/runtime/engine.h"
-#include "engine/tools/model_writer.h"
+#include "engine/model_writer/model_writer.h"
 #include "tests/support/environment.h"
 #include "tests/support/reference_model.h"
 #include "tests/support/temp_dir.h"

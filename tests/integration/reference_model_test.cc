@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/quant/quant.h"
-#include "engine/tools/model_writer.h"
+#include "engine/model_writer/model_writer.h"
 #include "tests/support/temp_dir.h"
 
 namespace {

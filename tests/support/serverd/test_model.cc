@@ -1,6 +1,6 @@
 #include "tests/support/serverd/test_model.h"
 
-#include "tests/unit/engine/tiny_tokenizer.h"
+#include "tests/support/tiny_tokenizer.h"
 
 namespace serverd_test {
 namespace {

@@ -1,0 +1,528 @@
+#include "engine/model_writer/model_writer.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <numbers>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "base/splitmix64.h"
+#include "engine/format/little_endian.h"
+#include "engine/model_writer/model_writer_internal.h"
+#include "engine/model_writer/model_writer_tokenizer.h"
+
+namespace engine::tools {
+
+namespace detail {
+
+// ---- names ----------------------------------------------------------------------------------------------
+
+std::string_view arch_flag(Architecture arch) {
+  for (const auto& a : kArchs) {
+    if (a.arch == arch) return a.flag;
+  }
+  return "?";
+}
+
+bool is_float_type(WeightType type) {
+  return type == WeightType::F32 || type == WeightType::F16 || type == WeightType::BF16;
+}
+
+std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+// ---- output files ---------------------------------------------------------------------------------------
+
+void write_text(const std::filesystem::path& path, std::string_view text) {
+  OutputFile out(path);
+  out.write(std::as_bytes(std::span(text.data(), text.size())));
+  out.close();
+}
+
+}  // namespace detail
+
+namespace {
+
+using model::Architecture;
+using quant::WeightType;
+
+using detail::arch_flag;
+using detail::GgufOutput;
+using detail::Init;
+using detail::is_float_type;
+using detail::kGgufAlignment;
+using detail::OutputFile;
+using detail::round_up;
+using detail::TensorSpec;
+
+// ---- random numbers -------------------------------------------------------------------------------------
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Approximately normal numbers, cheaply: the sum of the four 16-bit fields of one 64-bit draw (Irwin-Hall,
+// scaled to unit variance). Tails stop at 3.46 sigma, which random weights do not miss, and 600M values
+// take about a second. One stream per tensor, seeded from the seed and the tensor's name, so a tensor's
+// values do not depend on which other tensors are written or in what slices.
+class NormalStream {
+ public:
+  NormalStream(std::uint64_t seed, std::string_view name) : random_(seed ^ fnv1a(name)) { random_.next(); }
+
+  void fill(std::span<float> out, float mean, float stddev) {
+    constexpr float kScale = 1.7320508f / 65536.0f;  // sqrt(3): four U(0,1) sum to variance 1/3
+    for (auto& v : out) {
+      const std::uint64_t r = random_.next();
+      const auto sum =
+          static_cast<std::int64_t>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) + ((r >> 32) & 0xFFFF) + (r >> 48));
+      v = mean + stddev * static_cast<float>(sum - 2 * 65535) * kScale;
+    }
+  }
+
+ private:
+  base::SplitMix64 random_;
+};
+
+// ---- the tensors ----------------------------------------------------------------------------------------
+
+// How spread the random weights are. Tiny models use 1/sqrt(fan_in) for matrices so that every block moves
+// the residual stream and the logits spread over several units; the real-size preset uses the
+// initializer_range of real checkpoints.
+struct Scales {
+  float embed;
+  float lm_head;
+  float matrix;  // 0: 1/sqrt(fan_in)
+  float norm_noise = 0.05f;
+  float bias = 0.1f;
+};
+
+Scales preset_scales(ModelPreset preset) {
+  if (preset == ModelPreset::Tiny) return {0.5f, 0.35f, 0.0f};
+  return {0.1f, 0.02f, 0.02f};
+}
+
+std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset preset) {
+  const Scales s = preset_scales(preset);
+  const auto matrix_std = [&](std::uint64_t fan_in) {
+    return s.matrix > 0 ? s.matrix : 1.0f / std::sqrt(static_cast<float>(fan_in));
+  };
+  const bool llama = c.architecture == Architecture::Llama;
+  const std::uint64_t q_rows = c.num_heads * c.head_dim, kv_rows = c.num_kv_heads * c.head_dim;
+  std::vector<TensorSpec> out;
+  const auto add = [&](std::string hf, std::string gguf, std::vector<std::uint64_t> shape, Init init, float mean,
+                       float stddev, std::uint64_t permute = 0) {
+    out.push_back({std::move(hf), std::move(gguf), std::move(shape), init, mean, stddev, permute});
+  };
+  if (llama && c.rope_scaling) {
+    // llama.cpp's converter stores Llama 3's per-frequency divisors as a tensor beside the metadata.
+    add("", "rope_freqs.weight", {c.head_dim / 2}, Init::RopeFreqs, 0, 0);
+  }
+  add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, Init::Normal, 0, s.embed);
+  for (std::uint64_t l = 0; l < c.num_layers; ++l) {
+    const std::string hf = "model.layers." + std::to_string(l) + ".";
+    const std::string gg = "blk." + std::to_string(l) + ".";
+    const float h_std = matrix_std(c.hidden_size);
+    add(hf + "input_layernorm.weight", gg + "attn_norm.weight", {c.hidden_size}, Init::NormWeight, 1, s.norm_noise);
+    add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q_rows, c.hidden_size}, Init::Normal, 0, h_std,
+        llama ? c.num_heads : 0);
+    add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv_rows, c.hidden_size}, Init::Normal, 0, h_std,
+        llama ? c.num_kv_heads : 0);
+    add(hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv_rows, c.hidden_size}, Init::Normal, 0, h_std);
+    if (c.attention_bias) {
+      add(hf + "self_attn.q_proj.bias", gg + "attn_q.bias", {q_rows}, Init::Normal, 0, s.bias);
+      add(hf + "self_attn.k_proj.bias", gg + "attn_k.bias", {kv_rows}, Init::Normal, 0, s.bias);
+      add(hf + "self_attn.v_proj.bias", gg + "attn_v.bias", {kv_rows}, Init::Normal, 0, s.bias);
+    }
+    if (c.qk_norm) {
+      add(hf + "self_attn.q_norm.weight", gg + "attn_q_norm.weight", {c.head_dim}, Init::NormWeight, 1, s.norm_noise);
+      add(hf + "self_attn.k_norm.weight", gg + "attn_k_norm.weight", {c.head_dim}, Init::NormWeight, 1, s.norm_noise);
+    }
+    add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {c.hidden_size, q_rows}, Init::Normal, 0,
+        matrix_std(q_rows));
+    add(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {c.hidden_size}, Init::NormWeight, 1,
+        s.norm_noise);
+    add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0,
+        h_std);
+    add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0, h_std);
+    add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {c.hidden_size, c.intermediate_size}, Init::Normal, 0,
+        matrix_std(c.intermediate_size));
+  }
+  add("model.norm.weight", "output_norm.weight", {c.hidden_size}, Init::NormWeight, 1, s.norm_noise);
+  if (!c.tie_word_embeddings) {
+    add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, Init::Normal, 0, s.lm_head);
+  }
+  return out;
+}
+
+// Llama 3's divisor of each RoPE frequency (1 for high frequencies, `factor` for low ones, a smooth blend
+// between), as llama.cpp's converter computes rope_freqs.
+std::vector<float> llama3_rope_divisors(const model::ModelConfig& c) {
+  const auto& r = *c.rope_scaling;
+  const double low_wavelen = static_cast<double>(r.original_max_position_embeddings) / r.low_freq_factor;
+  const double high_wavelen = static_cast<double>(r.original_max_position_embeddings) / r.high_freq_factor;
+  std::vector<float> out;
+  for (std::uint64_t i = 0; i < c.head_dim / 2; ++i) {
+    const double freq = std::pow(c.rope_theta, -static_cast<double>(2 * i) / static_cast<double>(c.head_dim));
+    const double wavelen = 2 * std::numbers::pi / freq;
+    double divisor = 1.0;
+    if (wavelen > low_wavelen) {
+      divisor = r.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (static_cast<double>(r.original_max_position_embeddings) / wavelen - r.low_freq_factor) /
+                            (r.high_freq_factor - r.low_freq_factor);
+      divisor = 1.0 / ((1 - smooth) / r.factor + smooth);
+    }
+    out.push_back(static_cast<float>(divisor));
+  }
+  return out;
+}
+
+// ---- safetensors ----------------------------------------------------------------------------------------
+
+// Splits the tensors into `count` consecutive shards of about equal bytes, none empty.
+std::vector<std::uint32_t> assign_shards(const std::vector<const TensorSpec*>& tensors, std::uint32_t count,
+                                         WeightType dtype) {
+  std::uint64_t total = 0;
+  for (const auto* t : tensors) total += t->elements() * quant::block_bytes(dtype);
+  std::vector<std::uint32_t> shard(tensors.size());
+  std::uint64_t before = 0;
+  std::uint32_t previous = 0;
+  const auto n = static_cast<std::uint64_t>(tensors.size());
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint64_t bytes = tensors[i]->elements() * quant::block_bytes(dtype);
+    // The shard where the tensor's middle byte falls, kept monotone, gap-free and leaving enough tensors
+    // for the shards still to come.
+    auto want = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+        count - 1, static_cast<std::uint64_t>((static_cast<long double>(before) + bytes / 2.0L) * count / total)));
+    want = std::clamp<std::uint32_t>(want, previous, std::min<std::uint32_t>(previous + 1, count - 1));
+    if (i > 0 && want == previous && count - 1 - previous >= n - i) want = previous + 1;
+    if (i == 0) want = 0;
+    shard[i] = previous = want;
+    before += bytes;
+  }
+  return shard;
+}
+
+// ---- values -------------------------------------------------------------------------------------------
+
+// Converts values to a float storage type and back, so later outputs see exactly what was stored.
+void store_as(WeightType dtype, std::span<float> values, std::span<std::byte> bytes) {
+  quant::quantize_row(dtype, values, bytes);
+  if (dtype != WeightType::F32) quant::dequantize_row(dtype, bytes, values);
+}
+
+// Encodes rows into a GGUF type. The K-quants' reference quantizers search scales and take ~70 ns a value,
+// so large slices are split across the cores.
+void encode_rows(WeightType type, std::span<const float> values, std::span<std::byte> out, std::uint64_t rows,
+                 std::uint64_t cols) {
+  const std::uint64_t workers =
+      is_float_type(type) ? 1 : std::clamp<std::uint64_t>(std::thread::hardware_concurrency(), 1, 16);
+  if (workers == 1 || rows < 2 * workers || values.size() < (1u << 16)) {
+    quant::quantize_row(type, values, out);
+    return;
+  }
+  const std::size_t row_out = out.size() / rows;
+  std::vector<std::jthread> threads;
+  const auto part = [&](std::uint64_t begin, std::uint64_t end) {
+    quant::quantize_row(type, values.subspan(begin * cols, (end - begin) * cols),
+                        out.subspan(begin * row_out, (end - begin) * row_out));
+  };
+  const std::uint64_t per = (rows + workers - 1) / workers;
+  for (std::uint64_t begin = per; begin < rows; begin += per)
+    threads.emplace_back(part, begin, std::min(rows, begin + per));
+  // Sizes were checked when the GGUF layout was planned, so no part throws; the jthreads join on return.
+  part(0, std::min(rows, per));
+}
+
+// GGUF llama: within each head, row (half j, index i) moves to 2i + j, so that adjacent rows pair in RoPE
+// as rows i and i + head_dim/2 pair in the Hugging Face layout.
+void permute_rows(std::span<const float> in, std::span<float> out, std::uint64_t heads, std::uint64_t rows,
+                  std::uint64_t cols) {
+  const std::uint64_t dim = rows / heads, half = dim / 2;
+  for (std::uint64_t h = 0; h < heads; ++h) {
+    for (std::uint64_t j = 0; j < 2; ++j) {
+      for (std::uint64_t i = 0; i < half; ++i) {
+        const auto from = (h * dim + j * half + i) * cols;
+        const auto to = (h * dim + 2 * i + j) * cols;
+        std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(from), cols,
+                    out.begin() + static_cast<std::ptrdiff_t>(to));
+      }
+    }
+  }
+}
+
+// ---- the steps of write_model ---------------------------------------------------------------------------
+
+// Checks the options that only fit together in some ways, and returns the safetensors storage type.
+WeightType checked_dtype(const ModelWriterOptions& options) {
+  if (options.preset == ModelPreset::Qwen3_0_6B && options.arch != Architecture::Qwen3) {
+    throw UsageError("--preset qwen3-0.6b is Qwen3-0.6B's configuration; it needs --arch qwen3, not --arch " +
+                     std::string(arch_flag(options.arch)));
+  }
+  const WeightType dtype =
+      options.dtype.value_or(options.preset == ModelPreset::Tiny ? WeightType::F32 : WeightType::BF16);
+  if (!is_float_type(dtype)) {
+    throw UsageError("--dtype " + std::string(quant::weight_type_name(dtype)) +
+                     ": safetensors weights are f32, bf16 or f16");
+  }
+  if (!options.safetensors && options.shards != 1) {
+    throw UsageError("--shards " + std::to_string(options.shards) +
+                     " with --no-safetensors: there are no shards to write");
+  }
+  return dtype;
+}
+
+// The preset's configuration for `tokenizer`: its vocabulary size and special tokens.
+model::ModelConfig model_config(const ModelWriterOptions& options, const TokenizerSpec& tokenizer) {
+  model::ModelConfig config = preset_config(options.arch, options.preset, tokenizer.tokens.size());
+  if (config.vocab_size < tokenizer.tokens.size()) {
+    throw UsageError("--preset qwen3-0.6b has " + std::to_string(config.vocab_size) +
+                     " embedding rows, fewer than the " + std::to_string(tokenizer.tokens.size()) +
+                     " tokens of the tokenizer in --tokenizer-dir");
+  }
+  config.bos_token_id = tokenizer.bos_id;
+  if (options.arch == Architecture::Llama) {
+    config.eos_token_ids.assign(tokenizer.stop_ids.begin(), tokenizer.stop_ids.end());
+  } else {
+    config.eos_token_ids = {tokenizer.eos_id};  // Qwen's config.json names one; generation_config.json lists all
+  }
+  return config;
+}
+
+// Writes dir/name and lists it among the files written.
+void text_file(WrittenModel& result, const std::filesystem::path& dir, const char* name, std::string_view text) {
+  detail::write_text(dir / name, text);
+  result.files.push_back(dir / name);
+}
+
+// config.json, generation_config.json and the tokenizer's files.
+void write_json_files(WrittenModel& result, const std::filesystem::path& dir, const model::ModelConfig& config,
+                      WeightType dtype, const TokenizerSpec& tokenizer) {
+  text_file(result, dir, "config.json", detail::config_json(config, dtype));
+  text_file(result, dir, "generation_config.json", detail::generation_config_json(config, tokenizer));
+  text_file(result, dir, "tokenizer.json", tokenizer.tokenizer_json);
+  text_file(result, dir, "tokenizer_config.json", tokenizer.tokenizer_config_json);
+}
+
+// Where the safetensors weights go.
+struct SafetensorsLayout {
+  std::vector<std::uint32_t> shard_of;                        // each Hugging Face tensor's shard
+  std::vector<std::vector<const TensorSpec*>> shard_tensors;  // each shard's tensors, in write order
+  std::vector<std::filesystem::path> shard_paths;
+};
+
+// Safetensors: which shard each tensor goes to, the headers and the index.
+SafetensorsLayout plan_safetensors(WrittenModel& result, const std::filesystem::path& dir,
+                                   const std::vector<const TensorSpec*>& hf_tensors, std::uint32_t shards,
+                                   WeightType dtype) {
+  SafetensorsLayout layout;
+  auto& [shard_of, shard_tensors, shard_paths] = layout;
+  shard_of = assign_shards(hf_tensors, shards, dtype);
+  shard_tensors.resize(shards);
+  std::map<std::string, std::string> weight_map;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < hf_tensors.size(); ++i) {
+    shard_tensors[shard_of[i]].push_back(hf_tensors[i]);
+    total += hf_tensors[i]->elements() * quant::block_bytes(dtype);
+  }
+  for (std::uint32_t s = 0; s < shards; ++s) {
+    shard_paths.push_back(dir / (shards == 1 ? std::string("model.safetensors") : shard_file_name(s + 1, shards)));
+    for (const auto* t : shard_tensors[s]) weight_map[t->hf_name] = shard_paths.back().filename().string();
+  }
+  if (shards > 1) text_file(result, dir, "model.safetensors.index.json", detail::index_json(weight_map, total));
+  return layout;
+}
+
+// A safetensors shard holding `tensors`, its header written.
+std::unique_ptr<OutputFile> open_shard(const std::filesystem::path& path, const std::vector<const TensorSpec*>& tensors,
+                                       WeightType dtype) {
+  auto shard = std::make_unique<OutputFile>(path);
+  const std::string header = detail::safetensors_header(tensors, dtype);
+  std::array<std::byte, 8> length{};
+  format::store_le<std::uint64_t>(length.data(), header.size());
+  shard->write(length);
+  shard->write(std::as_bytes(std::span(header.data(), header.size())));
+  return shard;
+}
+
+// The tensors, a slice of rows at a time, into the current shard and every GGUF file.
+void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors, const ModelWriterOptions& options,
+                   WeightType dtype, const SafetensorsLayout& safetensors, std::vector<GgufOutput>& ggufs) {
+  const auto& [shard_of, shard_tensors, shard_paths] = safetensors;
+  const std::vector<float> rope_divisors =
+      result.config.rope_scaling ? llama3_rope_divisors(result.config) : std::vector<float>();
+  std::unique_ptr<OutputFile> shard;
+  std::uint32_t shard_index = 0;
+  std::size_t hf_index = 0;
+  std::vector<float> values, permuted;
+  std::vector<std::byte> stored, encoded;
+  std::vector<std::size_t> gguf_next(ggufs.size(), 0);
+  for (const auto& t : tensors) {
+    const bool in_safetensors = options.safetensors && !t.hf_name.empty();
+    if (in_safetensors) {
+      const auto s = shard_of[hf_index++];
+      if (!shard || s != shard_index) {
+        if (shard) shard->close();
+        shard_index = s;
+        shard = open_shard(shard_paths[s], shard_tensors[s], dtype);
+        result.files.push_back(shard_paths[s]);
+      }
+    }
+    const std::uint64_t cols = t.cols(), rows = t.rows();
+    // Permuted tensors are reordered whole (Q and K are small); the rest go in slices of about 1M values.
+    const std::uint64_t slice_rows =
+        t.permute_heads > 0 ? rows : std::max<std::uint64_t>(1, std::min<std::uint64_t>(rows, (1u << 20) / cols));
+    NormalStream stream(options.seed, t.hf_name.empty() ? t.gguf_name : t.hf_name);
+    for (std::uint64_t row = 0; row < rows; row += slice_rows) {
+      const std::uint64_t n_rows = std::min(slice_rows, rows - row);
+      const std::size_t n = n_rows * cols;
+      values.resize(n);
+      if (t.init == Init::RopeFreqs) {
+        std::copy(rope_divisors.begin(), rope_divisors.end(), values.begin());
+      } else {
+        stream.fill(values, t.mean, t.stddev);
+      }
+      // Checkpoint tensors are rounded to the storage type first (GGUF files are converted from what the
+      // checkpoint holds); GGUF-only ones (rope_freqs) keep float32.
+      if (!t.hf_name.empty()) {
+        stored.resize(n * quant::block_bytes(dtype));
+        store_as(dtype, values, stored);
+      }
+      if (in_safetensors) shard->write(stored);
+      for (std::size_t g = 0; g < ggufs.size(); ++g) {
+        auto& out = ggufs[g];
+        if (gguf_next[g] >= out.tensors.size() || out.tensors[gguf_next[g]].spec != &t) continue;
+        const auto& plan = out.tensors[gguf_next[g]];
+        std::span<const float> source = values;
+        if (t.permute_heads > 0) {
+          permuted.resize(n);
+          permute_rows(values, permuted, t.permute_heads, rows, cols);
+          source = permuted;
+        }
+        encoded.resize(*quant::row_bytes(plan.type, cols) * n_rows);
+        encode_rows(plan.type, source, encoded, n_rows, cols);
+        out.file->write(encoded);
+      }
+    }
+    for (std::size_t g = 0; g < ggufs.size(); ++g) {
+      auto& out = ggufs[g];
+      if (gguf_next[g] < out.tensors.size() && out.tensors[gguf_next[g]].spec == &t) {
+        const auto& plan = out.tensors[gguf_next[g]];
+        if (out.file->written() != out.data_start + plan.offset + plan.bytes) {
+          throw std::logic_error(out.path.string() + ": tensor " + t.gguf_name + " ends at the wrong offset");
+        }
+        out.file->pad_to(kGgufAlignment);
+        ++gguf_next[g];
+      }
+    }
+  }
+  if (shard) shard->close();
+}
+
+}  // namespace
+
+// ---- public -------------------------------------------------------------------------------------------
+
+std::string shard_file_name(std::uint32_t index, std::uint32_t count) {
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05u-of-%05u.safetensors", index, count);
+  return name;
+}
+
+std::string gguf_file_name(WeightType type) {
+  return "model-" + std::string(quant::weight_type_name(type)) + ".gguf";
+}
+
+model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uint64_t tokenizer_size) {
+  model::ModelConfig c;
+  c.architecture = arch;
+  c.qk_norm = arch == Architecture::Qwen3;
+  c.attention_bias = arch == Architecture::Qwen2;
+  if (preset == ModelPreset::Qwen3_0_6B) {
+    c.vocab_size = 151936;
+    c.hidden_size = 1024;
+    c.intermediate_size = 3072;
+    c.num_layers = 28;
+    c.num_heads = 16;
+    c.num_kv_heads = 8;
+    c.head_dim = 128;
+    c.max_position_embeddings = 40960;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 1e6;
+    c.tie_word_embeddings = true;
+    return c;
+  }
+  // Embedding rows round up past the tokenizer's ids, as real checkpoints pad theirs.
+  c.vocab_size = round_up(tokenizer_size, 64);
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_layers = arch == Architecture::Llama ? 3 : 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = arch == Architecture::Qwen3 ? 128 : 64;  // Qwen3's head_dim is not hidden / heads
+  c.max_position_embeddings = 2048;
+  c.rms_norm_eps = arch == Architecture::Llama ? 1e-5 : 1e-6;
+  c.rope_theta = arch == Architecture::Llama ? 5e5 : 1e6;
+  // Qwen3 tiny has its own lm_head and Qwen2 tiny ties it, so both paths get exercised.
+  c.tie_word_embeddings = arch == Architecture::Qwen2;
+  if (arch == Architecture::Llama) c.rope_scaling = model::Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
+  return c;
+}
+
+WrittenModel write_model(const ModelWriterOptions& options) {
+  const WeightType dtype = checked_dtype(options);
+
+  const TokenizerSpec tokenizer =
+      options.tokenizer_dir ? tokenizer_from_directory(*options.tokenizer_dir) : generated_tokenizer(options.arch);
+  const model::ModelConfig config = model_config(options, tokenizer);
+
+  const std::vector<TensorSpec> tensors = model_tensors(config, options.preset);
+  std::vector<const TensorSpec*> hf_tensors;
+  for (const auto& t : tensors) {
+    if (!t.hf_name.empty()) hf_tensors.push_back(&t);
+  }
+  if (options.safetensors && options.shards > hf_tensors.size()) {
+    throw UsageError("--shards " + std::to_string(options.shards) + ": the model has only " +
+                     std::to_string(hf_tensors.size()) + " tensors");
+  }
+
+  const auto& dir = options.out_dir;
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw std::runtime_error("cannot create " + dir.string() + ": " + error.message());
+
+  WrittenModel result;
+  result.config = config;
+  for (const auto* t : hf_tensors) result.parameters += t->elements();
+  write_json_files(result, dir, config, dtype, tokenizer);
+  const SafetensorsLayout safetensors =
+      options.safetensors ? plan_safetensors(result, dir, hf_tensors, options.shards, dtype) : SafetensorsLayout{};
+
+  // GGUF: the header of each file, with every tensor's type and offset decided now.
+  std::vector<GgufOutput> ggufs;
+  for (const auto type : options.gguf_types) {
+    ggufs.push_back(detail::open_gguf(type, dir / gguf_file_name(type), config, tokenizer, tensors));
+  }
+
+  write_tensors(result, tensors, options, dtype, safetensors, ggufs);
+  for (auto& out : ggufs) {
+    out.file->close();
+    result.files.push_back(out.path);
+  }
+  return result;
+}
+
+}  // namespace engine::tools

@@ -1,0 +1,190 @@
+// model-writer's GGUF files: the metadata, the tensors' layout and the header, written before the tensor
+// data that model_writer.cc streams after it.
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/format/ggml_types.h"
+#include "engine/format/gguf.h"
+#include "engine/format/little_endian.h"
+#include "engine/model_writer/model_writer.h"
+#include "engine/model_writer/model_writer_internal.h"
+#include "engine/model_writer/model_writer_tokenizer.h"
+
+namespace engine::tools {
+
+namespace {
+
+using quant::WeightType;
+
+using detail::arch_flag;
+using detail::GgufTensorPlan;
+using detail::is_float_type;
+using detail::kGgufAlignment;
+using detail::round_up;
+using detail::TensorSpec;
+
+using GgufMetadata = std::vector<std::pair<std::string, format::GgufValue>>;
+
+// llama.cpp's general.file_type for a file whose matrices are all of one type (the K-quants' "S" mixes).
+std::uint32_t llama_file_type(WeightType type) {
+  switch (type) {
+    case WeightType::F32: return 0;
+    case WeightType::F16: return 1;
+    case WeightType::Q4_0: return 2;
+    case WeightType::Q8_0: return 7;
+    case WeightType::Q4_K: return 14;
+    case WeightType::Q5_K: return 16;
+    case WeightType::Q6_K: return 18;
+    case WeightType::BF16: return 32;
+  }
+  return 0;
+}
+
+const format::GgmlTypeInfo& ggml_info(WeightType type) {
+  const auto* info = format::ggml_type_info(quant::ggml_type_id(type));
+  if (info == nullptr) throw std::logic_error("no ggml type for " + std::string(quant::weight_type_name(type)));
+  return *info;
+}
+
+// GGUF v3 serialization of the header (metadata and tensor infos); the tensor data follows, streamed.
+class GgufHeader {
+ public:
+  void scalar_bits(std::uint64_t bits, std::size_t size) {
+    const auto at = bytes_.size();
+    bytes_.resize(at + size);
+    std::memcpy(bytes_.data() + at, &bits, size);  // little-endian: the low bytes come first
+  }
+  template <typename T>
+  void scalar(T value) {
+    const auto at = bytes_.size();
+    bytes_.resize(at + sizeof(T));
+    format::store_le<T>(bytes_.data() + at, value);
+  }
+  void string(std::string_view s) {
+    scalar<std::uint64_t>(s.size());
+    const auto* p = reinterpret_cast<const std::byte*>(s.data());
+    bytes_.insert(bytes_.end(), p, p + s.size());
+  }
+  void value(const format::GgufValue& v) {
+    if (const auto* s = v.as_string()) return string(*s);
+    if (!v.is_array()) return scalar_bits(v.scalar_bits(), format::gguf_scalar_size(v.type()));
+    scalar<std::uint32_t>(static_cast<std::uint32_t>(v.element_type()));
+    scalar<std::uint64_t>(v.size());
+    if (const auto* raw = v.numeric_raw()) {
+      bytes_.insert(bytes_.end(), raw->begin(), raw->end());
+    } else if (const auto* strings = v.strings()) {
+      for (const auto& s : *strings) string(s);
+    } else {
+      for (const auto& item : *v.nested()) value(item);
+    }
+  }
+  std::vector<std::byte>& bytes() { return bytes_; }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+// The GGUF file's metadata: general.*, the architecture's hyperparameters and the tokenizer.
+GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, const TokenizerSpec& tokenizer) {
+  const std::string arch(arch_flag(config.architecture));
+  GgufMetadata metadata;
+  const auto u32 = [&](const std::string& k, std::uint64_t v) {
+    metadata.emplace_back(k, format::GgufValue::scalar(static_cast<std::uint32_t>(v)));
+  };
+  const auto f32 = [&](const std::string& k, double v) {
+    metadata.emplace_back(k, format::GgufValue::scalar(static_cast<float>(v)));
+  };
+  metadata.emplace_back("general.architecture", format::GgufValue::string(arch));
+  metadata.emplace_back("general.name", format::GgufValue::string("model-writer " + arch));
+  u32("general.file_type", llama_file_type(type));
+  if (!is_float_type(type)) u32("general.quantization_version", 2);
+  u32(arch + ".vocab_size", config.vocab_size);
+  u32(arch + ".context_length", config.max_position_embeddings);
+  u32(arch + ".embedding_length", config.hidden_size);
+  u32(arch + ".block_count", config.num_layers);
+  u32(arch + ".feed_forward_length", config.intermediate_size);
+  u32(arch + ".attention.head_count", config.num_heads);
+  u32(arch + ".attention.head_count_kv", config.num_kv_heads);
+  u32(arch + ".attention.key_length", config.head_dim);
+  u32(arch + ".attention.value_length", config.head_dim);
+  u32(arch + ".rope.dimension_count", config.head_dim);
+  f32(arch + ".rope.freq_base", config.rope_theta);
+  f32(arch + ".attention.layer_norm_rms_epsilon", config.rms_norm_eps);
+  if (config.rope_scaling) {
+    metadata.emplace_back(arch + ".rope.scaling.type", format::GgufValue::string("llama3"));
+    f32(arch + ".rope.scaling.factor", config.rope_scaling->factor);
+    u32(arch + ".rope.scaling.original_context_length", config.rope_scaling->original_max_position_embeddings);
+  }
+  for (auto& entry : gguf_tokenizer_metadata(tokenizer, config.vocab_size)) metadata.push_back(std::move(entry));
+  return metadata;
+}
+
+// Each GGUF tensor's type (the file's type for matrices, F32 for the rest) and offset in the data.
+std::vector<GgufTensorPlan> plan_tensors(WeightType type, const std::vector<TensorSpec>& tensors) {
+  std::vector<GgufTensorPlan> plans;
+  std::uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t.gguf_name.empty()) continue;
+    const WeightType tensor_type = t.is_matrix() ? type : WeightType::F32;
+    const auto row = quant::row_bytes(tensor_type, t.cols());
+    if (!row) {
+      throw UsageError("--gguf " + std::string(quant::weight_type_name(type)) + ": tensor " + t.gguf_name +
+                       " has rows of " + std::to_string(t.cols()) + " values, not whole blocks of " +
+                       std::to_string(quant::block_elements(tensor_type)));
+    }
+    plans.push_back({&t, tensor_type, offset, *row * t.rows()});
+    offset = round_up(offset + *row * t.rows(), kGgufAlignment);
+  }
+  return plans;
+}
+
+// The header: metadata, then the tensor infos.
+GgufHeader gguf_header(const GgufMetadata& metadata, const std::vector<GgufTensorPlan>& tensors) {
+  GgufHeader header;
+  header.scalar<std::uint32_t>(0x46554747);  // "GGUF"
+  header.scalar<std::uint32_t>(3);
+  header.scalar<std::uint64_t>(tensors.size());
+  header.scalar<std::uint64_t>(metadata.size());
+  for (const auto& [k, v] : metadata) {
+    header.string(k);
+    header.scalar<std::uint32_t>(static_cast<std::uint32_t>(v.type()));
+    header.value(v);
+  }
+  for (const auto& plan : tensors) {
+    header.string(plan.spec->gguf_name);
+    header.scalar<std::uint32_t>(static_cast<std::uint32_t>(plan.spec->shape.size()));
+    // GGUF lists dimensions innermost first: columns, then rows.
+    for (auto d = plan.spec->shape.rbegin(); d != plan.spec->shape.rend(); ++d) header.scalar<std::uint64_t>(*d);
+    header.scalar<std::uint32_t>(ggml_info(plan.type).id);
+    header.scalar<std::uint64_t>(plan.offset);
+  }
+  return header;
+}
+
+}  // namespace
+
+namespace detail {
+
+GgufOutput open_gguf(WeightType type, std::filesystem::path path, const model::ModelConfig& config,
+                     const TokenizerSpec& tokenizer, const std::vector<TensorSpec>& tensors) {
+  GgufOutput out{type, std::move(path), {}, nullptr, 0};
+  const GgufMetadata metadata = gguf_metadata(type, config, tokenizer);
+  out.tensors = plan_tensors(type, tensors);
+  GgufHeader header = gguf_header(metadata, out.tensors);
+  out.file = std::make_unique<OutputFile>(out.path);
+  out.file->write(header.bytes());
+  out.file->pad_to(kGgufAlignment);
+  out.data_start = out.file->written();
+  return out;
+}
+
+}  // namespace detail
+
+}  // namespace engine::tools

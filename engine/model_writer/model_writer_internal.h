@@ -1,0 +1,154 @@
+#pragma once
+
+// What model-writer's files share: the architectures' names, the tensor list's entries, the output file,
+// the JSON files (model_writer_json.cc) and the GGUF files (model_writer_gguf.cc). Internal to
+// engine_model_writer; the tool's interface is engine/model_writer/model_writer.h.
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/model/model_config.h"
+#include "engine/quant/quant.h"
+#include "engine/model_writer/model_writer_tokenizer.h"
+
+namespace engine::tools::detail {
+
+using model::Architecture;
+using quant::WeightType;
+
+inline constexpr std::uint64_t kGgufAlignment = 32;
+
+// ---- names ----------------------------------------------------------------------------------------------
+
+struct ArchNames {
+  Architecture arch;
+  std::string_view flag;  // --arch value, model_type and general.architecture
+};
+inline constexpr std::array kArchs = {ArchNames{Architecture::Qwen3, "qwen3"}, ArchNames{Architecture::Qwen2, "qwen2"},
+                                      ArchNames{Architecture::Llama, "llama"}};
+
+// The --arch value of `arch` ("?" for none).
+std::string_view arch_flag(Architecture arch);
+// F32, F16 or BF16.
+bool is_float_type(WeightType type);
+// `n` rounded up to a multiple of `multiple`.
+std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple);
+
+// ---- the tensors ----------------------------------------------------------------------------------------
+
+enum class Init { Normal, NormWeight, RopeFreqs };
+
+struct TensorSpec {
+  std::string hf_name;               // empty for GGUF-only tensors
+  std::string gguf_name;             // empty for tensors GGUF leaves out
+  std::vector<std::uint64_t> shape;  // Hugging Face order: rows, then columns
+  Init init = Init::Normal;
+  float mean = 0.0f;
+  float stddev = 0.0f;
+  std::uint64_t permute_heads = 0;  // GGUF llama Q/K: rows reordered within each of these heads
+
+  std::uint64_t elements() const {
+    std::uint64_t n = 1;
+    for (const auto d : shape) n *= d;
+    return n;
+  }
+  std::uint64_t cols() const { return shape.back(); }
+  std::uint64_t rows() const { return elements() / cols(); }
+  bool is_matrix() const { return shape.size() == 2; }
+};
+
+// ---- output files ---------------------------------------------------------------------------------------
+
+// A file written front to back through a large buffer; errors are reported with the path.
+class OutputFile {
+ public:
+  explicit OutputFile(std::filesystem::path path) : path_(std::move(path)) {
+    file_ = std::fopen(path_.c_str(), "wb");
+    if (file_ == nullptr) throw std::runtime_error("cannot create " + path_.string() + ": " + std::strerror(errno));
+    std::setvbuf(file_, nullptr, _IOFBF, 4u << 20);
+  }
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+
+  void write(std::span<const std::byte> bytes) {
+    if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) {
+      throw std::runtime_error("cannot write " + path_.string() + ": " + std::strerror(errno));
+    }
+    written_ += bytes.size();
+  }
+  void pad_to(std::uint64_t alignment) {
+    static constexpr std::array<std::byte, 64> kZeros{};
+    for (std::uint64_t pad = (alignment - written_ % alignment) % alignment; pad > 0;) {
+      const auto n = std::min<std::uint64_t>(pad, kZeros.size());
+      write(std::span(kZeros).first(n));
+      pad -= n;
+    }
+  }
+  std::uint64_t written() const { return written_; }
+  void close() {
+    const bool ok = std::fclose(file_) == 0;
+    file_ = nullptr;
+    if (!ok) throw std::runtime_error("cannot write " + path_.string() + ": " + std::strerror(errno));
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::FILE* file_ = nullptr;
+  std::uint64_t written_ = 0;
+};
+
+// Writes `text` into a new file at `path`.
+void write_text(const std::filesystem::path& path, std::string_view text);
+
+// ---- JSON (model_writer_json.cc) ------------------------------------------------------------------------
+
+// config.json of the model.
+std::string config_json(const model::ModelConfig& c, WeightType dtype);
+// generation_config.json of the model.
+std::string generation_config_json(const model::ModelConfig& c, const TokenizerSpec& tokenizer);
+// model.safetensors.index.json: each tensor's shard file, and the bytes of all tensors.
+std::string index_json(const std::map<std::string, std::string>& weight_map, std::uint64_t total_size);
+// The safetensors header of one shard holding `tensors` as `dtype`.
+std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, WeightType dtype);
+
+// ---- GGUF (model_writer_gguf.cc) ------------------------------------------------------------------------
+
+struct GgufTensorPlan {
+  const TensorSpec* spec;
+  WeightType type;
+  std::uint64_t offset;
+  std::uint64_t bytes;
+};
+
+// One GGUF output: its tensors' types and offsets are fixed before any data is written.
+struct GgufOutput {
+  WeightType type;
+  std::filesystem::path path;
+  std::vector<GgufTensorPlan> tensors;  // in write order
+  std::unique_ptr<OutputFile> file;
+  std::uint64_t data_start = 0;
+};
+
+// Creates the GGUF file of `type` at `path` and writes its header (metadata and tensor infos), with every
+// tensor's type and offset decided; the tensor data is written after it. Throws UsageError for a tensor
+// whose rows are not whole blocks of `type`.
+GgufOutput open_gguf(WeightType type, std::filesystem::path path, const model::ModelConfig& config,
+                     const TokenizerSpec& tokenizer, const std::vector<TensorSpec>& tensors);
+
+}  // namespace engine::tools::detail

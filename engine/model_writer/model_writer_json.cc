@@ -1,0 +1,253 @@
+// model-writer's JSON files: config.json, generation_config.json, model.safetensors.index.json and the
+// safetensors headers.
+
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/format/safetensors.h"
+#include "engine/model_writer/model_writer_internal.h"
+
+namespace engine::tools {
+
+namespace {
+
+using quant::WeightType;
+
+std::string_view torch_dtype(WeightType type) {
+  return type == WeightType::BF16 ? "bfloat16" : type == WeightType::F16 ? "float16" : "float32";
+}
+
+format::SafetensorsDType safetensors_dtype(WeightType type) {
+  return type == WeightType::BF16  ? format::SafetensorsDType::BF16
+         : type == WeightType::F16 ? format::SafetensorsDType::F16
+                                   : format::SafetensorsDType::F32;
+}
+
+// ---- JSON -----------------------------------------------------------------------------------------------
+
+using Json = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
+void key(Json& json, std::string_view k) {
+  json.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
+}
+void string(Json& json, std::string_view s) {
+  json.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+std::string text_of(const rapidjson::StringBuffer& buffer) {
+  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+}
+
+void id_or_list(Json& json, const std::vector<std::int64_t>& ids) {
+  if (ids.size() == 1) {
+    json.Int64(ids.front());
+    return;
+  }
+  json.SetFormatOptions(rapidjson::kFormatSingleLineArray);
+  json.StartArray();
+  for (const auto id : ids) json.Int64(id);
+  json.EndArray();
+  json.SetFormatOptions(rapidjson::kFormatDefault);
+}
+
+}  // namespace
+
+namespace detail {
+
+// config.json with the fields transformers writes for each family (sorted, as save_pretrained does).
+std::string config_json(const model::ModelConfig& c, WeightType dtype) {
+  const bool qwen = c.architecture != Architecture::Llama;
+  rapidjson::StringBuffer buffer;
+  Json json(buffer);
+  json.SetIndent(' ', 2);
+  json.StartObject();
+  key(json, "architectures");
+  json.StartArray();
+  string(json, model::architecture_name(c.architecture));
+  json.EndArray();
+  key(json, "attention_bias");
+  json.Bool(c.attention_bias);
+  key(json, "attention_dropout");
+  json.Double(0.0);
+  if (c.bos_token_id) {
+    key(json, "bos_token_id");
+    json.Int64(*c.bos_token_id);
+  }
+  key(json, "eos_token_id");
+  id_or_list(json, c.eos_token_ids);
+  if (c.architecture != Architecture::Qwen2) {  // Qwen2 derives it from hidden_size / heads
+    key(json, "head_dim");
+    json.Uint64(c.head_dim);
+  }
+  key(json, "hidden_act");
+  string(json, "silu");
+  key(json, "hidden_size");
+  json.Uint64(c.hidden_size);
+  key(json, "initializer_range");
+  json.Double(0.02);
+  key(json, "intermediate_size");
+  json.Uint64(c.intermediate_size);
+  key(json, "max_position_embeddings");
+  json.Uint64(c.max_position_embeddings);
+  if (qwen) {
+    key(json, "max_window_layers");
+    json.Uint64(c.num_layers);
+  } else {
+    key(json, "mlp_bias");
+    json.Bool(false);
+  }
+  key(json, "model_type");
+  string(json, arch_flag(c.architecture));
+  key(json, "num_attention_heads");
+  json.Uint64(c.num_heads);
+  key(json, "num_hidden_layers");
+  json.Uint64(c.num_layers);
+  key(json, "num_key_value_heads");
+  json.Uint64(c.num_kv_heads);
+  if (!qwen) {
+    key(json, "pretraining_tp");
+    json.Int(1);
+  }
+  key(json, "rms_norm_eps");
+  json.Double(c.rms_norm_eps);
+  key(json, "rope_scaling");
+  if (c.rope_scaling) {
+    json.StartObject();
+    key(json, "factor");
+    json.Double(c.rope_scaling->factor);
+    key(json, "high_freq_factor");
+    json.Double(c.rope_scaling->high_freq_factor);
+    key(json, "low_freq_factor");
+    json.Double(c.rope_scaling->low_freq_factor);
+    key(json, "original_max_position_embeddings");
+    json.Uint64(c.rope_scaling->original_max_position_embeddings);
+    key(json, "rope_type");
+    string(json, "llama3");
+    json.EndObject();
+  } else {
+    json.Null();
+  }
+  key(json, "rope_theta");
+  json.Double(c.rope_theta);
+  if (qwen) {
+    key(json, "sliding_window");
+    json.Null();
+  }
+  key(json, "tie_word_embeddings");
+  json.Bool(c.tie_word_embeddings);
+  key(json, "torch_dtype");
+  string(json, torch_dtype(dtype));
+  key(json, "transformers_version");
+  string(json, "4.51.0");
+  key(json, "use_cache");
+  json.Bool(true);
+  if (qwen) {
+    key(json, "use_sliding_window");
+    json.Bool(false);
+  }
+  key(json, "vocab_size");
+  json.Uint64(c.vocab_size);
+  json.EndObject();
+  return text_of(buffer);
+}
+
+// generation_config.json: sampling defaults as Qwen3 and Llama 3 ship them.
+std::string generation_config_json(const model::ModelConfig& c, const TokenizerSpec& tokenizer) {
+  const bool qwen = c.architecture != Architecture::Llama;
+  rapidjson::StringBuffer buffer;
+  Json json(buffer);
+  json.SetIndent(' ', 2);
+  json.StartObject();
+  if (tokenizer.bos_id) {
+    key(json, "bos_token_id");
+    json.Int(*tokenizer.bos_id);
+  }
+  key(json, "do_sample");
+  json.Bool(true);
+  key(json, "eos_token_id");
+  json.SetFormatOptions(rapidjson::kFormatSingleLineArray);
+  json.StartArray();
+  for (const auto id : tokenizer.stop_ids) json.Int(id);
+  json.EndArray();
+  json.SetFormatOptions(rapidjson::kFormatDefault);
+  if (tokenizer.pad_id) {
+    key(json, "pad_token_id");
+    json.Int(*tokenizer.pad_id);
+  }
+  key(json, "temperature");
+  json.Double(0.6);
+  if (qwen) {
+    key(json, "top_k");
+    json.Int(20);
+  }
+  key(json, "top_p");
+  json.Double(qwen ? 0.95 : 0.9);
+  key(json, "transformers_version");
+  string(json, "4.51.0");
+  json.EndObject();
+  return text_of(buffer);
+}
+
+std::string index_json(const std::map<std::string, std::string>& weight_map, std::uint64_t total_size) {
+  rapidjson::StringBuffer buffer;
+  Json json(buffer);
+  json.SetIndent(' ', 2);
+  json.StartObject();
+  key(json, "metadata");
+  json.StartObject();
+  key(json, "total_size");
+  json.Uint64(total_size);
+  json.EndObject();
+  key(json, "weight_map");
+  json.StartObject();
+  for (const auto& [name, file] : weight_map) {
+    key(json, name);
+    string(json, file);
+  }
+  json.EndObject();
+  json.EndObject();
+  return text_of(buffer);
+}
+
+// The safetensors header of one shard: tensors in write order, data offsets from 0, padded to 8 bytes.
+std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, WeightType dtype) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> json(buffer);
+  json.StartObject();
+  json.Key("__metadata__");
+  json.StartObject();
+  json.Key("format");
+  json.String("pt");
+  json.EndObject();
+  const auto name = format::dtype_name(safetensors_dtype(dtype));
+  std::uint64_t offset = 0;
+  for (const auto* t : tensors) {
+    json.Key(t->hf_name.c_str(), static_cast<rapidjson::SizeType>(t->hf_name.size()));
+    json.StartObject();
+    json.Key("dtype");
+    json.String(name.data(), static_cast<rapidjson::SizeType>(name.size()));
+    json.Key("shape");
+    json.StartArray();
+    for (const auto d : t->shape) json.Uint64(d);
+    json.EndArray();
+    json.Key("data_offsets");
+    json.StartArray();
+    json.Uint64(offset);
+    offset += t->elements() * quant::block_bytes(dtype);
+    json.Uint64(offset);
+    json.EndArray();
+    json.EndObject();
+  }
+  json.EndObject();
+  std::string header(buffer.GetString(), buffer.GetSize());
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  return header;
+}
+
+}  // namespace detail
+
+}  // namespace engine::tools

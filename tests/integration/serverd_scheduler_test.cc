@@ -1,0 +1,266 @@
+// The continuous-batching scheduler on the CPU engine with a tiny random Qwen3 model: sequences batched
+// together, prefilled in chunks, preempted and recomputed, or reusing a cached prefix generate exactly the
+// tokens they generate alone; stop conditions, cancellation and block accounting.
+#include "serverd/scheduler/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/model_writer/model_writer.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using serverd::api::FinishReason;
+using serverd::api::GenerationRequest;
+using serverd::scheduler::Scheduler;
+using serverd::scheduler::SchedulerOptions;
+
+// Collects one sequence's tokens; wait() returns once on_finish has run.
+class RecordingSink final : public serverd::api::GenerationSink {
+ public:
+  void on_tokens(std::span<const serverd::api::GeneratedToken> tokens) override {
+    const std::lock_guard lock(mutex_);
+    for (const auto& t : tokens) tokens_.push_back(t.sampled.token);
+    changed_.notify_all();
+  }
+  void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token) override {
+    const std::lock_guard lock(mutex_);
+    reason_ = reason;
+    stop_token_ = stop_token;
+    ++finishes_;
+    changed_.notify_all();
+  }
+  bool wait_tokens(std::size_t n) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(120), [&] { return tokens_.size() >= n || finishes_ > 0; });
+  }
+  std::vector<std::int32_t> wait() {
+    std::unique_lock lock(mutex_);
+    EXPECT_TRUE(changed_.wait_for(lock, std::chrono::seconds(120), [&] { return finishes_ > 0; }));
+    return tokens_;
+  }
+  FinishReason reason() const { return reason_; }
+  std::optional<std::int32_t> stop_token() const { return stop_token_; }
+  int finishes() const { return finishes_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::int32_t> tokens_;
+  FinishReason reason_ = FinishReason::Abort;
+  std::optional<std::int32_t> stop_token_;
+  int finishes_ = 0;
+};
+
+std::vector<std::int32_t> prompt(std::size_t length, int salt) {
+  std::vector<std::int32_t> ids;
+  for (std::size_t i = 0; i < length; ++i) ids.push_back(static_cast<std::int32_t>((i * 37 + salt * 101 + 5) % 500));
+  return ids;
+}
+
+GenerationRequest request(std::vector<std::int32_t> tokens, std::size_t max_tokens) {
+  GenerationRequest r;
+  r.prompt_tokens = std::move(tokens);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  return r;
+}
+
+class SchedulerTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    engine::tools::ModelWriterOptions options;
+    options.arch = engine::model::Architecture::Qwen3;
+    options.out_dir = dir_.path();
+    options.seed = 3;
+    engine::tools::write_model(options);
+  }
+
+  std::unique_ptr<engine::runtime::Engine> load(std::size_t kv_blocks = 0,
+                                                std::size_t block_size = engine::runtime::kDefaultBlockSize) {
+    engine::runtime::EngineOptions options;
+    options.threads = 2;
+    options.max_model_len = 256;
+    options.block_size = block_size;
+    if (kv_blocks) {
+      const auto& c = engine::runtime::Engine::load(dir_.path(), options)->config();
+      options.kv_cache_bytes = kv_blocks * c.num_layers * 2 * c.num_kv_heads * block_size * c.head_dim * sizeof(float);
+      options.max_model_len = kv_blocks * block_size;
+    }
+    return engine::runtime::Engine::load(dir_.path(), options);
+  }
+
+  // Each request run alone, one after another.
+  std::vector<std::vector<std::int32_t>> alone(const std::vector<GenerationRequest>& requests) {
+    auto engine = load();
+    Scheduler generator(*engine, {});
+    std::vector<std::vector<std::int32_t>> out;
+    for (const auto& r : requests) {
+      auto sink = std::make_shared<RecordingSink>();
+      generator.submit(r, sink);
+      out.push_back(sink->wait());
+    }
+    return out;
+  }
+
+  // All requests submitted at once.
+  std::vector<std::vector<std::int32_t>> together(Scheduler& generator,
+                                                  const std::vector<GenerationRequest>& requests) {
+    std::vector<std::shared_ptr<RecordingSink>> sinks;
+    for (const auto& r : requests) {
+      sinks.push_back(std::make_shared<RecordingSink>());
+      generator.submit(r, sinks.back());
+    }
+    std::vector<std::vector<std::int32_t>> out;
+    for (auto& sink : sinks) out.push_back(sink->wait());
+    return out;
+  }
+
+  testing_support::TempDir dir_;
+};
+
+TEST_F(SchedulerTest, BatchedSequencesGenerateWhatTheyGenerateAlone) {
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 6; ++i) requests.push_back(request(prompt(5 + 7 * static_cast<std::size_t>(i), i), 12));
+  const auto expected = alone(requests);
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  EXPECT_EQ(together(generator, requests), expected);
+  for (const auto& tokens : expected) EXPECT_EQ(tokens.size(), 12u);
+}
+
+TEST_F(SchedulerTest, ChunkedPrefillUnderASmallTokenBudget) {
+  std::vector<GenerationRequest> requests = {request(prompt(37, 1), 8), request(prompt(20, 2), 8)};
+  const auto expected = alone(requests);
+  auto engine = load();
+  SchedulerOptions options;
+  options.max_num_batched_tokens = 8;
+  Scheduler generator(*engine, options);
+  EXPECT_EQ(together(generator, requests), expected);
+  // 8 tokens a step: the 37-token prompt takes ceil(37 / 8) = 5 steps to its first token, then 7 more
+  // tokens follow one a step. Without chunking both prompts fit one step, and 8 steps finish both.
+  EXPECT_GE(generator.steps(), (37u + 7) / 8 + 7);
+  Scheduler unchunked(*engine, {});
+  EXPECT_EQ(together(unchunked, requests), expected);
+  EXPECT_EQ(unchunked.steps(), 8u);
+}
+
+TEST_F(SchedulerTest, PrefixCacheReusesBlocksAndChangesNothing) {
+  const auto shared = prompt(48, 7);
+  auto longer = shared;
+  for (int i = 0; i < 9; ++i) longer.push_back(static_cast<std::int32_t>(300 + i));
+  const auto expected = alone({request(longer, 10)});
+
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  together(generator, {request(shared, 4)});
+  const auto before = generator.stats();
+  EXPECT_EQ(together(generator, {request(longer, 10)}), expected);
+  const auto after = generator.stats();
+  EXPECT_EQ(after.prefix_cache_queries - before.prefix_cache_queries, longer.size());
+  EXPECT_EQ(after.prefix_cache_hits - before.prefix_cache_hits, 48u);  // three full blocks of 16
+  EXPECT_EQ(engine->block_size(), 16u);
+}
+
+// A chat's next turn begins with the last turn's prompt and answer: the answer's full blocks were cached
+// as they were computed, so the next prompt finds them too, whatever the block size.
+TEST_F(SchedulerTest, PrefixCacheHoldsBlocksOfGeneratedTokens) {
+  for (const std::size_t block_size : {std::size_t{8}, std::size_t{16}}) {
+    auto engine = load(0, block_size);
+    ASSERT_EQ(engine->block_size(), block_size);
+    Scheduler generator(*engine, {});
+    const auto first_prompt = prompt(40, 11);
+    const auto answer = together(generator, {request(first_prompt, 12)})[0];
+    auto next_prompt = first_prompt;
+    next_prompt.insert(next_prompt.end(), answer.begin(), answer.end());
+    for (int i = 0; i < 5; ++i) next_prompt.push_back(static_cast<std::int32_t>(400 + i));
+    const auto expected = alone({request(next_prompt, 6)});
+    const auto before = generator.stats();
+    EXPECT_EQ(together(generator, {request(next_prompt, 6)}), expected);
+    // The first sequence computed 51 positions (its last token was never fed back): every full block of
+    // those is found, beyond the 40 prompt tokens.
+    const std::size_t computed_blocks = (first_prompt.size() + answer.size() - 1) / block_size;
+    EXPECT_EQ(generator.stats().prefix_cache_hits - before.prefix_cache_hits, computed_blocks * block_size)
+        << "block size " << block_size;
+    EXPECT_GT(computed_blocks * block_size, first_prompt.size());
+  }
+}
+
+TEST_F(SchedulerTest, PreemptedSequencesAreRecomputedToTheSameTokens) {
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(request(prompt(30, 10 + i), 40));
+  const auto expected = alone(requests);
+  auto engine = load(/*kv_blocks=*/12);  // each sequence needs 5 blocks: four cannot run at once
+  Scheduler generator(*engine, {});
+  EXPECT_EQ(together(generator, requests), expected);
+  EXPECT_GT(generator.preemptions(), 0u);
+}
+
+TEST_F(SchedulerTest, StopTokenEndsAfterMinTokensAndLengthEndsAtMaxTokens) {
+  const auto free_run = alone({request(prompt(10, 4), 12)})[0];
+  ASSERT_EQ(free_run.size(), 12u);
+  auto engine = load();
+  Scheduler generator(*engine, {});
+
+  auto stop_at = request(prompt(10, 4), 12);
+  stop_at.stop_token_ids = {free_run[3]};
+  auto sink = std::make_shared<RecordingSink>();
+  generator.submit(stop_at, sink);
+  const auto stopped = sink->wait();
+  const auto first =
+      static_cast<std::size_t>(std::find(free_run.begin(), free_run.end(), free_run[3]) - free_run.begin());
+  EXPECT_EQ(stopped,
+            std::vector<std::int32_t>(free_run.begin(), free_run.begin() + static_cast<std::ptrdiff_t>(first) + 1));
+  EXPECT_EQ(sink->reason(), FinishReason::Stop);
+  EXPECT_EQ(sink->stop_token(), free_run[3]);
+
+  stop_at.min_tokens = 12;
+  sink = std::make_shared<RecordingSink>();
+  generator.submit(stop_at, sink);
+  EXPECT_EQ(sink->wait(), free_run);
+  EXPECT_EQ(sink->reason(), FinishReason::Length);
+}
+
+TEST_F(SchedulerTest, CancelAbortsAndEveryBlockReturns) {
+  auto engine = load();
+  auto pending = std::make_shared<RecordingSink>();
+  {
+    Scheduler generator(*engine, {});
+    auto sink = std::make_shared<RecordingSink>();
+    const auto handle = generator.submit(request(prompt(40, 5), 200), sink);
+    ASSERT_TRUE(sink->wait_tokens(2));
+    generator.cancel(handle);
+    const auto tokens = sink->wait();
+    EXPECT_LT(tokens.size(), 200u);
+    EXPECT_EQ(sink->reason(), FinishReason::Abort);
+    generator.cancel(handle);  // a finished handle: nothing happens
+    EXPECT_EQ(sink->finishes(), 1);
+    // A sequence still generating when the generator stops ends with Abort too, exactly once.
+    generator.submit(request(prompt(8, 6), 500), pending);
+    ASSERT_TRUE(pending->wait_tokens(1));
+    EXPECT_EQ(pending->finishes(), 0);
+  }
+  EXPECT_EQ(pending->finishes(), 1);
+  EXPECT_EQ(pending->reason(), FinishReason::Abort);
+  EXPECT_LT(pending->wait().size(), 500u);
+  EXPECT_EQ(engine->kv_cache().num_free(), engine->kv_cache().num_blocks());
+}
+
+TEST_F(SchedulerTest, SeededSamplingIsTheSameInAnyBatch) {
+  auto seeded = request(prompt(12, 8), 16);
+  seeded.sampling.temperature = 1.0f;
+  seeded.sampling.seed = 1234;
+  const auto expected = alone({seeded})[0];
+  std::vector<GenerationRequest> crowd = {request(prompt(30, 9), 20), seeded, request(prompt(7, 2), 5)};
+  crowd[0].sampling.temperature = 0.8f;
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  EXPECT_EQ(together(generator, crowd)[1], expected);
+}
+
+}  // namespace
