@@ -1,11 +1,11 @@
 // model-writer: random models for tests and benchmarks (see model_writer.h).
+#include "engine/model_writer/model_writer.h"
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
-
-#include "engine/model_writer/model_writer.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "engine/model/model_config.h"
-#include "engine/quant/quant.h"
 #include "engine/model_writer/model_writer_tokenizer.h"
+#include "engine/quant/quant.h"
 
 namespace engine::tools::detail {
 

@@ -1,6 +1,8 @@
 // test-hub: serves a folder of repositories the way the Hugging Face hub would, for manual checks and for
 // tests that run fetchd as a separate process.
 
+#include "tests/hub/test_hub.h"
+
 #include <signal.h>
 
 #include <cstdlib>
@@ -9,8 +11,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include "tests/hub/test_hub.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/model_writer/model_writer.h"
 #include "engine/runtime/engine.h"
 #include "engine/sampling/sampler.h"
-#include "engine/model_writer/model_writer.h"
 #include "tests/support/require_gpu.h"
 #include "tests/support/temp_dir.h"
 

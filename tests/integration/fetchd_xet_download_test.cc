@@ -8,8 +8,8 @@
 #include <map>
 
 #include "engine/format/safetensors_writer.h"
-#include "fetchd/request/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/resolve/resolver.h"
 #include "tests/hub/test_hub.h"
 #include "tests/support/environment.h"

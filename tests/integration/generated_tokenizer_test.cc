@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer/tokenizer.h"
 #include "engine/model_writer/model_writer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/interop/tokenizer_corpus.h"
 #include "tests/support/temp_dir.h"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/quant/quant.h"
 #include "engine/model_writer/model_writer.h"
+#include "engine/quant/quant.h"
 #include "tests/support/temp_dir.h"
 
 namespace {

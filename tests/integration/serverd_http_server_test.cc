@@ -1,7 +1,5 @@
 // serverd's HTTP/1.1 server over loopback: keep-alive, limits, timeouts, pipelining, 100-continue, chunked
 // streaming from other threads, client-disconnect detection and graceful shutdown.
-#include "serverd/http/http_server.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "serverd/http/http_server.h"
 #include "tests/support/serverd/http_test_client.h"
 
 namespace serverd::http {

@@ -1,8 +1,6 @@
 // The continuous-batching scheduler on the CPU engine with a tiny random Qwen3 model: sequences batched
 // together, prefilled in chunks, preempted and recomputed, or reusing a cached prefix generate exactly the
 // tokens they generate alone; stop conditions, cancellation and block accounting.
-#include "serverd/scheduler/scheduler.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +8,7 @@
 #include <mutex>
 
 #include "engine/model_writer/model_writer.h"
+#include "serverd/scheduler/scheduler.h"
 #include "tests/support/temp_dir.h"
 
 namespace {

@@ -16,10 +16,10 @@
 #include "engine/format/safetensors.h"
 #include "engine/format/safetensors_index.h"
 #include "engine/model/model_config.h"
+#include "engine/model_writer/model_writer_tokenizer.h"
 #include "engine/quant/quant.h"
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "engine/model_writer/model_writer_tokenizer.h"
 #include "tests/support/temp_dir.h"
 
 namespace engine::tools {
