@@ -13,7 +13,7 @@ RUN apt-get update \
       cmake g++ ninja-build pkg-config ca-certificates \
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc \
       libcurl4-openssl-dev libssl-dev rapidjson-dev liblz4-dev librust-blake3-dev \
-      libboost-dev libpcre2-dev libutf8proc-dev \
+      libboost-dev prometheus-cpp-dev libpcre2-dev libutf8proc-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -31,7 +31,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       ca-certificates libssl3 libcurl4 \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libc-ares2 libre2-9 zlib1g \
-      liblz4-1 libpcre2-8-0 libutf8proc2 \
+      liblz4-1 libpcre2-8-0 libutf8proc2 libprometheus-cpp-core1.0 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/modelserve/bin/fetchd /opt/modelserve/bin/serverd /usr/local/bin/
 COPY --from=build /opt/modelserve/runtime-packages.txt /usr/local/share/modelserve/runtime-packages.txt

@@ -11,8 +11,8 @@ packages=(
   # fetchd: gRPC, protobuf, HTTP client with TLS, JSON, LZ4 and BLAKE3 for Xet
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcurl4-openssl-dev libssl-dev rapidjson-dev liblz4-dev librust-blake3-dev b3sum
-  # serverd: Boost.Beast/Asio
-  libboost-dev
+  # serverd: Boost.Beast/Asio; prometheus-cpp's core for /metrics
+  libboost-dev prometheus-cpp-dev
   # engine: tokenizer regexes and Unicode tables
   libpcre2-dev libutf8proc-dev
   # tests: GoogleTest, the numpy reference, Jinja2 (transformers' chat-template engine), node for the

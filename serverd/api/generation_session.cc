@@ -1,6 +1,8 @@
 #include "serverd/api/generation_session.h"
 
+#include <algorithm>
 #include <iostream>
+#include <utility>
 
 #include "base/printable.h"
 #include "serverd/api/api_error.h"
@@ -29,7 +31,7 @@ class ChoiceSink final : public GenerationSink {
     session_->push(std::move(event));
   }
 
-  void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token) override {
+  void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token, const SequenceTimings& timings) override {
     if (finished_.exchange(true)) return;
     --session_->counters().active_sequences;
     GenerationSession::Event event;
@@ -37,6 +39,7 @@ class ChoiceSink final : public GenerationSink {
     event.finish = true;
     event.reason = reason;
     event.stop_token = stop_token;
+    event.timings = timings;
     event.at = Clock::now();
     session_->push(std::move(event));
   }
@@ -50,13 +53,26 @@ class ChoiceSink final : public GenerationSink {
 }  // namespace
 
 GenerationSession::GenerationSession(SessionSettings settings, std::shared_ptr<ServiceCounters> counters,
-                                     std::shared_ptr<http::Exchange> exchange,
+                                     std::shared_ptr<Metrics> metrics, std::shared_ptr<http::Exchange> exchange,
                                      const engine::tokenizer::Tokenizer& tokenizer, Generator& generator)
     : settings_(std::move(settings)),
       counters_(std::move(counters)),
+      metrics_(std::move(metrics)),
       exchange_(std::move(exchange)),
       tokenizer_(tokenizer),
-      generator_(generator) {}
+      generator_(generator) {
+  ++counters_->active_requests;
+}
+
+GenerationSession::~GenerationSession() {
+  end_load();
+}
+
+void GenerationSession::end_load() {
+  // vLLM's server load ends with the response, before its last bytes go out.
+  if (!std::exchange(counted_in_load_, false)) return;
+  --counters_->active_requests;
+}
 
 void GenerationSession::start(std::vector<SequenceSpec> sequences) {
   // Registered before the lock: when the client is already gone, the callback runs right here.
@@ -67,10 +83,16 @@ void GenerationSession::start(std::vector<SequenceSpec> sequences) {
   std::lock_guard lock(mutex_);
   if (aborted_) return;
   choices_.reserve(sequences.size());
+  const std::size_t prompts = settings_.prompt_tokens.size();
+  unrecorded_.assign(prompts, 0);
+  max_generated_.assign(prompts, 0);
   for (auto& spec : sequences) {
     choices_.emplace_back(ChoiceOutput(tokenizer_, spec.stops, spec.config));
     choices_.back().prompt = spec.prompt;
+    choices_.back().max_tokens = spec.request.max_tokens;
+    if (spec.request.max_tokens > 0) ++unrecorded_.at(spec.prompt);
   }
+  submitted_ = unrecorded_;
   for (std::size_t i = 0; i < sequences.size(); ++i) {
     Choice& choice = choices_[i];
     choice.submitted = Clock::now();
@@ -81,7 +103,6 @@ void GenerationSession::start(std::vector<SequenceSpec> sequences) {
       ++finished_;
       continue;
     }
-    counters_->metrics.add_prompt_tokens(sequences[i].request.prompt_tokens.size());
     ++counters_->active_sequences;
     try {
       choice.handle =
@@ -167,6 +188,7 @@ void GenerationSession::abort() {
 
 void GenerationSession::abort_locked() {
   aborted_ = true;
+  end_load();
   for (const Choice& choice : choices_) {
     if (choice.handle && !choice.generator_done) generator_.cancel(*choice.handle);
   }
@@ -176,18 +198,19 @@ void GenerationSession::process(Event& event) {
   Choice& choice = choices_.at(event.choice);
   if (event.finish) {
     choice.generator_done = true;
-    if (choice.out.finished()) return;  // a stop string ended it already
-    choice.out.finish(event.reason, event.stop_token);
-    finished(choice, event.at);
+    if (!choice.out.finished()) {  // else a stop string ended it already
+      choice.out.finish(event.reason, event.stop_token);
+      finished(choice, event.at);
+    }
+    record(choice, event.timings);
     return;
   }
   if (choice.out.finished()) return;
-  auto& metrics = counters_->metrics;
-  metrics.add_generation_tokens(event.tokens.size());
+  metrics_->generation_tokens(event.tokens.size());
   if (choice.last_token) {
-    metrics.observe_inter_token_latency(seconds(event.at - *choice.last_token));
+    metrics_->inter_token(seconds(event.at - *choice.last_token));
   } else {
-    metrics.observe_time_to_first_token(seconds(event.at - choice.submitted));
+    metrics_->first_token(settings_.prompt_tokens.at(choice.prompt), seconds(event.at - choice.submitted));
   }
   choice.last_token = event.at;
   choice.dirty = true;
@@ -200,7 +223,22 @@ void GenerationSession::process(Event& event) {
 void GenerationSession::finished(Choice& choice, Clock::time_point at) {
   ++finished_;
   choice.dirty = true;
-  counters_->metrics.record_finished(choice.out.finish_reason(), seconds(at - choice.submitted));
+  choice.finished_at = at;
+}
+
+void GenerationSession::record(const Choice& choice, const SequenceTimings& timings) {
+  FinishedSequence sequence;
+  sequence.finish_reason = choice.out.finish_reason();
+  sequence.e2e_seconds = seconds(choice.finished_at - choice.submitted);
+  sequence.prompt_tokens = settings_.prompt_tokens.at(choice.prompt);
+  sequence.generation_tokens = choice.out.token_count();
+  sequence.max_tokens = choice.max_tokens;
+  sequence.timings = timings;
+  metrics_->finished(sequence);
+  // vLLM records n and the longest choice once the last of a prompt's choices is done.
+  std::size_t& longest = max_generated_.at(choice.prompt);
+  longest = std::max(longest, sequence.generation_tokens);
+  if (--unrecorded_.at(choice.prompt) == 0) metrics_->prompt_finished(submitted_.at(choice.prompt), longest);
 }
 
 void GenerationSession::begin_json(JsonWriter& w, std::string_view object) const {
@@ -353,6 +391,7 @@ std::string GenerationSession::full_response() const {
 void GenerationSession::complete() {
   if (completed_) return;
   completed_ = true;
+  end_load();
   if (settings_.stream) {
     std::string tail;
     if (settings_.include_usage) tail += sse_event(usage_chunk());

@@ -25,8 +25,8 @@ namespace serverd::api {
 
 // State the service shares with its sessions, which may outlive a request's HTTP exchange.
 struct ServiceCounters {
-  Metrics metrics;
   std::atomic<std::size_t> active_sequences{0};
+  std::atomic<std::size_t> active_requests{0};  // sessions whose response is not over yet (/load)
 };
 
 enum class ApiKind { kCompletion, kChat };
@@ -55,8 +55,11 @@ struct SequenceSpec {
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
  public:
   GenerationSession(SessionSettings settings, std::shared_ptr<ServiceCounters> counters,
-                    std::shared_ptr<http::Exchange> exchange, const engine::tokenizer::Tokenizer& tokenizer,
-                    Generator& generator);
+                    std::shared_ptr<Metrics> metrics, std::shared_ptr<http::Exchange> exchange,
+                    const engine::tokenizer::Tokenizer& tokenizer, Generator& generator);
+  ~GenerationSession();
+  GenerationSession(const GenerationSession&) = delete;
+  GenerationSession& operator=(const GenerationSession&) = delete;
 
   // Submits every sequence (choice i is sequences[i]) and starts the response. Throws ApiException (503)
   // when the generator is overloaded, having cancelled what it had submitted.
@@ -69,6 +72,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     std::vector<GeneratedToken> tokens;
     FinishReason reason = FinishReason::Stop;
     std::optional<std::int32_t> stop_token;
+    SequenceTimings timings;  // finish only
     std::chrono::steady_clock::time_point at;
   };
   void push(Event event);
@@ -85,15 +89,20 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     bool echo_sent = false;
     bool dirty = false;
     std::size_t text_offset = 0;
+    std::size_t max_tokens = 0;
     std::chrono::steady_clock::time_point submitted;
     std::optional<std::chrono::steady_clock::time_point> last_token;
+    std::chrono::steady_clock::time_point finished_at;  // when the response's choice ended
   };
 
   void drain();
   void abort();
   void abort_locked();
+  void end_load();  // the response is over: the session no longer counts in /load
   void process(Event& event);
   void finished(Choice& choice, std::chrono::steady_clock::time_point at);
+  // The generator is done with the choice: /metrics records it, and its prompt once all of its choices are.
+  void record(const Choice& choice, const SequenceTimings& timings);
   void send_chunks();
   void complete();
   std::string chunk(std::size_t index, Choice& choice, std::string text, bool finish);
@@ -106,6 +115,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
 
   const SessionSettings settings_;
   const std::shared_ptr<ServiceCounters> counters_;
+  const std::shared_ptr<Metrics> metrics_;
   const std::shared_ptr<http::Exchange> exchange_;
   const engine::tokenizer::Tokenizer& tokenizer_;
   Generator& generator_;
@@ -116,9 +126,13 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
 
   std::mutex mutex_;  // guards what follows
   std::vector<Choice> choices_;
+  std::vector<std::size_t> unrecorded_;     // per prompt: its submitted choices /metrics has not recorded
+  std::vector<std::size_t> max_generated_;  // per prompt: the most tokens one of its recorded choices has
+  std::vector<std::size_t> submitted_;      // per prompt: its submitted choices (vLLM's n)
   std::size_t finished_ = 0;
   bool aborted_ = false;
   bool completed_ = false;
+  bool counted_in_load_ = true;
 };
 
 }  // namespace serverd::api

@@ -10,11 +10,14 @@
 //   - A sink's callbacks for one sequence never run concurrently with each other. They may run on the
 //     engine thread, or even inside submit(); they must be cheap and they never block on the network.
 //   - on_finish() is called exactly once per submitted sequence, last, also after cancel() (with Abort unless
-//     the sequence had already finished). cancel() of a finished or unknown handle does nothing.
+//     the sequence had already finished), with the sequence's SequenceTimings. cancel() of a finished or
+//     unknown handle does nothing.
 //   - The token that ends a sequence with FinishReason::Stop (an EOS id, unless ignore_eos, or one of
 //     stop_token_ids, once min_tokens tokens exist) is delivered through on_tokens() like any other sampled
 //     token, then on_finish(Stop, that id). The API layer leaves its text out unless asked otherwise.
 
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -56,22 +59,44 @@ enum class FinishReason {
   Abort,   // cancelled, or the engine gave up on the sequence
 };
 
+// What only the scheduler sees of one sequence, on its own clock: vLLM's queue, prefill, decode and inference
+// intervals are between these (vllm:request_queue_time_seconds, ...). A preemption resets none of them, as in
+// vLLM: its cost falls into the prefill or decode interval it interrupted. Unset: the sequence never got there.
+struct SequenceTimings {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point queued;                      // submit() took it
+  std::optional<Clock::time_point> scheduled;    // first admitted into a step
+  std::optional<Clock::time_point> first_token;  // the step that sampled its first token ended
+  std::optional<Clock::time_point> last_token;   // the step that sampled its last token ended
+};
+
 class GenerationSink {
  public:
   virtual ~GenerationSink() = default;
   // One or more new tokens of the sequence, in order.
   virtual void on_tokens(std::span<const GeneratedToken> tokens) = 0;
   // The end of the sequence. `stop_token` is the token that stopped it (FinishReason::Stop only).
-  virtual void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token) = 0;
+  virtual void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token,
+                         const SequenceTimings& timings) = 0;
 };
 
-// What /metrics reports about the engine; read on every scrape.
+// vllm:iteration_tokens_total's buckets: engine steps by the tokens they produced output for, counted as vLLM
+// counts them (a sequence's whole prompt in the step of its first token, and one per sampled token).
+inline constexpr std::array<double, 13> kIterationTokenBuckets = {1,   8,    16,   32,   64,   128,  256,
+                                                                  512, 1024, 2048, 4096, 8192, 16384};
+
+// What /metrics reports about the engine; read on every scrape. Counts are cumulative since start.
 struct GeneratorStats {
   std::size_t running = 0;                 // sequences in the running batch
   std::size_t waiting = 0;                 // sequences queued for admission
   double kv_cache_usage = 0.0;             // share of KV blocks in use, 0..1
-  std::uint64_t prefix_cache_queries = 0;  // cumulative, in prompt tokens looked up
-  std::uint64_t prefix_cache_hits = 0;     // cumulative, in prompt tokens found cached
+  std::uint64_t prefix_cache_queries = 0;  // in prompt tokens looked up
+  std::uint64_t prefix_cache_hits = 0;     // in prompt tokens found cached
+  std::uint64_t preemptions = 0;           // sequences that gave their KV blocks up, to be recomputed
+  // Steps per kIterationTokenBuckets bucket (not cumulative; the last counts the steps above 16384), and
+  // the tokens of every step added up.
+  std::array<std::uint64_t, kIterationTokenBuckets.size() + 1> steps_by_tokens{};
+  std::uint64_t step_tokens = 0;
 };
 
 // Thrown by submit() when the engine cannot take more work now; the client gets 503 with Retry-After.
@@ -101,6 +126,14 @@ struct SamplingDefaults {
   std::optional<std::size_t> max_tokens;  // max_new_tokens: caps every request's max_tokens
 };
 
+// The KV cache as configured, for vllm:cache_config_info.
+struct KvCacheConfig {
+  std::size_t block_size = 16;
+  std::size_t num_blocks = 0;  // vLLM's num_gpu_blocks, whatever the device
+  bool prefix_caching = true;
+  double gpu_memory_utilization = 0.9;
+};
+
 // The loaded model as the API layer sees it. The pointed-to objects must outlive the server.
 struct ModelInfo {
   std::string served_name;  // what clients put in "model"
@@ -113,6 +146,7 @@ struct ModelInfo {
       0;  // logits per step (logit_bias and token prompts are checked against it); 0: the tokenizer's
   std::vector<std::int32_t> eos_token_ids;  // the tokenizer's EOS and generation_config's eos_token_id
   SamplingDefaults defaults;
+  KvCacheConfig kv_cache;
 };
 
 }  // namespace serverd::api

@@ -1,161 +1,229 @@
 #include "serverd/api/metrics.h"
 
-#include <algorithm>
+#include <prometheus/text_serializer.h>
+
 #include <charconv>
-#include <cmath>
+#include <chrono>
 
 namespace serverd::api {
 namespace {
 
 // vLLM's buckets (vllm/v1/metrics/loggers.py).
-constexpr std::array<double, 22> kTimeToFirstTokenBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
-                                                             0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
-                                                             20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-constexpr std::array<double, 19> kInterTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
-                                                              0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-constexpr std::array<double, 21> kRequestLatencyBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
-                                                           5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
-                                                           60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
-// vLLM labels request_success with every finish reason it knows, zero or not.
-constexpr std::array<std::string_view, 3> kFinishReasons = {"stop", "length", "abort"};
+const std::vector<double> kTimeToFirstTokenBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                                      0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                                      20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                                  0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kRequestLatencyBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                                    5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                                    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kParamsNBuckets = {1, 2, 5, 10, 20};
+// vLLM's FinishReason values: every one labels a request_success series from the start, zero or not.
+constexpr std::string_view kFinishReasons[] = {"stop", "length", "abort", "error", "repetition"};
+// vllm:engine_sleep_state's states; serverd never sleeps, so it is always awake.
+constexpr std::string_view kSleepStates[] = {"awake", "weights_offloaded", "discard_all"};
 
-// A number as Python's prometheus_client prints it: "1.0", "0.25", "+Inf".
-std::string number(double value) {
-  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
-  if (std::isnan(value)) return "NaN";
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  std::string text(buffer, result.ptr);
-  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
-  return text;
-}
-
-// A label value with \, " and newlines escaped.
-std::string label_value(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
+// 1, 2, 5, 10, 20, 50, ... while at most `max_value` (vLLM's build_1_2_5_buckets).
+std::vector<double> one_two_five_buckets(std::size_t max_value) {
+  std::vector<double> buckets;
+  for (std::size_t scale = 1;; scale *= 10) {
+    for (const std::size_t mantissa : {1, 2, 5}) {
+      if (mantissa * scale > max_value) return buckets;
+      buckets.push_back(static_cast<double>(mantissa * scale));
     }
   }
-  return out;
 }
 
-void header(std::string& out, std::string_view name, std::string_view help, std::string_view type) {
-  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
-  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+// A value as Python's str() spells it, as vLLM's info labels carry it: "0.9", "1.0", "True".
+std::string python_str(double value) {
+  char buffer[64];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
+  std::string text(buffer, end);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+std::string python_str(bool value) {
+  return value ? "True" : "False";
 }
 
-void sample(std::string& out, std::string_view name, std::string_view labels, double value) {
-  out.append(name).append("{").append(labels).append("} ").append(number(value)).append("\n");
+double seconds(SequenceTimings::Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+prometheus::Gauge& gauge(prometheus::Registry& registry, const std::string& name, const std::string& help,
+                         const prometheus::Labels& labels) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(labels);
+}
+
+prometheus::Counter& counter(prometheus::Registry& registry, const std::string& name, const std::string& help,
+                             const prometheus::Labels& labels) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add(labels);
+}
+
+void add_delta(prometheus::Counter& counter, std::uint64_t now, std::uint64_t before) {
+  if (now > before) counter.Increment(static_cast<double>(now - before));
 }
 
 }  // namespace
 
-Histogram::Histogram(std::span<const double> upper_bounds)
-    : bounds_(upper_bounds.begin(), upper_bounds.end()), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::observe(double value) {
-  const auto bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  ++counts_[static_cast<std::size_t>(bucket)];
-  sum_ += value;
-  ++count_;
-}
-
-void Histogram::render(std::string& out, std::string_view name, std::string_view labels) const {
-  std::uint64_t cumulative = 0;
-  const std::string bucket_name = std::string(name) + "_bucket";
-  for (std::size_t i = 0; i <= bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    const std::string le = i < bounds_.size() ? number(bounds_[i]) : "+Inf";
-    sample(out, bucket_name, std::string(labels) + ",le=\"" + le + "\"", static_cast<double>(cumulative));
-  }
-  sample(out, std::string(name) + "_count", labels, static_cast<double>(count_));
-  sample(out, std::string(name) + "_sum", labels, sum_);
-}
-
-Metrics::Metrics()
-    : time_to_first_token_(kTimeToFirstTokenBuckets),
-      inter_token_latency_(kInterTokenLatencyBuckets),
-      e2e_latency_(kRequestLatencyBuckets) {}
-
-void Metrics::set_model_name(std::string name) {
-  std::lock_guard lock(mutex_);
-  model_name_ = std::move(name);
-}
-
-void Metrics::add_prompt_tokens(std::size_t count) {
-  std::lock_guard lock(mutex_);
-  prompt_tokens_ += count;
-}
-
-void Metrics::add_generation_tokens(std::size_t count) {
-  std::lock_guard lock(mutex_);
-  generation_tokens_ += count;
-}
-
-void Metrics::observe_time_to_first_token(double seconds) {
-  std::lock_guard lock(mutex_);
-  time_to_first_token_.observe(seconds);
-}
-
-void Metrics::observe_inter_token_latency(double seconds) {
-  std::lock_guard lock(mutex_);
-  inter_token_latency_.observe(seconds);
-}
-
-void Metrics::record_finished(std::string_view reason, double e2e_seconds) {
-  std::lock_guard lock(mutex_);
-  const auto found = finished_.find(reason);
-  if (found == finished_.end()) {
-    finished_.emplace(std::string(reason), 1);
-  } else {
-    ++found->second;
-  }
-  e2e_latency_.observe(e2e_seconds);
-}
-
-std::string Metrics::render(const GeneratorStats& stats) const {
-  std::lock_guard lock(mutex_);
-  const std::string labels = "model_name=\"" + label_value(model_name_) + "\",engine=\"0\"";
-  std::string out;
-
-  header(out, "vllm:num_requests_running", "Number of requests in model execution batches.", "gauge");
-  sample(out, "vllm:num_requests_running", labels, static_cast<double>(stats.running));
-  header(out, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge");
-  sample(out, "vllm:num_requests_waiting", labels, static_cast<double>(stats.waiting));
-  header(out, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge");
-  sample(out, "vllm:kv_cache_usage_perc", labels, stats.kv_cache_usage);
-
-  header(out, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", "counter");
-  sample(out, "vllm:prefix_cache_queries_total", labels, static_cast<double>(stats.prefix_cache_queries));
-  header(out, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "counter");
-  sample(out, "vllm:prefix_cache_hits_total", labels, static_cast<double>(stats.prefix_cache_hits));
-
-  header(out, "vllm:prompt_tokens", "Number of prefill tokens processed.", "counter");
-  sample(out, "vllm:prompt_tokens_total", labels, static_cast<double>(prompt_tokens_));
-  header(out, "vllm:generation_tokens", "Number of generation tokens processed.", "counter");
-  sample(out, "vllm:generation_tokens_total", labels, static_cast<double>(generation_tokens_));
-
-  header(out, "vllm:request_success", "Count of successfully processed requests.", "counter");
+Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry, const MetricsConfig& config)
+    : registry_(std::move(registry)),
+      labels_{{"model_name", config.model_name}, {"engine", "0"}},
+      running_(
+          gauge(*registry_, "vllm:num_requests_running", "Number of requests in model execution batches.", labels_)),
+      waiting_(gauge(*registry_, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels_)),
+      kv_cache_usage_(
+          gauge(*registry_, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels_)),
+      prefix_cache_queries_(counter(*registry_, "vllm:prefix_cache_queries_total",
+                                    "Prefix cache queries, in terms of number of queried tokens.", labels_)),
+      prefix_cache_hits_(counter(*registry_, "vllm:prefix_cache_hits_total",
+                                 "Prefix cache hits, in terms of number of cached tokens.", labels_)),
+      preemptions_(counter(*registry_, "vllm:num_preemptions_total", "Cumulative number of preemption from the engine.",
+                           labels_)),
+      prompt_tokens_(counter(*registry_, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", labels_)),
+      generation_tokens_(
+          counter(*registry_, "vllm:generation_tokens_total", "Number of generation tokens processed.", labels_)),
+      request_success_(prometheus::BuildCounter()
+                           .Name("vllm:request_success_total")
+                           .Help("Count of successfully processed requests.")
+                           .Register(*registry_)),
+      request_prompt_tokens_(histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+                                       one_two_five_buckets(config.max_model_len))),
+      request_generation_tokens_(histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
+                                           one_two_five_buckets(config.max_model_len))),
+      iteration_tokens_(histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+                                  {kIterationTokenBuckets.begin(), kIterationTokenBuckets.end()})),
+      request_max_num_generation_tokens_(histogram("vllm:request_max_num_generation_tokens",
+                                                   "Histogram of maximum number of requested generation tokens.",
+                                                   one_two_five_buckets(config.max_model_len))),
+      request_params_n_(histogram("vllm:request_params_n", "Histogram of the n request parameter.", kParamsNBuckets)),
+      request_params_max_tokens_(histogram("vllm:request_params_max_tokens",
+                                           "Histogram of the max_tokens request parameter.",
+                                           one_two_five_buckets(config.max_model_len))),
+      time_to_first_token_(histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                                     kTimeToFirstTokenBuckets)),
+      inter_token_latency_(histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                                     kTokenLatencyBuckets)),
+      request_time_per_output_token_(histogram("vllm:request_time_per_output_token_seconds",
+                                               "Histogram of time_per_output_token_seconds per request.",
+                                               kTokenLatencyBuckets)),
+      e2e_request_latency_(histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                                     kRequestLatencyBuckets)),
+      request_queue_time_(histogram("vllm:request_queue_time_seconds",
+                                    "Histogram of time spent in WAITING phase for request.", kRequestLatencyBuckets)),
+      request_inference_time_(histogram("vllm:request_inference_time_seconds",
+                                        "Histogram of time spent in RUNNING phase for request.",
+                                        kRequestLatencyBuckets)),
+      request_prefill_time_(histogram("vllm:request_prefill_time_seconds",
+                                      "Histogram of time spent in PREFILL phase for request.", kRequestLatencyBuckets)),
+      request_decode_time_(histogram("vllm:request_decode_time_seconds",
+                                     "Histogram of time spent in DECODE phase for request.", kRequestLatencyBuckets)) {
   for (const std::string_view reason : kFinishReasons) {
-    const auto found = finished_.find(reason);
-    sample(out, "vllm:request_success_total", labels + ",finished_reason=\"" + std::string(reason) + "\"",
-           found == finished_.end() ? 0.0 : static_cast<double>(found->second));
+    auto labels = labels_;
+    labels.emplace("finished_reason", reason);
+    request_success_.Add(labels);
   }
+  auto& sleep_state = prometheus::BuildGauge()
+                          .Name("vllm:engine_sleep_state")
+                          .Help(
+                              "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is "
+                              "awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep "
+                              "level 2.")
+                          .Register(*registry_);
+  for (const std::string_view state : kSleepStates) {
+    auto labels = labels_;
+    labels.emplace("sleep_state", state);
+    sleep_state.Add(labels).Set(state == "awake" ? 1.0 : 0.0);
+  }
+  // An info metric as vLLM emulates one: a gauge at 1 whose labels are the cache config (and the engine,
+  // without model_name).
+  const KvCacheConfig& kv = config.kv_cache;
+  gauge(*registry_, "vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+        {{"block_size", std::to_string(kv.block_size)},
+         {"cache_dtype", "auto"},
+         {"enable_prefix_caching", python_str(kv.prefix_caching)},
+         {"gpu_memory_utilization", python_str(kv.gpu_memory_utilization)},
+         {"num_gpu_blocks", std::to_string(kv.num_blocks)},
+         {"engine", "0"}})
+      .Set(1.0);
+}
 
-  header(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", "histogram");
-  time_to_first_token_.render(out, "vllm:time_to_first_token_seconds", labels);
-  header(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", "histogram");
-  inter_token_latency_.render(out, "vllm:inter_token_latency_seconds", labels);
-  header(out, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", "histogram");
-  e2e_latency_.render(out, "vllm:e2e_request_latency_seconds", labels);
-  return out;
+prometheus::Histogram& Metrics::histogram(std::string_view name, std::string_view help, std::vector<double> buckets) {
+  return prometheus::BuildHistogram()
+      .Name(std::string(name))
+      .Help(std::string(help))
+      .Register(*registry_)
+      .Add(labels_, std::move(buckets));
+}
+
+void Metrics::first_token(std::size_t prompt_tokens, double ttft_seconds) {
+  prompt_tokens_.Increment(static_cast<double>(prompt_tokens));
+  time_to_first_token_.Observe(ttft_seconds);
+}
+
+void Metrics::inter_token(double seconds) {
+  inter_token_latency_.Observe(seconds);
+}
+
+void Metrics::generation_tokens(std::size_t count) {
+  generation_tokens_.Increment(static_cast<double>(count));
+}
+
+void Metrics::finished(const FinishedSequence& sequence) {
+  auto labels = labels_;
+  labels.emplace("finished_reason", sequence.finish_reason);
+  request_success_.Add(labels).Increment();
+  e2e_request_latency_.Observe(sequence.e2e_seconds);
+  request_prompt_tokens_.Observe(static_cast<double>(sequence.prompt_tokens));
+  request_generation_tokens_.Observe(static_cast<double>(sequence.generation_tokens));
+  if (sequence.max_tokens > 0) request_params_max_tokens_.Observe(static_cast<double>(sequence.max_tokens));
+
+  // vLLM's intervals (vllm/v1/metrics/stats.py), each from the scheduler's own clock; an interval whose
+  // events the sequence never reached (cancelled while queued or prefilling) is not observed.
+  const SequenceTimings& t = sequence.timings;
+  if (!t.scheduled) return;
+  request_queue_time_.Observe(seconds(*t.scheduled - t.queued));
+  if (!t.first_token || !t.last_token) return;
+  request_prefill_time_.Observe(seconds(*t.first_token - *t.scheduled));
+  const double decode = seconds(*t.last_token - *t.first_token);
+  request_decode_time_.Observe(decode);
+  request_inference_time_.Observe(seconds(*t.last_token - *t.scheduled));
+  request_time_per_output_token_.Observe(
+      sequence.generation_tokens > 1 ? decode / static_cast<double>(sequence.generation_tokens - 1) : 0.0);
+}
+
+void Metrics::prompt_finished(std::size_t n, std::size_t max_generation_tokens) {
+  request_params_n_.Observe(static_cast<double>(n));
+  request_max_num_generation_tokens_.Observe(static_cast<double>(max_generation_tokens));
+}
+
+void Metrics::update(const GeneratorStats& stats) {
+  running_.Set(static_cast<double>(stats.running));
+  waiting_.Set(static_cast<double>(stats.waiting));
+  kv_cache_usage_.Set(stats.kv_cache_usage);
+  // The engine's counts are cumulative; the counters take what was added since the last scrape.
+  const std::lock_guard lock(update_mutex_);
+  add_delta(prefix_cache_queries_, stats.prefix_cache_queries, last_.prefix_cache_queries);
+  add_delta(prefix_cache_hits_, stats.prefix_cache_hits, last_.prefix_cache_hits);
+  add_delta(preemptions_, stats.preemptions, last_.preemptions);
+  std::vector<double> new_steps(stats.steps_by_tokens.size());
+  bool any = false;
+  for (std::size_t i = 0; i < new_steps.size(); ++i) {
+    const std::uint64_t before = last_.steps_by_tokens[i];
+    const std::uint64_t now = stats.steps_by_tokens[i];
+    new_steps[i] = now > before ? static_cast<double>(now - before) : 0.0;
+    any = any || now > before;
+  }
+  if (any) {
+    const double new_tokens =
+        stats.step_tokens > last_.step_tokens ? static_cast<double>(stats.step_tokens - last_.step_tokens) : 0.0;
+    iteration_tokens_.ObserveMultiple(new_steps, new_tokens);
+  }
+  last_ = stats;
+}
+
+std::string render_exposition(const prometheus::Registry& registry) {
+  return prometheus::TextSerializer().Serialize(registry.Collect());
 }
 
 }  // namespace serverd::api

@@ -46,7 +46,11 @@ std::int64_t now_seconds() {
 }  // namespace
 
 OpenAiService::OpenAiService(ApiOptions options)
-    : options_(std::move(options)), counters_(std::make_shared<ServiceCounters>()), random_(std::random_device{}()) {}
+    : options_(std::move(options)),
+      counters_(std::make_shared<ServiceCounters>()),
+      registry_(std::make_shared<prometheus::Registry>()),
+      http_metrics_(std::make_shared<HttpMetrics>(registry_)),
+      random_(std::random_device{}()) {}
 
 void OpenAiService::set_phase(std::string phase) {
   std::lock_guard lock(mutex_);
@@ -54,8 +58,9 @@ void OpenAiService::set_phase(std::string phase) {
 }
 
 void OpenAiService::serve(ModelInfo model, Generator& generator) {
-  counters_->metrics.set_model_name(model.served_name);
   auto served = std::make_shared<Served>();
+  served->metrics =
+      std::make_shared<Metrics>(registry_, MetricsConfig{model.served_name, model.max_model_len, model.kv_cache});
   served->model = std::move(model);
   served->generator = &generator;
   std::lock_guard lock(mutex_);
@@ -84,13 +89,20 @@ http::Response OpenAiService::http_error(int status, std::string_view message) {
   return error_response(ApiError{status, std::string(message), std::nullopt, std::nullopt});
 }
 
-void OpenAiService::handle(const std::shared_ptr<http::Exchange>& exchange) {
-  const auto& request = exchange->request();
+void OpenAiService::handle(const std::shared_ptr<http::Exchange>& received) {
+  const auto& request = received->request();
+  const Route* const found = find_route(request.path());
+  // The instrumentator labels a request with its route's template; a path that is none is "none".
+  const std::string_view handler = found ? found->path : "none";
+  const std::shared_ptr<http::Exchange> exchange =
+      HttpMetrics::excluded(handler)
+          ? received
+          : std::make_shared<MeasuredExchange>(received, http_metrics_, std::string(handler));
   std::vector<http::Header> headers;
   const auto given = request.header("x-request-id");
   headers.push_back({"X-Request-Id", given && !given->empty() ? std::string(*given) : random_id()});
   try {
-    route(exchange, headers);
+    route(exchange, found, headers);
   } catch (const ApiException& e) {
     http::Response response = error_response(e.error());
     response.headers.insert(response.headers.begin(), headers.begin(), headers.end());
@@ -104,26 +116,20 @@ void OpenAiService::handle(const std::shared_ptr<http::Exchange>& exchange) {
   }
 }
 
-void OpenAiService::route(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers) {
+void OpenAiService::route(const std::shared_ptr<http::Exchange>& exchange, const Route* found,
+                          const std::vector<http::Header>& headers) {
   const auto& request = exchange->request();
   const std::string_view path = request.path();
   const std::string& method = request.method;
   if (path.starts_with("/v1") && method != "OPTIONS") check_auth(request);
 
-  struct Route {
-    std::string_view path;
-    std::string_view method;
-  };
-  static constexpr Route kRoutes[] = {{"/health", "GET"},          {"/metrics", "GET"},
-                                      {"/version", "GET"},         {"/v1/models", "GET"},
-                                      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
-                                      {"/tokenize", "POST"},       {"/detokenize", "POST"}};
-  const auto* route =
-      std::find_if(std::begin(kRoutes), std::end(kRoutes), [&](const Route& r) { return r.path == path; });
-  if (route == std::end(kRoutes)) throw ApiException(ApiError{404, "Not Found", std::nullopt, std::nullopt});
-  if (route->method != method) {
+  if (found == nullptr) throw ApiException(ApiError{404, "Not Found", std::nullopt, std::nullopt});
+  if (found->endpoint == Endpoint::kRefused) {
+    throw ApiException(ApiError{found->status, std::string(found->message), std::nullopt, std::nullopt});
+  }
+  if (!allows(*found, method)) {
     http::Response response = error_response(ApiError{405, "Method Not Allowed", std::nullopt, std::nullopt});
-    response.headers.push_back({"Allow", std::string(route->method)});
+    response.headers.push_back({"Allow", std::string(found->allow)});
     response.headers.insert(response.headers.begin(), headers.begin(), headers.end());
     exchange->respond(std::move(response));
     return;
@@ -131,26 +137,39 @@ void OpenAiService::route(const std::shared_ptr<http::Exchange>& exchange, const
 
   const std::string& request_id = headers.front().value;
   http::Response response;
-  if (path == "/v1/completions") {
-    completions(exchange, headers, request_id);
-    return;
-  } else if (path == "/v1/chat/completions") {
-    chat_completions(exchange, headers, request_id);
-    return;
-  } else if (path == "/health") {
-    response = health();
-  } else if (path == "/metrics") {
-    response = metrics();
-  } else if (path == "/version") {
-    JsonWriter w;
-    w.begin_object().key("version").value(options_.version).end_object();
-    response = json_response(w.take(), {});
-  } else if (path == "/v1/models") {
-    response = models();
-  } else if (path == "/tokenize") {
-    response = tokenize(request);
-  } else {
-    response = detokenize(request);
+  switch (found->endpoint) {
+    case Endpoint::kCompletions:
+    case Endpoint::kChatCompletions: {
+      rapidjson::Document body;
+      parse_request_body(request.body, body);
+      if (found->endpoint == Endpoint::kCompletions) {
+        completions(exchange, headers, request_id, body);
+      } else {
+        chat_completions(exchange, headers, request_id, body);
+      }
+      return;
+    }
+    case Endpoint::kInvocations: invocations(exchange, headers, request_id); return;
+    case Endpoint::kHealth:
+    case Endpoint::kPing: response = health(); break;  // vLLM's /ping is /health, for SageMaker
+    case Endpoint::kLoad: {
+      JsonWriter w;
+      w.begin_object().key("server_load").value(static_cast<std::uint64_t>(counters_->active_requests.load()));
+      w.end_object();
+      response = json_response(w.take(), {});
+      break;
+    }
+    case Endpoint::kMetrics: response = metrics(); break;
+    case Endpoint::kVersion: {
+      JsonWriter w;
+      w.begin_object().key("version").value(options_.version).end_object();
+      response = json_response(w.take(), {});
+      break;
+    }
+    case Endpoint::kModels: response = models(); break;
+    case Endpoint::kTokenize: response = tokenize(request); break;
+    case Endpoint::kDetokenize: response = detokenize(request); break;
+    case Endpoint::kRefused: break;  // answered above
   }
   response.headers.insert(response.headers.begin(), headers.begin(), headers.end());
   exchange->respond(std::move(response));
@@ -253,11 +272,10 @@ SessionSettings settings_for(ApiKind kind, std::string id, const CommonFields& f
 }  // namespace
 
 void OpenAiService::completions(const std::shared_ptr<http::Exchange>& exchange,
-                                const std::vector<http::Header>& headers, const std::string& request_id) {
+                                const std::vector<http::Header>& headers, const std::string& request_id,
+                                const rapidjson::Document& body) {
   const auto served = require_served();
   const ModelInfo& model = served->model;
-  rapidjson::Document body;
-  parse_request_body(exchange->request().body, body);
   const CompletionRequest request = parse_completion_request(body, options_.limits);
   check_model(request.common.model, model);
   const auto prompts = build_completion_prompts(request, model);
@@ -277,17 +295,16 @@ void OpenAiService::completions(const std::shared_ptr<http::Exchange>& exchange,
     add_sequences(p, id, i, prompt.tokens, max_tokens, sequences);
   }
   check_capacity(sequences.size());
-  auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, exchange, *model.tokenizer,
-                                                     *served->generator);
+  auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, served->metrics, exchange,
+                                                     *model.tokenizer, *served->generator);
   session->start(std::move(sequences));
 }
 
 void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exchange,
-                                     const std::vector<http::Header>& headers, const std::string& request_id) {
+                                     const std::vector<http::Header>& headers, const std::string& request_id,
+                                     const rapidjson::Document& body) {
   const auto served = require_served();
   const ModelInfo& model = served->model;
-  rapidjson::Document body;
-  parse_request_body(exchange->request().body, body);
   const ChatRequest request = parse_chat_request(body, options_.limits);
   check_model(request.common.model, model);
 
@@ -315,9 +332,25 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   std::vector<SequenceSpec> sequences;
   add_sequences(p, id, 0, prompt.tokens, max_tokens, sequences);
   check_capacity(sequences.size());
-  auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, exchange, *model.tokenizer,
-                                                     *served->generator);
+  auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, served->metrics, exchange,
+                                                     *model.tokenizer, *served->generator);
   session->start(std::move(sequences));
+}
+
+void OpenAiService::invocations(const std::shared_ptr<http::Exchange>& exchange,
+                                const std::vector<http::Header>& headers, const std::string& request_id) {
+  // vLLM tries the request types its model serves, chat first: a body with "messages" is a chat completion,
+  // one with "prompt" a completion.
+  rapidjson::Document body;
+  parse_request_body(exchange->request().body, body);
+  if (body.HasMember("messages")) {
+    chat_completions(exchange, headers, request_id, body);
+  } else if (body.HasMember("prompt")) {
+    completions(exchange, headers, request_id, body);
+  } else {
+    throw_bad_request(
+        "Cannot find suitable handler for request. Expected one of: ['ChatCompletionRequest', 'CompletionRequest']");
+  }
 }
 
 http::Response OpenAiService::models() const {
@@ -370,10 +403,10 @@ http::Response OpenAiService::metrics() const {
     std::lock_guard lock(mutex_);
     served = served_;
   }
-  const GeneratorStats stats = served ? served->generator->stats() : GeneratorStats{};
+  if (served) served->metrics->update(served->generator->stats());
   http::Response response;
   response.headers.push_back({"Content-Type", "text/plain; version=0.0.4; charset=utf-8"});
-  response.body = counters_->metrics.render(stats);
+  response.body = render_exposition(*registry_);
   return response;
 }
 

@@ -2,10 +2,12 @@
 
 // The OpenAI-compatible API as vLLM serves it, over the HTTP server's exchanges:
 //   POST /v1/completions, POST /v1/chat/completions, GET /v1/models   (--api-key checked on /v1/*)
-//   GET /health, GET /metrics, GET /version, POST /tokenize, POST /detokenize
-// Every response carries X-Request-Id (the client's, or a fresh one). Until serve() is called, /health
-// answers 503 {"status": "<phase>"} and the model endpoints 503; after begin_drain(), /health and new
-// generations answer 503 while requests in flight finish.
+//   GET /health, GET|POST /ping, GET /load, GET /metrics, GET /version, POST /tokenize, POST /detokenize,
+//   POST /invocations (completions or chat completions, by the body's shape)
+// and vLLM's other endpoints refused by name (endpoints.h). Every response carries X-Request-Id (the
+// client's, or a fresh one). Until serve() is called, /health answers 503 {"status": "<phase>"} and the
+// model endpoints 503; after begin_drain(), /health and new generations answer 503 while requests in
+// flight finish. Requests are recorded in vLLM's HTTP series (http_metrics.h).
 
 #include <cstddef>
 #include <memory>
@@ -14,8 +16,11 @@
 #include <string>
 #include <string_view>
 
+#include "serverd/api/endpoints.h"
 #include "serverd/api/generation_session.h"
 #include "serverd/api/generator.h"
+#include "serverd/api/http_metrics.h"
+#include "serverd/api/metrics.h"
 #include "serverd/api/protocol.h"
 #include "serverd/http/http_server.h"
 
@@ -54,17 +59,22 @@ class OpenAiService {
   struct Served {
     ModelInfo model;
     Generator* generator = nullptr;
+    std::shared_ptr<Metrics> metrics;  // vLLM's series for this model
   };
 
-  void route(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers);
+  void route(const std::shared_ptr<http::Exchange>& exchange, const Route* found,
+             const std::vector<http::Header>& headers);
   std::shared_ptr<const Served> require_served() const;
   void check_auth(const http::Request& request) const;
   void check_capacity(std::size_t sequences) const;
 
+  // `body` is the request's, parsed.
   void completions(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
-                   const std::string& request_id);
+                   const std::string& request_id, const rapidjson::Document& body);
   void chat_completions(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
-                        const std::string& request_id);
+                        const std::string& request_id, const rapidjson::Document& body);
+  void invocations(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
+                   const std::string& request_id);
   http::Response models() const;
   http::Response health() const;
   http::Response metrics() const;
@@ -74,6 +84,8 @@ class OpenAiService {
 
   const ApiOptions options_;
   const std::shared_ptr<ServiceCounters> counters_;
+  const std::shared_ptr<prometheus::Registry> registry_;  // every series /metrics shows
+  const std::shared_ptr<HttpMetrics> http_metrics_;
   mutable std::mutex mutex_;  // guards what follows
   std::string phase_ = "starting";
   std::shared_ptr<const Served> served_;

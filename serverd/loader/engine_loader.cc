@@ -42,6 +42,10 @@ class EngineModel final : public LoadedModel {
     scheduler::SchedulerOptions so;
     so.max_num_seqs = options.max_num_seqs;
     so.max_num_batched_tokens = options.max_num_batched_tokens;
+    info_.kv_cache.block_size = engine_->block_size();
+    info_.kv_cache.num_blocks = engine_->kv_cache().num_blocks();
+    info_.kv_cache.prefix_caching = so.prefix_caching;
+    info_.kv_cache.gpu_memory_utilization = options.gpu_memory_utilization;
     generator_ = std::make_unique<scheduler::Scheduler>(*engine_, so);
   }
 

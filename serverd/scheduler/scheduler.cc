@@ -20,13 +20,16 @@ struct Scheduler::Sequence {
   std::vector<engine::runtime::BlockKey> block_keys;  // of tokens' full blocks, for the prefix cache
   std::size_t blocks_cached = 0;                      // of its blocks, those offered to the prefix cache
   bool prefix_looked_up = false;
+  api::SequenceTimings timings;
 
   Sequence(std::uint64_t h, api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s)
       : handle(h),
         request(std::move(r)),
         sink(std::move(s)),
         sampler(request.sampling, request.prompt_tokens),
-        tokens(request.prompt_tokens) {}
+        tokens(request.prompt_tokens) {
+    timings.queued = api::SequenceTimings::Clock::now();
+  }
 };
 
 struct Scheduler::Planned {
@@ -80,6 +83,9 @@ api::GeneratorStats Scheduler::stats() const {
   s.kv_cache_usage = kv_usage_.load();
   s.prefix_cache_queries = prefix_queries_.load();
   s.prefix_cache_hits = prefix_hits_.load();
+  s.preemptions = preemptions_.load();
+  for (std::size_t i = 0; i < s.steps_by_tokens.size(); ++i) s.steps_by_tokens[i] = steps_by_tokens_[i].load();
+  s.step_tokens = step_tokens_.load();
   return s;
 }
 
@@ -176,6 +182,7 @@ bool Scheduler::plan_step(std::vector<Planned>& plan) {
     }
     const std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
     if (!engine_.reserve(seq.cache, seq.cache.cached + n)) break;  // wait for running sequences to free blocks
+    if (!seq.timings.scheduled) seq.timings.scheduled = api::SequenceTimings::Clock::now();
     plan.push_back({&seq, n, seq.cache.cached + n == seq.tokens.size()});
     budget -= n;
     running_.push_back(std::move(waiting_.front()));
@@ -208,6 +215,8 @@ void Scheduler::execute(std::vector<Planned>& plan) {
     return;
   }
   ++steps_;
+  count_step(plan);  // before any sink hears of the step, so that stats() read after it include the step
+  const auto stepped = api::SequenceTimings::Clock::now();
   const std::size_t bs = engine_.block_size();
   std::size_t row = 0;
   std::vector<std::uint64_t> done;
@@ -224,6 +233,8 @@ void Scheduler::execute(std::vector<Planned>& plan) {
     const auto& sampled = sampled_[row];
     ++row;
     const std::int32_t token = sampled.token;
+    if (!seq.timings.first_token) seq.timings.first_token = stepped;
+    seq.timings.last_token = stepped;
     seq.tokens.push_back(token);
     ++seq.generated;
     const api::GeneratedToken out{sampled};
@@ -247,9 +258,21 @@ void Scheduler::execute(std::vector<Planned>& plan) {
   }
 }
 
+void Scheduler::count_step(const std::vector<Planned>& plan) {
+  // As vLLM counts a step's tokens: a sequence's whole prompt with its first token, then one per token.
+  std::uint64_t tokens = 0;
+  for (const auto& p : plan) {
+    if (p.logits) tokens += 1 + (p.seq->timings.first_token ? 0 : p.seq->request.prompt_tokens.size());
+  }
+  const auto& bounds = api::kIterationTokenBuckets;
+  const auto bucket = std::lower_bound(bounds.begin(), bounds.end(), static_cast<double>(tokens)) - bounds.begin();
+  ++steps_by_tokens_[static_cast<std::size_t>(bucket)];
+  step_tokens_ += tokens;
+}
+
 void Scheduler::finish(Sequence& seq, FinishReason reason, std::optional<std::int32_t> stop_token) {
   if (!seq.cache.block_table.empty()) engine_.release(seq.cache);
-  seq.sink->on_finish(reason, stop_token);
+  seq.sink->on_finish(reason, stop_token, seq.timings);
 }
 
 void Scheduler::update_stats() {

@@ -6,6 +6,7 @@
 // When KV blocks run out the most recently admitted sequence is preempted and later recomputed. A cancelled
 // sequence (client gone, stop string found) leaves at the start of the next step with its blocks.
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -43,9 +44,8 @@ class Scheduler final : public api::Generator {
   void cancel(std::uint64_t handle) override;
   api::GeneratorStats stats() const override;
 
-  // Engine steps run so far, and sequences preempted (their KV blocks given up, to be recomputed).
+  // Engine steps run so far.
   std::uint64_t steps() const { return steps_.load(); }
-  std::uint64_t preemptions() const { return preemptions_.load(); }
 
  private:
   struct Sequence;
@@ -58,6 +58,7 @@ class Scheduler final : public api::Generator {
   void execute(std::vector<Planned>& plan);
   void finish(Sequence& seq, api::FinishReason reason, std::optional<std::int32_t> stop_token);
   void update_stats();
+  void count_step(const std::vector<Planned>& plan);
 
   engine::runtime::Engine& engine_;
   const SchedulerOptions options_;
@@ -79,6 +80,8 @@ class Scheduler final : public api::Generator {
   std::atomic<std::size_t> running_count_{0}, waiting_count_{0};
   std::atomic<double> kv_usage_{0.0};
   std::atomic<std::uint64_t> prefix_queries_{0}, prefix_hits_{0}, steps_{0}, preemptions_{0};
+  std::array<std::atomic<std::uint64_t>, api::kIterationTokenBuckets.size() + 1> steps_by_tokens_{};
+  std::atomic<std::uint64_t> step_tokens_{0};
   std::thread thread_;
 };
 

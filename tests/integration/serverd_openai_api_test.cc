@@ -1,6 +1,7 @@
 // The OpenAI API end to end over loopback, against a fake Generator and a byte-level test model: response
 // shapes (whole and streamed), stop strings, n, logprobs, usage, errors in OpenAI's shape with the server
-// still serving, auth, limits, request ids, /health phases, /metrics, cancellation and graceful shutdown.
+// still serving, auth, limits, request ids, /health phases, cancellation and graceful shutdown. (/metrics:
+// metrics_endpoint_test.cc; the other endpoints: endpoints_test.cc.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
@@ -8,33 +9,22 @@
 #include <functional>
 #include <thread>
 
-#include "serverd/api/api_server.h"
-#include "tests/support/serverd/fake_generator.h"
-#include "tests/support/serverd/http_test_client.h"
-#include "tests/support/serverd/test_model.h"
+#include "tests/support/serverd/api_server_fixture.h"
 
 namespace serverd::api {
 namespace {
 
 using serverd_test::bytes;
+using serverd_test::expect_error;
 using serverd_test::FakeGenerator;
 using serverd_test::HttpConnection;
 using serverd_test::HttpReply;
+using serverd_test::json;
 using serverd_test::kEos;
 using serverd_test::kImStart;
+using serverd_test::str;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-rapidjson::Document json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  EXPECT_FALSE(d.HasParseError()) << text;
-  return d;
-}
-
-std::string str(const rapidjson::Value& v) {
-  return v.IsString() ? std::string(v.GetString(), v.GetStringLength()) : "<not a string>";
-}
 
 struct Stream {
   HttpReply head;
@@ -56,26 +46,7 @@ Stream read_stream(HttpConnection& c) {
   return s;
 }
 
-// Expects OpenAI's error shape: {"error": {"message", "type", "param", "code"}} and nothing else.
-void expect_error(const HttpReply& reply, int status, const std::string& type, const std::optional<std::string>& param,
-                  const std::string& message_part) {
-  EXPECT_EQ(reply.status, status) << reply.body;
-  EXPECT_EQ(reply.header("content-type"), "application/json");
-  const auto d = json(reply.body);
-  ASSERT_TRUE(d.IsObject() && d.MemberCount() == 1 && d.HasMember("error")) << reply.body;
-  const auto& e = d["error"];
-  ASSERT_EQ(e.MemberCount(), 4u) << reply.body;
-  EXPECT_THAT(str(e["message"]), HasSubstr(message_part));
-  EXPECT_EQ(str(e["type"]), type);
-  if (param) {
-    EXPECT_EQ(str(e["param"]), *param) << reply.body;
-  } else {
-    EXPECT_TRUE(e["param"].IsNull()) << reply.body;
-  }
-  EXPECT_EQ(e["code"].GetInt(), status);
-}
-
-class OpenAiApiTest : public ::testing::Test {
+class OpenAiApiTest : public serverd_test::ApiServerTest {
  protected:
   void SetUp() override {
     // Chat prompts get a fixed reply; completion prompts are echoed.
@@ -86,36 +57,13 @@ class OpenAiApiTest : public ::testing::Test {
       return out;
     });
   }
-  void TearDown() override {
-    if (server_) server_->shutdown(std::chrono::milliseconds(0));
-  }
 
-  void start(const std::function<void(ApiServerOptions&)>& tweak = {}, bool serve = true) {
-    ApiServerOptions options;
-    options.http.io_threads = 2;
-    options.api.version = "9.9.9";
-    if (tweak) tweak(options);
-    server_ = std::make_unique<ApiServer>(std::move(options));
-    server_->start();
-    if (serve) server_->serve(model_.info(256), generator_);
-  }
-
-  HttpReply post(std::string_view target, std::string_view body, const std::vector<std::string>& headers = {}) {
-    return serverd_test::http_request(server_->port(), "POST", target, body, headers);
-  }
-  HttpReply get(std::string_view target, const std::vector<std::string>& headers = {}) {
-    return serverd_test::http_request(server_->port(), "GET", target, {}, headers);
-  }
   Stream stream(std::string_view target, std::string_view body) {
     HttpConnection c(server_->port());
     c.send_request("POST", target, body);
     return read_stream(c);
   }
   std::size_t rendered_length(const std::string& text) const { return model_.tokenizer.encode(text, false).size(); }
-
-  serverd_test::TestModel model_;
-  FakeGenerator generator_{{kEos}};
-  std::unique_ptr<ApiServer> server_;  // last: stopped before the generator and the model go
 };
 
 TEST_F(OpenAiApiTest, CompletionResponseShape) {
@@ -486,29 +434,6 @@ TEST_F(OpenAiApiTest, HealthReportsThePhaseUntilTheModelIsServed) {
   reply = get("/health");
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(reply.body, "");
-}
-
-TEST_F(OpenAiApiTest, MetricsCountWhatWasServed) {
-  start();
-  GeneratorStats stats;
-  stats.kv_cache_usage = 0.5;
-  stats.prefix_cache_queries = 12;
-  stats.prefix_cache_hits = 3;
-  generator_.set_stats(stats);
-  ASSERT_EQ(post("/v1/completions", R"({"prompt": "Hello"})").status, 200);
-  const auto reply = get("/metrics");
-  EXPECT_THAT(reply.header("content-type"), StartsWith("text/plain"));
-  const std::string l = R"({model_name="test-model",engine="0")";
-  for (const std::string& line :
-       {"vllm:num_requests_running" + l + "} 0.0", "vllm:num_requests_waiting" + l + "} 0.0",
-        "vllm:kv_cache_usage_perc" + l + "} 0.5", "vllm:prompt_tokens_total" + l + "} 5.0",
-        "vllm:generation_tokens_total" + l + "} 6.0",
-        "vllm:request_success_total" + l + R"(,finished_reason="stop"} 1.0)",
-        "vllm:prefix_cache_queries_total" + l + "} 12.0", "vllm:prefix_cache_hits_total" + l + "} 3.0",
-        "vllm:time_to_first_token_seconds_count" + l + "} 1.0", "vllm:inter_token_latency_seconds_count" + l + "} 5.0",
-        "vllm:e2e_request_latency_seconds_count" + l + "} 1.0"}) {
-    EXPECT_THAT(reply.body, HasSubstr(line + "\n"));
-  }
 }
 
 TEST_F(OpenAiApiTest, ModelsTokenizeDetokenizeVersion) {

@@ -26,10 +26,12 @@ class RecordingSink final : public serverd::api::GenerationSink {
     for (const auto& t : tokens) tokens_.push_back(t.sampled.token);
     changed_.notify_all();
   }
-  void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token) override {
+  void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token,
+                 const serverd::api::SequenceTimings& timings) override {
     const std::lock_guard lock(mutex_);
     reason_ = reason;
     stop_token_ = stop_token;
+    timings_ = timings;
     ++finishes_;
     changed_.notify_all();
   }
@@ -44,6 +46,7 @@ class RecordingSink final : public serverd::api::GenerationSink {
   }
   FinishReason reason() const { return reason_; }
   std::optional<std::int32_t> stop_token() const { return stop_token_; }
+  const serverd::api::SequenceTimings& timings() const { return timings_; }
   int finishes() const { return finishes_; }
 
  private:
@@ -52,6 +55,7 @@ class RecordingSink final : public serverd::api::GenerationSink {
   std::vector<std::int32_t> tokens_;
   FinishReason reason_ = FinishReason::Abort;
   std::optional<std::int32_t> stop_token_;
+  serverd::api::SequenceTimings timings_;
   int finishes_ = 0;
 };
 
@@ -197,7 +201,26 @@ TEST_F(SchedulerTest, PreemptedSequencesAreRecomputedToTheSameTokens) {
   auto engine = load(/*kv_blocks=*/12);  // each sequence needs 5 blocks: four cannot run at once
   Scheduler generator(*engine, {});
   EXPECT_EQ(together(generator, requests), expected);
-  EXPECT_GT(generator.preemptions(), 0u);
+  EXPECT_GT(generator.stats().preemptions, 0u);
+}
+
+TEST_F(SchedulerTest, TimingsAndStepTokensAsVllmCountsThem) {
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  auto sink = std::make_shared<RecordingSink>();
+  generator.submit(request(prompt(20, 3), 5), sink);
+  ASSERT_EQ(sink->wait().size(), 5u);
+  const auto& t = sink->timings();
+  ASSERT_TRUE(t.scheduled && t.first_token && t.last_token);
+  EXPECT_LE(t.queued, *t.scheduled);
+  EXPECT_LT(*t.scheduled, *t.first_token);  // the prefill step ran in between
+  EXPECT_LT(*t.first_token, *t.last_token);
+  // Five steps: the first counts the whole prompt with its token (21), each later one its token.
+  const auto stats = generator.stats();
+  EXPECT_EQ(stats.step_tokens, 25u);
+  EXPECT_EQ(stats.steps_by_tokens[0], 4u);  // at most 1 token
+  EXPECT_EQ(stats.steps_by_tokens[3], 1u);  // 17 to 32 tokens
+  EXPECT_EQ(stats.preemptions, 0u);
 }
 
 TEST_F(SchedulerTest, StopTokenEndsAfterMinTokensAndLengthEndsAtMaxTokens) {

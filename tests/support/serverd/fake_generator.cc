@@ -31,6 +31,7 @@ std::uint64_t FakeGenerator::submit(GenerationRequest request, std::shared_ptr<s
   if (overloaded_) throw serverd::api::GeneratorOverloaded("the fake is full");
   const std::uint64_t handle = next_handle_++;
   Sequence sequence;
+  sequence.timings.queued = serverd::api::SequenceTimings::Clock::now();
   sequence.script = script_(request);
   sequence.request = request;
   sequence.sink = std::move(sink);
@@ -144,14 +145,17 @@ void FakeGenerator::run() {
     std::optional<GeneratedToken> token;
     std::optional<FinishReason> finish;
     std::optional<std::int32_t> stop_token;
+    serverd::api::SequenceTimings timings;
   };
   std::unique_lock lock(mutex_);
   for (;;) {
     // One step: every sequence that may move emits one token (or ends).
+    const auto now = serverd::api::SequenceTimings::Clock::now();
     std::vector<Action> actions;
     for (auto it = active_.begin(); it != active_.end();) {
       Sequence& s = it->second;
-      Action action{s.sink, std::nullopt, std::nullopt, std::nullopt};
+      if (!s.timings.scheduled) s.timings.scheduled = now;
+      Action action{s.sink, std::nullopt, std::nullopt, std::nullopt, {}};
       if (s.cancelled) {
         action.finish = FinishReason::Abort;
       } else if (s.emitted >= hold_after_) {
@@ -162,6 +166,8 @@ void FakeGenerator::run() {
       } else {
         const std::int32_t token = s.script[s.emitted++];
         action.token = GeneratedToken{sampled(token, s.request.sampling.logprobs)};
+        if (!s.timings.first_token) s.timings.first_token = now;
+        s.timings.last_token = now;
         const auto& r = s.request;
         const bool stop_id =
             std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end();
@@ -173,6 +179,7 @@ void FakeGenerator::run() {
         }
       }
       const bool done = action.finish.has_value();
+      action.timings = s.timings;
       actions.push_back(std::move(action));
       it = done ? active_.erase(it) : std::next(it);
     }
@@ -184,7 +191,7 @@ void FakeGenerator::run() {
     lock.unlock();
     for (auto& action : actions) {
       if (action.token) action.sink->on_tokens(std::span<const GeneratedToken>(&*action.token, 1));
-      if (action.finish) action.sink->on_finish(*action.finish, action.stop_token);
+      if (action.finish) action.sink->on_finish(*action.finish, action.stop_token, action.timings);
     }
     lock.lock();
     changed();
@@ -193,7 +200,7 @@ void FakeGenerator::run() {
   auto left = std::move(active_);
   active_.clear();
   lock.unlock();
-  for (auto& [handle, s] : left) s.sink->on_finish(FinishReason::Abort, std::nullopt);
+  for (auto& [handle, s] : left) s.sink->on_finish(FinishReason::Abort, std::nullopt, s.timings);
 }
 
 void FakeGenerator::changed() {

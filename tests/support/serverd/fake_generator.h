@@ -2,8 +2,9 @@
 
 // A deterministic Generator for serverd's tests: an engine thread that emits, one token per sequence per step,
 // what a script says the model would produce, and applies the stop rules a real scheduler applies (EOS
-// unless ignore_eos, stop_token_ids, min_tokens, max_tokens). Tests can hold sequences after some tokens,
-// wait for cancellations, and read what was submitted.
+// unless ignore_eos, stop_token_ids, min_tokens, max_tokens). It reports SequenceTimings as a scheduler
+// would (queued at submit, scheduled at its first step, each token at its step). Tests can hold sequences
+// after some tokens, wait for cancellations, and read what was submitted.
 
 #include <condition_variable>
 #include <cstddef>
@@ -65,6 +66,7 @@ class FakeGenerator final : public serverd::api::Generator {
     std::vector<std::int32_t> script;
     std::size_t emitted = 0;
     bool cancelled = false;
+    serverd::api::SequenceTimings timings;
   };
   void run();
   void changed();  // with mutex_ held

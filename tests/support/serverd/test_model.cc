@@ -37,6 +37,7 @@ serverd::api::ModelInfo TestModel::info(std::size_t max_model_len) const {
   info.chat_template = &chat_template;
   info.max_model_len = max_model_len;
   info.eos_token_ids = {kEos};
+  info.kv_cache.num_blocks = 64;
   return info;
 }
 

@@ -1,11 +1,16 @@
-// /metrics text under vLLM's names, labels and buckets; the response pieces in vLLM's shapes.
+// vLLM's series as Metrics records them (names, labels, buckets, the scheduler's intervals); the response
+// pieces in vLLM's shapes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <chrono>
+#include <optional>
+
 #include "serverd/api/api_error.h"
 #include "serverd/api/metrics.h"
 #include "serverd/api/response_json.h"
+#include "tests/support/serverd/exposition.h"
 #include "tests/support/serverd/fake_generator.h"
 #include "tests/support/serverd/test_model.h"
 
@@ -13,46 +18,91 @@ namespace serverd::api {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 
-TEST(Metrics, VllmNamesLabelsAndBuckets) {
-  Metrics metrics;
-  metrics.set_model_name("m");
-  metrics.add_prompt_tokens(7);
-  metrics.add_generation_tokens(3);
-  metrics.observe_time_to_first_token(0.003);
-  metrics.observe_inter_token_latency(0.02);
-  metrics.record_finished("stop", 0.4);
-  metrics.record_finished("length", 100.0);
-  GeneratorStats stats;
-  stats.running = 2;
-  stats.waiting = 1;
-  stats.kv_cache_usage = 0.25;
-  stats.prefix_cache_queries = 10;
-  stats.prefix_cache_hits = 4;
-  const std::string text = metrics.render(stats);
-  const std::string labels = R"({model_name="m",engine="0")";
-  EXPECT_THAT(text, HasSubstr("# TYPE vllm:num_requests_running gauge\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:num_requests_running" + labels + "} 2.0\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:num_requests_waiting" + labels + "} 1.0\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:kv_cache_usage_perc" + labels + "} 0.25\n"));
-  EXPECT_THAT(text, HasSubstr("# TYPE vllm:prompt_tokens counter\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:prompt_tokens_total" + labels + "} 7.0\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:generation_tokens_total" + labels + "} 3.0\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:prefix_cache_queries_total" + labels + "} 10.0\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:prefix_cache_hits_total" + labels + "} 4.0\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:request_success_total" + labels + R"(,finished_reason="stop"} 1.0)"));
-  EXPECT_THAT(text, HasSubstr("vllm:request_success_total" + labels + R"(,finished_reason="abort"} 0.0)"));
-  // Buckets are cumulative and inclusive, ending at +Inf.
-  EXPECT_THAT(text, HasSubstr("vllm:time_to_first_token_seconds_bucket" + labels + R"(,le="0.001"} 0.0)"));
-  EXPECT_THAT(text, HasSubstr("vllm:time_to_first_token_seconds_bucket" + labels + R"(,le="0.005"} 1.0)"));
-  EXPECT_THAT(text, HasSubstr("vllm:time_to_first_token_seconds_bucket" + labels + R"(,le="2560.0"} 1.0)"));
-  EXPECT_THAT(text, HasSubstr("vllm:inter_token_latency_seconds_bucket" + labels + R"(,le="0.025"} 1.0)"));
-  EXPECT_THAT(text, HasSubstr("vllm:e2e_request_latency_seconds_bucket" + labels + R"(,le="0.5"} 1.0)"));
-  EXPECT_THAT(text, HasSubstr("vllm:e2e_request_latency_seconds_bucket" + labels + R"(,le="120.0"} 2.0)"));
-  EXPECT_THAT(text, HasSubstr("vllm:e2e_request_latency_seconds_bucket" + labels + R"(,le="+Inf"} 2.0)"));
-  EXPECT_THAT(text, HasSubstr("vllm:e2e_request_latency_seconds_count" + labels + "} 2.0\n"));
-  EXPECT_THAT(text, HasSubstr("vllm:e2e_request_latency_seconds_sum" + labels + "} 100.4\n"));
+class MetricsTest : public ::testing::Test {
+ protected:
+  std::string text() const { return render_exposition(*registry_); }
+  std::optional<double> value(const std::string& name, const std::string& more_label = {}) const {
+    std::vector<std::string> labels = {R"(engine="0")", R"(model_name="m")"};
+    if (!more_label.empty()) labels.push_back(more_label);
+    return serverd_test::sample(text(), serverd_test::series(name, labels));
+  }
+
+  std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
+  Metrics metrics_{registry_, MetricsConfig{"m", 100, KvCacheConfig{}}};
+};
+
+SequenceTimings timings_ms(int scheduled, std::optional<int> first_token, std::optional<int> last_token) {
+  using std::chrono::milliseconds;
+  SequenceTimings t;
+  t.queued = SequenceTimings::Clock::time_point{} + std::chrono::hours(1);
+  t.scheduled = t.queued + milliseconds(scheduled);
+  if (first_token) t.first_token = t.queued + milliseconds(*first_token);
+  if (last_token) t.last_token = t.queued + milliseconds(*last_token);
+  return t;
+}
+
+TEST_F(MetricsTest, VllmIntervalsBetweenTheSchedulersTimings) {
+  // Queued 0.4 s, prefill 1 s, decode 2 s over 5 tokens (0.5 s per output token after the first).
+  metrics_.finished({"stop", 4.0, 7, 5, 16, timings_ms(400, 1400, 3400)});
+  EXPECT_EQ(value("vllm:request_queue_time_seconds_sum"), 0.4);
+  EXPECT_EQ(value("vllm:request_queue_time_seconds_bucket", R"(le="0.3")"), 0);
+  EXPECT_EQ(value("vllm:request_queue_time_seconds_bucket", R"(le="0.5")"), 1);
+  EXPECT_EQ(value("vllm:request_prefill_time_seconds_sum"), 1.0);
+  EXPECT_EQ(value("vllm:request_decode_time_seconds_sum"), 2.0);
+  EXPECT_EQ(value("vllm:request_inference_time_seconds_sum"), 3.0);
+  EXPECT_EQ(value("vllm:request_time_per_output_token_seconds_sum"), 0.5);
+  EXPECT_EQ(value("vllm:request_time_per_output_token_seconds_bucket", R"(le="0.5")"), 1);
+  EXPECT_EQ(value("vllm:request_time_per_output_token_seconds_bucket", R"(le="0.4")"), 0);
+  EXPECT_EQ(value("vllm:e2e_request_latency_seconds_sum"), 4.0);
+  EXPECT_EQ(value("vllm:e2e_request_latency_seconds_bucket", R"(le="2.5")"), 0);
+  EXPECT_EQ(value("vllm:e2e_request_latency_seconds_bucket", R"(le="5")"), 1);
+  EXPECT_EQ(value("vllm:request_success_total", R"(finished_reason="stop")"), 1);
+  EXPECT_EQ(value("vllm:request_params_max_tokens_sum"), 16);
+  // 1-2-5 buckets up to max_model_len (100), then +Inf.
+  EXPECT_EQ(value("vllm:request_prompt_tokens_bucket", R"(le="5")"), 0);
+  EXPECT_EQ(value("vllm:request_prompt_tokens_bucket", R"(le="10")"), 1);
+  EXPECT_EQ(value("vllm:request_prompt_tokens_bucket", R"(le="100")"), 1);
+  EXPECT_EQ(value("vllm:request_prompt_tokens_bucket", R"(le="200")"), std::nullopt);
+  EXPECT_EQ(value("vllm:request_generation_tokens_sum"), 5);
+}
+
+TEST_F(MetricsTest, IntervalsASequenceNeverReachedAreNotObserved) {
+  metrics_.finished({"abort", 1.0, 3, 0, 16, timings_ms(200, std::nullopt, std::nullopt)});  // cancelled in prefill
+  SequenceTimings queued_only;
+  metrics_.finished({"abort", 1.0, 3, 0, 16, queued_only});              // cancelled while waiting
+  metrics_.finished({"length", 1.0, 3, 1, 1, timings_ms(0, 100, 100)});  // one token: no time per output token
+  EXPECT_EQ(value("vllm:request_success_total", R"(finished_reason="abort")"), 2);
+  EXPECT_EQ(value("vllm:e2e_request_latency_seconds_count"), 3);
+  EXPECT_EQ(value("vllm:request_queue_time_seconds_count"), 2);
+  EXPECT_EQ(value("vllm:request_prefill_time_seconds_count"), 1);
+  EXPECT_EQ(value("vllm:request_decode_time_seconds_count"), 1);
+  EXPECT_EQ(value("vllm:request_time_per_output_token_seconds_count"), 1);
+  EXPECT_EQ(value("vllm:request_time_per_output_token_seconds_sum"), 0);
+}
+
+TEST_F(MetricsTest, TokensAndLatenciesAsTheyStream) {
+  metrics_.first_token(7, 0.003);
+  metrics_.inter_token(0.02);
+  metrics_.generation_tokens(2);
+  metrics_.prompt_finished(3, 9);
+  EXPECT_EQ(value("vllm:prompt_tokens_total"), 7);
+  EXPECT_EQ(value("vllm:generation_tokens_total"), 2);
+  EXPECT_EQ(value("vllm:time_to_first_token_seconds_bucket", R"(le="0.001")"), 0);
+  EXPECT_EQ(value("vllm:time_to_first_token_seconds_bucket", R"(le="0.005")"), 1);
+  EXPECT_EQ(value("vllm:time_to_first_token_seconds_bucket", R"(le="2560")"), 1);
+  EXPECT_EQ(value("vllm:inter_token_latency_seconds_bucket", R"(le="0.01")"), 0);
+  EXPECT_EQ(value("vllm:inter_token_latency_seconds_bucket", R"(le="0.025")"), 1);
+  EXPECT_EQ(value("vllm:request_params_n_bucket", R"(le="2")"), 0);
+  EXPECT_EQ(value("vllm:request_params_n_bucket", R"(le="5")"), 1);
+  EXPECT_EQ(value("vllm:request_max_num_generation_tokens_sum"), 9);
+  // Every finish reason vLLM knows has its series from the start.
+  for (const char* reason : {"stop", "length", "abort", "error", "repetition"}) {
+    EXPECT_EQ(value("vllm:request_success_total", "finished_reason=\"" + std::string(reason) + "\""), 0) << reason;
+  }
+  EXPECT_THAT(text(), HasSubstr("# TYPE vllm:prompt_tokens_total counter\n"));
+  EXPECT_THAT(text(),
+              HasSubstr("# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.\n"));
 }
 
 TEST(Errors, OpenAiShapeWithVllmTypes) {
