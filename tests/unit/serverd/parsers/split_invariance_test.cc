@@ -110,6 +110,52 @@ TEST(SplitInvariance, EveryParserOnEveryFamilysText) {
   }
 }
 
+// Seeded random texts made of the pieces the parsers look at (markers, brackets, quotes, escapes, call
+// fragments, multi-byte characters), so that the property also meets orders no model would write.
+TEST(SplitInvariance, RandomTextsOfMarkersAndBrackets) {
+  static const std::vector<std::string_view> kPieces = {"<tool_call>",
+                                                        "</tool_call>",
+                                                        "[TOOL_CALLS]",
+                                                        "<|python_tag|>",
+                                                        "<think>",
+                                                        "</think>",
+                                                        "<tool_",
+                                                        "</thi",
+                                                        "{",
+                                                        "}",
+                                                        "[",
+                                                        "]",
+                                                        "(",
+                                                        ")",
+                                                        "\"",
+                                                        "'",
+                                                        "'''",
+                                                        "\\",
+                                                        ",",
+                                                        ";",
+                                                        ":",
+                                                        "=",
+                                                        " ",
+                                                        "\n",
+                                                        "é",
+                                                        "🌍",
+                                                        "\"name\": \"f\"",
+                                                        "\"arguments\": {\"a\": 1}",
+                                                        "\"parameters\": []",
+                                                        "f(",
+                                                        "a=1",
+                                                        "x",
+                                                        "True"};
+  base::SplitMix64 random(2024);
+  for (int round = 0; round < 150; ++round) {
+    std::string text;
+    const std::size_t pieces = 1 + random.next() % 24;
+    for (std::size_t i = 0; i < pieces; ++i) text += kPieces[random.next() % kPieces.size()];
+    for (const std::string_view parser : tool_call_parser_names()) expect_split_invariant(parser, text);
+    expect_reasoning_split_invariant("qwen3", text);
+  }
+}
+
 // The property has teeth: a parser that lost a held byte, or sent a tag early, would differ here. The
 // whole responses of a few corpus entries, checked by value so that an invariant kept by two equally wrong
 // results cannot pass.
