@@ -20,6 +20,7 @@ struct Scheduler::Sequence {
   std::vector<engine::runtime::BlockKey> block_keys;  // of tokens' full blocks, for the prefix cache
   std::size_t blocks_cached = 0;                      // of its blocks, those offered to the prefix cache
   bool prefix_looked_up = false;
+  bool cached_reported = false;  // on_prompt_cached was called
 
   Sequence(std::uint64_t h, api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s)
       : handle(h),
@@ -36,7 +37,9 @@ struct Scheduler::Planned {
 };
 
 Scheduler::Scheduler(engine::runtime::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
-  for (const auto id : engine.checkpoint().eos_token_ids()) eos_ids_.insert(id);
+  for (const auto id : options_.eos_token_ids.empty() ? engine.checkpoint().eos_token_ids() : options_.eos_token_ids) {
+    eos_ids_.insert(id);
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -178,6 +181,10 @@ bool Scheduler::plan_step(std::vector<Planned>& plan) {
     if (!engine_.reserve(seq.cache, seq.cache.cached + n)) break;  // wait for running sequences to free blocks
     plan.push_back({&seq, n, seq.cache.cached + n == seq.tokens.size()});
     budget -= n;
+    if (!seq.cached_reported) {
+      seq.cached_reported = true;
+      seq.sink->on_prompt_cached(seq.cache.cached);
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }

@@ -76,6 +76,11 @@ void FakeGenerator::set_overloaded(bool overloaded) {
   overloaded_ = overloaded;
 }
 
+void FakeGenerator::set_cached_prompt_tokens(std::size_t tokens) {
+  std::lock_guard lock(mutex_);
+  cached_prompt_tokens_ = tokens;
+}
+
 void FakeGenerator::set_stats(serverd::api::GeneratorStats stats) {
   std::lock_guard lock(mutex_);
   stats_ = stats;
@@ -144,6 +149,7 @@ void FakeGenerator::run() {
     std::optional<GeneratedToken> token;
     std::optional<FinishReason> finish;
     std::optional<std::int32_t> stop_token;
+    std::optional<std::size_t> cached;  // reported before the first token
   };
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -151,7 +157,7 @@ void FakeGenerator::run() {
     std::vector<Action> actions;
     for (auto it = active_.begin(); it != active_.end();) {
       Sequence& s = it->second;
-      Action action{s.sink, std::nullopt, std::nullopt, std::nullopt};
+      Action action{s.sink, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
       if (s.cancelled) {
         action.finish = FinishReason::Abort;
       } else if (s.emitted >= hold_after_) {
@@ -160,6 +166,7 @@ void FakeGenerator::run() {
       } else if (s.emitted >= s.script.size()) {
         action.finish = FinishReason::Length;  // the script has nothing more to say
       } else {
+        if (s.emitted == 0) action.cached = cached_prompt_tokens_;
         const std::int32_t token = s.script[s.emitted++];
         action.token = GeneratedToken{sampled(token, s.request.sampling.logprobs)};
         const auto& r = s.request;
@@ -183,6 +190,7 @@ void FakeGenerator::run() {
     }
     lock.unlock();
     for (auto& action : actions) {
+      if (action.cached) action.sink->on_prompt_cached(*action.cached);
       if (action.token) action.sink->on_tokens(std::span<const GeneratedToken>(&*action.token, 1));
       if (action.finish) action.sink->on_finish(*action.finish, action.stop_token);
     }
