@@ -275,13 +275,19 @@ void Checkpoint::load_directory() {
   };
   weights_ = WeightBinder(config_, find, files_->widened, path_.string()).bind(hf_names());
   tokenizer_ = tokenizer::Tokenizer::from_directory(path_);
-  chat_template_ = tokenizer_->config().chat_template;
+  chat_template_ = directory_chat_template(path_, *tokenizer_);
+}
+
+std::optional<std::string> directory_chat_template(const std::filesystem::path& dir,
+                                                   const tokenizer::Tokenizer& tokenizer) {
   // Newer checkpoints keep the template in its own file, which then takes precedence.
-  if (const fs::path jinja = path_ / "chat_template.jinja"; fs::exists(jinja, ec)) {
+  std::error_code ec;
+  if (const fs::path jinja = dir / "chat_template.jinja"; fs::exists(jinja, ec)) {
     const auto mapped = format::MappedFile::open(jinja);
     const auto bytes = mapped.bytes();
-    chat_template_ = std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   }
+  return tokenizer.config().chat_template;
 }
 
 void Checkpoint::load_gguf() {

@@ -70,4 +70,9 @@ class Checkpoint {
   std::vector<std::int32_t> eos_ids_;
 };
 
+// The chat template of a Hugging Face directory whose tokenizer is `tokenizer`: chat_template.jinja when the
+// directory has one (newer checkpoints), else tokenizer_config.json's.
+std::optional<std::string> directory_chat_template(const std::filesystem::path& dir,
+                                                   const tokenizer::Tokenizer& tokenizer);
+
 }  // namespace engine::model

@@ -63,7 +63,11 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
     shape.kv_type = quant::WeightType::BF16;
   }
   const std::size_t cache_bytes =
-      options.kv_cache_bytes ? options.kv_cache_bytes : device_budget.value_or(std::size_t{4} << 30);
+      options.kv_cache_bytes ? options.kv_cache_bytes : device_budget.value_or(options.cpu_kv_cache_bytes);
+  // What to raise when the cache is too small, by where its size came from.
+  const std::string more_memory = options.kv_cache_bytes ? "raise --kv-cache-memory-bytes"
+                                  : device_budget        ? "raise --gpu-memory-utilization"
+                                                         : "raise VLLM_CPU_KVCACHE_SPACE (GiB)";
   const std::size_t wanted_len = options.max_model_len ? options.max_model_len : c.max_position_embeddings;
   // No more blocks than a few full-length sequences could use: tiny models should not take gigabytes.
   const std::size_t blocks_for_len = (wanted_len + shape.block_size - 1) / shape.block_size;
@@ -71,13 +75,13 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   const std::size_t cache_positions = shape.num_blocks * shape.block_size;
   if (shape.num_blocks == 0) {
     throw std::runtime_error("the KV cache of " + std::to_string(cache_bytes) + " bytes holds no block of " +
-                             std::to_string(shape.bytes_per_block()) + " bytes; give it more memory" +
-                             (device_budget ? " (raise --gpu-memory-utilization)" : ""));
+                             std::to_string(shape.bytes_per_block()) + " bytes; give it more memory (" + more_memory +
+                             ")");
   }
   if (options.max_model_len && options.max_model_len > cache_positions) {
     throw std::runtime_error("max_model_len " + std::to_string(options.max_model_len) + " is larger than the " +
-                             std::to_string(cache_positions) +
-                             " positions the KV cache holds; lower --max-model-len or give the cache more memory");
+                             std::to_string(cache_positions) + " positions the KV cache of " +
+                             std::to_string(cache_bytes) + " bytes holds; lower --max-model-len or " + more_memory);
   }
   engine->max_model_len_ = std::min(wanted_len, cache_positions);
   engine->backend_->init_cache(shape, model::rope_spec(c));

@@ -29,8 +29,9 @@ struct EngineOptions {
   Device device = Device::Auto;
   std::size_t threads = 0;         // CPU threads; 0: one per online CPU
   std::size_t max_model_len = 0;   // 0: the config's, lowered to what the KV cache holds
-  std::size_t kv_cache_bytes = 0;  // 0: 4 GiB on the CPU (vLLM's default CPU KV cache space); on a GPU, from
-                                   // gpu_memory_utilization
+  std::size_t kv_cache_bytes = 0;  // 0: cpu_kv_cache_bytes on the CPU; on a GPU, from gpu_memory_utilization
+  // The CPU's KV cache when kv_cache_bytes is 0 (serverd: VLLM_CPU_KVCACHE_SPACE; 4 GiB is vLLM's default).
+  std::size_t cpu_kv_cache_bytes = std::size_t{4} << 30;
   std::size_t block_size = kDefaultBlockSize;  // KV cache positions per block (--block-size)
   double gpu_memory_utilization = 0.9;         // share of the GPU's memory the engine may take (vLLM's meaning)
   bool enforce_eager = false;                  // GPU: run every step kernel by kernel (no CUDA graphs)

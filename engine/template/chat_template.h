@@ -53,6 +53,10 @@ class ChatTemplate {
   // Renders with `context` (a dict) as the template's variables. Throws TemplateError.
   std::string render(const Value& context, const RenderOptions& options = {}) const;
 
+  // Whether the template loops over a message's content ({% for part in message['content'] %}): what vLLM
+  // takes, for --chat-template-content-format auto, as a template wanting content as a list of parts.
+  bool loops_over_message_content() const;
+
  private:
   explicit ChatTemplate(std::shared_ptr<const detail::Program> program) : program_(std::move(program)) {}
   std::shared_ptr<const detail::Program> program_;

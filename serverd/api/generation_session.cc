@@ -31,6 +31,14 @@ class ChoiceSink final : public GenerationSink {
     session_->push(std::move(event));
   }
 
+  void on_prompt_cached(std::size_t tokens) override {
+    GenerationSession::Event event;
+    event.choice = choice_;
+    event.cached_prompt_tokens = tokens;
+    event.at = Clock::now();
+    session_->push(std::move(event));
+  }
+
   void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token, const SequenceTimings& timings) override {
     if (finished_.exchange(true)) return;
     --session_->counters().active_sequences;
@@ -196,6 +204,10 @@ void GenerationSession::abort_locked() {
 
 void GenerationSession::process(Event& event) {
   Choice& choice = choices_.at(event.choice);
+  if (event.cached_prompt_tokens) {
+    choice.cached_prompt_tokens = *event.cached_prompt_tokens;
+    return;
+  }
   if (event.finish) {
     choice.generator_done = true;
     if (!choice.out.finished()) {  // else a stop string ended it already
@@ -254,7 +266,7 @@ std::string GenerationSession::role_chunk(std::size_t index) {
   begin_json(w, "chat.completion.chunk");
   w.key("choices").begin_array().begin_object();
   w.key("index").value(static_cast<std::uint64_t>(index));
-  w.key("delta").begin_object().key("role").value("assistant").key("content").value("").end_object();
+  w.key("delta").begin_object().key("role").value(settings_.role).key("content").value("").end_object();
   w.key("logprobs").null();
   w.key("finish_reason").null();
   w.end_object().end_array();
@@ -334,12 +346,22 @@ std::size_t GenerationSession::completion_total() const {
   return total;
 }
 
+// As vLLM reports it: the cached tokens of the last prompt's request (its first choice), when asked for.
+std::optional<std::size_t> GenerationSession::cached_tokens() const {
+  if (!settings_.prompt_tokens_details || choices_.empty()) return std::nullopt;
+  const std::size_t last_prompt = choices_.back().prompt;
+  for (const Choice& choice : choices_) {
+    if (choice.prompt == last_prompt) return choice.cached_prompt_tokens;
+  }
+  return std::nullopt;
+}
+
 std::string GenerationSession::usage_chunk() const {
   JsonWriter w;
   begin_json(w, settings_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
   w.key("choices").begin_array().end_array();
   w.key("usage");
-  write_usage(w, prompt_total(), completion_total());
+  write_usage(w, prompt_total(), completion_total(), cached_tokens());
   w.end_object();
   return w.take();
 }
@@ -357,7 +379,7 @@ std::string GenerationSession::full_response() const {
     w.key("index").value(static_cast<std::uint64_t>(i));
     if (chat) {
       w.key("message").begin_object();
-      w.key("role").value("assistant");
+      w.key("role").value(settings_.role);
       w.key("content").value(text);
       w.key("refusal").null();
       w.end_object();
@@ -383,7 +405,7 @@ std::string GenerationSession::full_response() const {
   }
   w.end_array();
   w.key("usage");
-  write_usage(w, prompt_total(), completion_total());
+  write_usage(w, prompt_total(), completion_total(), cached_tokens());
   w.end_object();
   return w.take();
 }

@@ -37,7 +37,9 @@ struct SessionSettings {
   std::int64_t created = 0;
   std::string model_name;
   bool stream = false;
-  bool include_usage = false;
+  bool include_usage = false;              // a stream ends with a usage chunk
+  bool prompt_tokens_details = false;      // usage carries prompt_tokens_details.cached_tokens
+  std::string role = "assistant";          // chat: the role of the reply
   std::optional<int> logprobs;             // top log-probabilities per token; nullopt: no logprobs
   std::vector<std::size_t> prompt_tokens;  // per prompt
   std::vector<std::string> echo;           // per prompt: text the choices start with (echo); may be empty
@@ -69,6 +71,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   struct Event {
     std::size_t choice = 0;
     bool finish = false;
+    std::optional<std::size_t> cached_prompt_tokens;  // on_prompt_cached
     std::vector<GeneratedToken> tokens;
     FinishReason reason = FinishReason::Stop;
     std::optional<std::int32_t> stop_token;
@@ -84,6 +87,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     ChoiceOutput out;
     std::size_t prompt = 0;
     std::optional<std::uint64_t> handle;
+    std::size_t cached_prompt_tokens = 0;
     bool generator_done = false;  // on_finish seen
     bool final_sent = false;      // the chunk with finish_reason went out
     bool echo_sent = false;
@@ -112,6 +116,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void begin_json(JsonWriter& w, std::string_view object) const;
   std::size_t prompt_total() const;
   std::size_t completion_total() const;
+  std::optional<std::size_t> cached_tokens() const;
 
   const SessionSettings settings_;
   const std::shared_ptr<ServiceCounters> counters_;

@@ -78,6 +78,9 @@ class GenerationSink {
   // The end of the sequence. `stop_token` is the token that stopped it (FinishReason::Stop only).
   virtual void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token,
                          const SequenceTimings& timings) = 0;
+  // How many prompt tokens the prefix cache held when the sequence was first scheduled (vLLM's
+  // num_cached_tokens): at most once, before its first on_tokens(). A Generator without a cache need not call it.
+  virtual void on_prompt_cached(std::size_t /*tokens*/) {}
 };
 
 // vllm:iteration_tokens_total's buckets: engine steps by the tokens they produced output for, counted as vLLM
@@ -136,8 +139,9 @@ struct KvCacheConfig {
 
 // The loaded model as the API layer sees it. The pointed-to objects must outlive the server.
 struct ModelInfo {
-  std::string served_name;  // what clients put in "model"
-  std::string root;         // the model as given on the command line (/v1/models "root")
+  std::string served_name;           // what clients put in "model", and what responses report
+  std::vector<std::string> aliases;  // further names clients may put in "model" (--served-model-name a b)
+  std::string root;                  // the model as given on the command line (/v1/models "root")
   const engine::tokenizer::Tokenizer* tokenizer = nullptr;
   const engine::template_::ChatTemplate* chat_template = nullptr;  // null: chat completions are refused
   std::string chat_template_error;  // why chat_template is null, when the model has an unusable one

@@ -34,7 +34,8 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 }
 
 void check_model(const std::optional<std::string>& requested, const ModelInfo& model) {
-  if (requested && *requested != model.served_name) {
+  if (requested && *requested != model.served_name &&
+      std::find(model.aliases.begin(), model.aliases.end(), *requested) == model.aliases.end()) {
     throw ApiException(ApiError{404, "The model `" + *requested + "` does not exist.", "model", std::nullopt});
   }
 }
@@ -50,7 +51,8 @@ OpenAiService::OpenAiService(ApiOptions options)
       counters_(std::make_shared<ServiceCounters>()),
       registry_(std::make_shared<prometheus::Registry>()),
       http_metrics_(std::make_shared<HttpMetrics>(registry_)),
-      random_(std::random_device{}()) {}
+      random_(std::random_device{}()),
+      seeds_(options_.seed.value_or(0)) {}
 
 void OpenAiService::set_phase(std::string phase) {
   std::lock_guard lock(mutex_);
@@ -176,10 +178,30 @@ void OpenAiService::route(const std::shared_ptr<http::Exchange>& exchange, const
 }
 
 void OpenAiService::check_auth(const http::Request& request) const {
-  if (options_.api_key.empty()) return;
+  if (options_.api_keys.empty()) return;
   const auto given = request.header("authorization");
-  if (given && constant_time_equal(*given, "Bearer " + options_.api_key)) return;
+  bool match = false;
+  // Every key is compared, so the time taken does not tell which one came close.
+  for (const auto& key : options_.api_keys) match = (given && constant_time_equal(*given, "Bearer " + key)) || match;
+  if (match) return;
   throw ApiException(ApiError{401, "Unauthorized", std::nullopt, std::nullopt});
+}
+
+void OpenAiService::seed_unseeded(std::vector<SequenceSpec>& sequences) {
+  if (!options_.seed) return;
+  std::lock_guard lock(mutex_);
+  for (auto& spec : sequences) {
+    if (!spec.request.sampling.seed) spec.request.sampling.seed = seeds_.next();
+  }
+}
+
+void OpenAiService::log_request(const std::string& id, const std::vector<std::size_t>& prompt_tokens,
+                                std::size_t max_tokens, std::size_t n) const {
+  if (!options_.request_log) return;
+  std::string counts;
+  for (const std::size_t count : prompt_tokens) counts += (counts.empty() ? "" : ", ") + std::to_string(count);
+  options_.request_log("request " + id + ": prompt tokens " + counts + ", max_tokens " + std::to_string(max_tokens) +
+                       ", n " + std::to_string(n));
 }
 
 std::shared_ptr<const OpenAiService::Served> OpenAiService::require_served() const {
@@ -256,14 +278,16 @@ void add_sequences(const SequencePlan& p, const std::string& id, std::size_t pro
 }
 
 SessionSettings settings_for(ApiKind kind, std::string id, const CommonFields& fields, const ModelInfo& model,
-                             std::optional<int> logprobs, const std::vector<http::Header>& headers) {
+                             std::optional<int> logprobs, const std::vector<http::Header>& headers,
+                             const ApiOptions& options) {
   SessionSettings s;
   s.kind = kind;
   s.id = std::move(id);
   s.created = now_seconds();
   s.model_name = model.served_name;
   s.stream = fields.stream;
-  s.include_usage = fields.include_usage;
+  s.include_usage = fields.include_usage || (fields.stream && options.force_include_usage);
+  s.prompt_tokens_details = options.prompt_tokens_details;
   s.logprobs = logprobs;
   s.headers = headers;
   return s;
@@ -282,8 +306,10 @@ void OpenAiService::completions(const std::shared_ptr<http::Exchange>& exchange,
   const SequencePlan p = plan(request.common, model, request.logprobs);
 
   const std::string id = "cmpl-" + request_id;
-  SessionSettings settings = settings_for(ApiKind::kCompletion, id, request.common, model, request.logprobs, headers);
+  SessionSettings settings =
+      settings_for(ApiKind::kCompletion, id, request.common, model, request.logprobs, headers, options_);
   std::vector<SequenceSpec> sequences;
+  std::size_t last_max_tokens = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     const auto& prompt = prompts[i];
     const bool echo_only = request.common.max_tokens == 0;  // echo with max_tokens 0: the prompt alone
@@ -293,8 +319,11 @@ void OpenAiService::completions(const std::shared_ptr<http::Exchange>& exchange,
     settings.prompt_tokens.push_back(prompt.tokens.size());
     if (request.common.echo) settings.echo.push_back(prompt.text);
     add_sequences(p, id, i, prompt.tokens, max_tokens, sequences);
+    last_max_tokens = max_tokens;
   }
   check_capacity(sequences.size());
+  seed_unseeded(sequences);
+  log_request(id, settings.prompt_tokens, last_max_tokens, request.common.n);
   auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, served->metrics, exchange,
                                                      *model.tokenizer, *served->generator);
   session->start(std::move(sequences));
@@ -312,18 +341,20 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   inputs.messages = &request.messages;
   inputs.tools_json = request.tools_json;
   inputs.template_kwargs_json = request.template_kwargs_json;
+  inputs.request_template = &request.chat_template;
   inputs.add_generation_prompt = request.add_generation_prompt;
   inputs.continue_final_message = request.continue_final_message;
   inputs.add_special_tokens = request.common.add_special_tokens;
   inputs.truncate_prompt_tokens = request.common.truncate_prompt_tokens;
-  const PreparedPrompt prompt = build_chat_prompt(inputs, model);
+  const PreparedPrompt prompt = build_chat_prompt(inputs, model, options_.chat);
   const std::size_t max_tokens =
       resolve_max_tokens(request.common.max_tokens, std::nullopt, prompt.tokens.size(), model);
   const std::optional<int> logprobs = request.logprobs ? std::optional<int>(request.top_logprobs) : std::nullopt;
   const SequencePlan p = plan(request.common, model, logprobs);
 
   const std::string id = "chatcmpl-" + request_id;
-  SessionSettings settings = settings_for(ApiKind::kChat, id, request.common, model, logprobs, headers);
+  SessionSettings settings = settings_for(ApiKind::kChat, id, request.common, model, logprobs, headers, options_);
+  settings.role = response_role(options_.chat, request.add_generation_prompt, request.messages);
   settings.prompt_tokens.push_back(prompt.tokens.size());
   // vLLM's echo for chat: the reply starts with the last message when that is the assistant's.
   if (request.common.echo && request.messages.last_role == "assistant" && request.messages.last_content) {
@@ -332,6 +363,8 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   std::vector<SequenceSpec> sequences;
   add_sequences(p, id, 0, prompt.tokens, max_tokens, sequences);
   check_capacity(sequences.size());
+  seed_unseeded(sequences);
+  log_request(id, settings.prompt_tokens, max_tokens, request.common.n);
   auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, served->metrics, exchange,
                                                      *model.tokenizer, *served->generator);
   session->start(std::move(sequences));
@@ -357,32 +390,38 @@ http::Response OpenAiService::models() const {
   const auto served = require_served();
   const ModelInfo& model = served->model;
   const std::int64_t created = now_seconds();
+  std::vector<std::string> names{model.served_name};
+  names.insert(names.end(), model.aliases.begin(), model.aliases.end());
   JsonWriter w;
   w.begin_object();
   w.key("object").value("list");
-  w.key("data").begin_array().begin_object();
-  w.key("id").value(model.served_name);
-  w.key("object").value("model");
-  w.key("created").value(created);
-  w.key("owned_by").value("vllm");
-  w.key("root").value(model.root.empty() ? model.served_name : model.root);
-  w.key("parent").null();
-  w.key("max_model_len").value(static_cast<std::uint64_t>(model.max_model_len));
-  w.key("permission").begin_array().begin_object();
-  w.key("id").value("modelperm-" + model.served_name);
-  w.key("object").value("model_permission");
-  w.key("created").value(created);
-  w.key("allow_create_engine").value(false);
-  w.key("allow_sampling").value(true);
-  w.key("allow_logprobs").value(true);
-  w.key("allow_search_indices").value(false);
-  w.key("allow_view").value(true);
-  w.key("allow_fine_tuning").value(false);
-  w.key("organization").value("*");
-  w.key("group").null();
-  w.key("is_blocking").value(false);
-  w.end_object().end_array();
-  w.end_object().end_array();
+  w.key("data").begin_array();
+  for (const auto& name : names) {
+    w.begin_object();
+    w.key("id").value(name);
+    w.key("object").value("model");
+    w.key("created").value(created);
+    w.key("owned_by").value("vllm");
+    w.key("root").value(model.root.empty() ? name : model.root);
+    w.key("parent").null();
+    w.key("max_model_len").value(static_cast<std::uint64_t>(model.max_model_len));
+    w.key("permission").begin_array().begin_object();
+    w.key("id").value("modelperm-" + name);
+    w.key("object").value("model_permission");
+    w.key("created").value(created);
+    w.key("allow_create_engine").value(false);
+    w.key("allow_sampling").value(true);
+    w.key("allow_logprobs").value(true);
+    w.key("allow_search_indices").value(false);
+    w.key("allow_view").value(true);
+    w.key("allow_fine_tuning").value(false);
+    w.key("organization").value("*");
+    w.key("group").null();
+    w.key("is_blocking").value(false);
+    w.end_object().end_array();
+    w.end_object();
+  }
+  w.end_array();
   w.end_object();
   return json_response(w.take(), {});
 }
@@ -423,10 +462,11 @@ http::Response OpenAiService::tokenize(const http::Request& http_request) const 
     inputs.messages = &request.messages;
     inputs.tools_json = request.tools_json;
     inputs.template_kwargs_json = request.template_kwargs_json;
+    inputs.request_template = &request.chat_template;
     inputs.add_generation_prompt = request.add_generation_prompt;
     inputs.continue_final_message = request.continue_final_message;
     inputs.add_special_tokens = request.add_special_tokens;
-    tokens = build_chat_prompt(inputs, model).tokens;
+    tokens = build_chat_prompt(inputs, model, options_.chat).tokens;
   } else {
     tokens = model.tokenizer->encode(request.prompt, request.add_special_tokens);
   }

@@ -10,26 +10,38 @@
 // flight finish. Requests are recorded in vLLM's HTTP series (http_metrics.h).
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "base/splitmix64.h"
 #include "serverd/api/endpoints.h"
 #include "serverd/api/generation_session.h"
 #include "serverd/api/generator.h"
 #include "serverd/api/http_metrics.h"
 #include "serverd/api/metrics.h"
+#include "serverd/api/prompts.h"
 #include "serverd/api/protocol.h"
 #include "serverd/http/http_server.h"
 
 namespace serverd::api {
 
 struct ApiOptions {
-  std::string api_key;  // empty: no authentication
+  std::vector<std::string> api_keys;  // empty: no authentication; else any one of them opens /v1/*
   std::string version = "0.0.0";
   ParseLimits limits;
+  ChatSettings chat;
+  std::optional<std::uint64_t> seed;   // --seed: requests without one get seeds from this stream
+  bool force_include_usage = false;    // --enable-force-include-usage
+  bool prompt_tokens_details = false;  // --enable-prompt-tokens-details
+  // --enable-log-requests: receives one line per request (unset: nothing is logged).
+  std::function<void(const std::string&)> request_log;
   std::size_t max_active_sequences = 16384;  // sequences in flight beyond which requests get 503
   int retry_after_seconds = 1;
 };
@@ -81,6 +93,10 @@ class OpenAiService {
   http::Response tokenize(const http::Request& request) const;
   http::Response detokenize(const http::Request& request) const;
   std::string random_id();
+  // --seed: gives every sequence without a seed the next one from the server's stream.
+  void seed_unseeded(std::vector<SequenceSpec>& sequences);
+  void log_request(const std::string& id, const std::vector<std::size_t>& prompt_tokens, std::size_t max_tokens,
+                   std::size_t n) const;
 
   const ApiOptions options_;
   const std::shared_ptr<ServiceCounters> counters_;
@@ -91,6 +107,7 @@ class OpenAiService {
   std::shared_ptr<const Served> served_;
   bool draining_ = false;
   std::mt19937_64 random_;
+  base::SplitMix64 seeds_{0};  // --seed's stream (unused without it)
 };
 
 }  // namespace serverd::api

@@ -7,6 +7,7 @@
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "serverd/api/api_error.h"
+#include "serverd/api/json_io.h"
 
 namespace serverd::api {
 namespace {
@@ -53,6 +54,30 @@ std::string cut_after_final_message(std::string rendered, const std::optional<st
   return rendered;
 }
 
+constexpr std::string_view kUntrustedTemplate =
+    "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with "
+    "untrusted chat template.";
+
+// The server's default template kwargs with the request's over them, key by key (both JSON objects or empty).
+std::string merged_kwargs(std::string_view defaults, std::string_view request) {
+  if (defaults.empty()) return std::string(request);
+  if (request.empty()) return std::string(defaults);
+  rapidjson::Document merged;
+  merged.Parse(defaults.data(), defaults.size());
+  rapidjson::Document over;
+  over.Parse(request.data(), request.size());
+  if (!merged.IsObject() || !over.IsObject()) throw std::invalid_argument("chat template kwargs must be JSON objects");
+  for (auto& member : over.GetObject()) {
+    if (auto existing = merged.FindMember(member.name); existing != merged.MemberEnd()) {
+      existing->value.CopyFrom(member.value, merged.GetAllocator());
+    } else {
+      merged.AddMember(rapidjson::Value(member.name, merged.GetAllocator()),
+                       rapidjson::Value(member.value, merged.GetAllocator()), merged.GetAllocator());
+    }
+  }
+  return to_json(merged);
+}
+
 }  // namespace
 
 std::size_t vocab_size(const ModelInfo& model) {
@@ -85,25 +110,49 @@ std::vector<PreparedPrompt> build_completion_prompts(const CompletionRequest& re
   return prompts;
 }
 
-PreparedPrompt build_chat_prompt(const ChatPromptInputs& inputs, const ModelInfo& model) {
-  if (model.chat_template == nullptr) {
+std::optional<ContentFormat> parse_content_format(std::string_view name) {
+  if (name == "auto") return ContentFormat::kAuto;
+  if (name == "string") return ContentFormat::kString;
+  if (name == "openai") return ContentFormat::kOpenAi;
+  return std::nullopt;
+}
+
+std::string response_role(const ChatSettings& settings, bool add_generation_prompt, const ChatMessages& messages) {
+  return add_generation_prompt ? settings.response_role : messages.last_role;
+}
+
+PreparedPrompt build_chat_prompt(const ChatPromptInputs& inputs, const ModelInfo& model, const ChatSettings& settings) {
+  std::optional<engine::template_::ChatTemplate> own;
+  if (inputs.request_template != nullptr && *inputs.request_template) {
+    if (!settings.trust_request_chat_template) throw_bad_request(std::string(kUntrustedTemplate), "chat_template");
+    try {
+      own = engine::template_::ChatTemplate::parse(**inputs.request_template);
+    } catch (const engine::template_::TemplateError& e) {
+      throw_bad_request(std::string("The request's chat_template cannot be used: ") + e.what(), "chat_template");
+    }
+  }
+  const engine::template_::ChatTemplate* tmpl = own ? &*own : model.chat_template;
+  if (tmpl == nullptr) {
     std::string message =
         "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template "
         "if the tokenizer does not define one.";
     if (!model.chat_template_error.empty()) message += " (" + model.chat_template_error + ")";
     throw_bad_request(std::move(message));
   }
+  const bool as_parts = settings.content_format == ContentFormat::kOpenAi ||
+                        (settings.content_format == ContentFormat::kAuto && tmpl->loops_over_message_content());
+  const std::string kwargs = merged_kwargs(settings.default_kwargs_json, inputs.template_kwargs_json);
   const auto& config = model.tokenizer->config();
   engine::template_::ChatInputs chat;
-  chat.messages_json = inputs.messages->json;
+  chat.messages_json = as_parts ? inputs.messages->openai_json : inputs.messages->json;
   chat.tools_json = inputs.tools_json;
   chat.add_generation_prompt = inputs.add_generation_prompt;
-  chat.extra_kwargs_json = inputs.template_kwargs_json;
+  chat.extra_kwargs_json = kwargs;
   chat.bos_token = config.bos_token.value_or("");
   chat.eos_token = config.eos_token.value_or("");
   PreparedPrompt prompt;
   try {
-    prompt.text = engine::template_::render_chat(*model.chat_template, chat);
+    prompt.text = engine::template_::render_chat(*tmpl, chat);
   } catch (const engine::template_::TemplateError& e) {
     throw_bad_request(e.kind() == engine::template_::TemplateError::Kind::kRaised ? e.message() : e.what());
   } catch (const std::invalid_argument& e) {

@@ -21,10 +21,24 @@ struct PreparedPrompt {
   std::string text;  // the prompt as text (completions echo it)
 };
 
+// How message content reaches the template (--chat-template-content-format): auto decides by the template.
+enum class ContentFormat { kAuto, kString, kOpenAi };
+// "auto", "string", "openai"; nullopt otherwise.
+std::optional<ContentFormat> parse_content_format(std::string_view name);
+
+// The server's chat settings, from its flags.
+struct ChatSettings {
+  ContentFormat content_format = ContentFormat::kAuto;
+  std::string default_kwargs_json;           // --default-chat-template-kwargs: a JSON object, or empty
+  bool trust_request_chat_template = false;  // --trust-request-chat-template
+  std::string response_role = "assistant";   // --response-role
+};
+
 struct ChatPromptInputs {
   const ChatMessages* messages = nullptr;
   std::string_view tools_json;
   std::string_view template_kwargs_json;
+  const std::optional<std::string>* request_template = nullptr;  // the request's own template, if any
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   bool add_special_tokens = false;
@@ -34,9 +48,16 @@ struct ChatPromptInputs {
 // Throws ApiException (400) for empty prompts and token ids outside the vocabulary.
 std::vector<PreparedPrompt> build_completion_prompts(const CompletionRequest& request, const ModelInfo& model);
 
-// Renders the chat template and tokenizes the result. Throws ApiException (400) when the model has no
-// template, the template fails (its own raise_exception message included), or the prompt is empty.
-PreparedPrompt build_chat_prompt(const ChatPromptInputs& inputs, const ModelInfo& model);
+// Renders the chat template (the request's when it has one and the server trusts it, else the model's) with
+// the messages in its content format and the server's default kwargs under the request's, and tokenizes the
+// result. Throws ApiException (400) for a request template the server does not trust or cannot parse, when
+// the model has no template, when the template fails (its own raise_exception message included), or when the
+// prompt is empty.
+PreparedPrompt build_chat_prompt(const ChatPromptInputs& inputs, const ModelInfo& model, const ChatSettings& settings);
+
+// The role a chat response carries: --response-role when the prompt ends with a generation prompt, else the
+// role of the message being continued (vLLM's rule).
+std::string response_role(const ChatSettings& settings, bool add_generation_prompt, const ChatMessages& messages);
 
 // Throws ApiException (400, vLLM's message) when the prompt leaves no room in the context for a token.
 void check_prompt_fits(std::size_t prompt_tokens, const ModelInfo& model);

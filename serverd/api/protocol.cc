@@ -244,28 +244,49 @@ std::vector<PromptInput> parse_prompts(const Value& body, const ParseLimits& lim
   return prompts;
 }
 
-// A message's content as text: a string, null, or a list of text parts (joined with newlines, as vLLM does
-// for templates that take string content).
-std::optional<std::string> message_text(const Value& content) {
+// A message's text parts: a string is one part, null none, a list its text parts in order (vLLM's text
+// part types; anything else is refused, as this server takes text only).
+std::optional<std::vector<std::string>> message_parts(const Value& content) {
   if (content.IsNull()) return std::nullopt;
-  if (content.IsString()) return text(content);
+  if (content.IsString()) return std::vector<std::string>{text(content)};
   if (!content.IsArray()) throw_bad_request("A message's 'content' must be a string or an array of parts", "messages");
-  std::string joined;
-  bool first = true;
+  std::vector<std::string> parts;
   for (const auto& part : content.GetArray()) {
     if (!part.IsObject()) throw_bad_request("A message's content parts must be objects", "messages");
     const auto type = string_field(part, "type").value_or("text");
-    if (type != "text" && type != "input_text") {
+    if (type != "text" && type != "input_text" && type != "output_text" && type != "refusal") {
       throw_bad_request("Content parts of type '" + type + "' are not supported; this server takes text only",
                         "messages");
     }
-    const auto part_text = string_field(part, "text");
-    if (!part_text) throw_bad_request("A text content part needs a 'text' string", "messages");
-    if (!first) joined += '\n';
-    joined += *part_text;
-    first = false;
+    const std::string key = type == "refusal" ? "refusal" : "text";
+    const auto part_text = string_field(part, key);
+    if (!part_text) throw_bad_request("A " + type + " content part needs a '" + key + "' string", "messages");
+    parts.push_back(*part_text);
   }
-  return joined;
+  return parts;
+}
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : "\n") + parts[i];
+  return out;
+}
+
+// One message's content in both formats.
+void write_content(const std::optional<std::vector<std::string>>& parts, bool tool, JsonWriter& as_string,
+                   JsonWriter& as_parts) {
+  const std::string text_value = parts ? joined(*parts) : std::string();
+  as_string.key("content").value(text_value);
+  as_parts.key("content");
+  if (tool) {
+    as_parts.value(text_value);  // vLLM hands tool results to templates as strings in either format
+    return;
+  }
+  as_parts.begin_array();
+  for (const auto& part : parts.value_or(std::vector<std::string>{})) {
+    as_parts.begin_object().key("type").value("text").key("text").value(part).end_object();
+  }
+  as_parts.end_array();
 }
 
 ChatMessages parse_messages(const Value& body) {
@@ -274,49 +295,59 @@ ChatMessages parse_messages(const Value& body) {
   if (!messages->IsArray()) throw_bad_request("'messages' must be an array of message objects", "messages");
   if (messages->Empty()) throw_bad_request("'messages' must not be empty", "messages");
   ChatMessages out;
-  JsonWriter w;
-  w.begin_array();
+  JsonWriter as_string;
+  JsonWriter as_parts;
+  as_string.begin_array();
+  as_parts.begin_array();
   for (const auto& message : messages->GetArray()) {
     if (!message.IsObject()) throw_bad_request("Each message must be an object", "messages");
     const auto* role = field(message, "role");
     if (role == nullptr || !role->IsString()) throw_bad_request("Each message needs a 'role' string", "messages");
-    out.last_role = text(*role);
-    out.last_content.reset();
-    w.begin_object();
+    out.last_role = text(*role) == "developer" ? "system" : text(*role);
+    std::optional<std::vector<std::string>> parts;
+    if (const auto* content = field(message, "content")) parts = message_parts(*content);
+    out.last_content = parts ? std::optional(joined(*parts)) : std::nullopt;
+    as_string.begin_object();
+    as_parts.begin_object();
+    for (auto* w : {&as_string, &as_parts}) w->key("role").value(out.last_role);
+    write_content(parts, out.last_role == "tool", as_string, as_parts);
     for (const auto& member : message.GetObject()) {
       const std::string_view name(member.name.GetString(), member.name.GetStringLength());
-      w.key(name);
-      if (name == "content") {
-        out.last_content = message_text(member.value);
-        if (out.last_content) {
-          w.value(*out.last_content);
-        } else {
-          w.null();
-        }
-      } else {
-        w.value(member.value);
-      }
+      if (name == "role" || name == "content") continue;
+      for (auto* w : {&as_string, &as_parts}) w->key(name).value(member.value);
     }
-    w.end_object();
+    as_string.end_object();
+    as_parts.end_object();
   }
-  w.end_array();
-  out.json = w.take();
+  as_string.end_array();
+  as_parts.end_array();
+  out.json = as_string.take();
+  out.openai_json = as_parts.take();
   return out;
 }
 
-constexpr std::string_view kUntrustedTemplate =
-    "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with "
-    "untrusted chat template.";
-
-std::string template_kwargs(const Value& body) {
-  if (field(body, "chat_template") != nullptr) throw_bad_request(std::string(kUntrustedTemplate), "chat_template");
+// chat_template_kwargs as template variables, and the request's own template (from "chat_template" or the
+// kwargs' "chat_template", which is no variable); the service renders it only when the server trusts it.
+std::string template_kwargs(const Value& body, std::optional<std::string>& chat_template) {
+  chat_template = string_field(body, "chat_template");
   const auto* kwargs = field(body, "chat_template_kwargs");
   if (kwargs == nullptr) return {};
   if (!kwargs->IsObject()) throw_bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-  if (field(*kwargs, "chat_template") != nullptr) {
-    throw_bad_request(std::string(kUntrustedTemplate), "chat_template_kwargs");
+  JsonWriter w;
+  w.begin_object();
+  for (const auto& member : kwargs->GetObject()) {
+    const std::string_view name(member.name.GetString(), member.name.GetStringLength());
+    if (name == "chat_template") {
+      if (!member.value.IsString() && !member.value.IsNull()) {
+        throw_bad_request("chat_template_kwargs.chat_template must be a string", "chat_template_kwargs");
+      }
+      if (!chat_template && member.value.IsString()) chat_template = text(member.value);
+      continue;
+    }
+    w.key(name).value(member.value);
   }
-  return to_json(*kwargs);
+  w.end_object();
+  return w.take();
 }
 
 // Tools are passed to the template; only tool_choice "none" can be honoured (the others need a tool-call
@@ -388,7 +419,7 @@ ChatRequest parse_chat_request(const Value& body, const ParseLimits& limits) {
   r.messages = parse_messages(body);
   if (field(body, "documents") != nullptr) unsupported("documents");
   r.tools_json = tools(body);
-  r.template_kwargs_json = template_kwargs(body);
+  r.template_kwargs_json = template_kwargs(body, r.chat_template);
   parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
   r.logprobs = bool_field(body, "logprobs").value_or(false);
   if (const auto top = int_field(body, "top_logprobs")) {
@@ -408,7 +439,7 @@ TokenizeRequest parse_tokenize_request(const Value& body) {
     r.chat = true;
     r.messages = parse_messages(body);
     r.tools_json = tools(body);
-    r.template_kwargs_json = template_kwargs(body);
+    r.template_kwargs_json = template_kwargs(body, r.chat_template);
     parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
     r.add_special_tokens = bool_field(body, "add_special_tokens").value_or(false);
   } else {

@@ -63,11 +63,15 @@ struct CompletionRequest {
   std::optional<int> logprobs;  // top log-probabilities per token; 0: the chosen token's only
 };
 
-// Chat messages as the template receives them: text content only, content part lists joined.
+// Chat messages as the template receives them, in both of vLLM's content formats (which one a template gets
+// is decided once the template is known): every message has a "content", null or absent content reads as
+// empty, and the role "developer" reads as "system" (OpenAI's meaning; the templates serverd runs know no
+// developer role). Content is text only.
 struct ChatMessages {
-  std::string json;  // a JSON array of message objects
+  std::string json;         // content as a string: text parts joined by newlines
+  std::string openai_json;  // content as a list of {"type": "text", "text": ...} parts (a tool's stays a string)
   std::string last_role;
-  std::optional<std::string> last_content;
+  std::optional<std::string> last_content;  // the final message's text; nullopt when it had none
 };
 
 struct ChatRequest {
@@ -75,6 +79,9 @@ struct ChatRequest {
   ChatMessages messages;
   std::string tools_json;            // empty: no tools
   std::string template_kwargs_json;  // empty: none
+  // The request's own template ("chat_template", or chat_template_kwargs' "chat_template"), which the
+  // server renders only with --trust-request-chat-template.
+  std::optional<std::string> chat_template;
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   bool logprobs = false;
@@ -89,6 +96,7 @@ struct TokenizeRequest {
   ChatMessages messages;
   std::string tools_json;
   std::string template_kwargs_json;
+  std::optional<std::string> chat_template;  // as ChatRequest's
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   bool add_special_tokens = true;

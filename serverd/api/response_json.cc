@@ -31,12 +31,18 @@ void write_bytes(JsonWriter& w, std::string_view text) {
 
 }  // namespace
 
-void write_usage(JsonWriter& w, std::size_t prompt_tokens, std::size_t completion_tokens) {
+void write_usage(JsonWriter& w, std::size_t prompt_tokens, std::size_t completion_tokens,
+                 std::optional<std::size_t> cached_tokens) {
   w.begin_object();
   w.key("prompt_tokens").value(static_cast<std::uint64_t>(prompt_tokens));
   w.key("total_tokens").value(static_cast<std::uint64_t>(prompt_tokens + completion_tokens));
   w.key("completion_tokens").value(static_cast<std::uint64_t>(completion_tokens));
-  w.key("prompt_tokens_details").null();
+  w.key("prompt_tokens_details");
+  if (cached_tokens && *cached_tokens > 0) {
+    w.begin_object().key("cached_tokens").value(static_cast<std::uint64_t>(*cached_tokens)).end_object();
+  } else {
+    w.null();
+  }
   w.end_object();
 }
 

@@ -5,6 +5,7 @@
 // token, logprob, bytes and top_logprobs).
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,7 +19,10 @@ namespace serverd::api {
 // vLLM floors log-probabilities at this value (so -inf never reaches JSON).
 inline constexpr double kMinLogprob = -9999.0;
 
-void write_usage(JsonWriter& w, std::size_t prompt_tokens, std::size_t completion_tokens);
+// `cached_tokens`: prompt tokens the prefix cache served, written as prompt_tokens_details when given and
+// not zero (vLLM's --enable-prompt-tokens-details); otherwise prompt_tokens_details is null.
+void write_usage(JsonWriter& w, std::size_t prompt_tokens, std::size_t completion_tokens,
+                 std::optional<std::size_t> cached_tokens = std::nullopt);
 void write_stop_reason(JsonWriter& w, const StopReason& reason);
 
 // The completions "logprobs" object for `records`. `text_offset` is where the first token's text starts; it

@@ -29,8 +29,19 @@ serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& 
   // A few I/O threads: they parse, tokenize and format; the engine has the cores.
   o.http.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency() / 4, 2, 8);
   o.http.port = static_cast<std::uint16_t>(options.port);
-  o.api.api_key = options.api_key;
+  o.api.api_keys = options.api_key;
   o.api.version = MODELSERVE_VERSION;
+  o.api.chat.content_format = serverd::api::parse_content_format(options.chat_template_content_format)
+                                  .value_or(serverd::api::ContentFormat::kAuto);
+  o.api.chat.default_kwargs_json = options.default_chat_template_kwargs;
+  o.api.chat.trust_request_chat_template = options.trust_request_chat_template;
+  o.api.chat.response_role = options.response_role;
+  o.api.seed = options.seed;
+  o.api.force_include_usage = options.enable_force_include_usage;
+  o.api.prompt_tokens_details = options.enable_prompt_tokens_details;
+  if (options.enable_log_requests) {
+    o.api.request_log = [](const std::string& line) { std::cerr << "serverd: " << base::printable(line) << '\n'; };
+  }
   return o;
 }
 
@@ -38,11 +49,11 @@ serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& 
 
 int main(int argc, char** argv) {
   try {
-    const char* key = std::getenv("VLLM_API_KEY");
     const auto options =
         serverd::parse_server_options(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)),
-                                      key != nullptr && *key != '\0' ? std::optional<std::string>(key) : std::nullopt);
+                                      serverd::ServerEnvironment::from_process());
     if (!options) return 0;
+    for (const auto& note : options->notes) std::cerr << "serverd: " << base::printable(note) << '\n';
 
     // SIGTERM and SIGINT are taken by one thread (every thread started later inherits the mask).
     sigset_t signals;
@@ -69,8 +80,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     server.serve(model->info(), model->generator());
-    std::cerr << "serverd: serving '" << base::printable(options->served_model_name) << "' on " << options->host << ':'
-              << server.port() << '\n';
+    std::cerr << "serverd: serving '" << base::printable(options->served_model_name.front()) << "' on " << options->host
+              << ':' << server.port() << '\n';
     stopped.wait();
     std::cerr << "serverd: shutting down\n";
     server.shutdown(kShutdownGrace);

@@ -3,33 +3,51 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
+#include "base/flags.h"
 #include "base/printable.h"
 #include "engine/runtime/engine.h"
 #include "engine/template/chat_template.h"
 #include "serverd/fetch/fetchd_client.h"
+#include "serverd/loader/chat_template_flag.h"
+#include "serverd/loader/checkpoint_flags.h"
+#include "serverd/loader/generation_settings.h"
 #include "serverd/scheduler/scheduler.h"
 
 namespace serverd {
 
 namespace {
 
+// The tokenizer requests are encoded with: the model's, or --tokenizer's, with the chat template that comes
+// with it (unless --chat-template names one).
+struct PromptSources {
+  std::optional<engine::tokenizer::Tokenizer> tokenizer;  // --tokenizer's; unset: the checkpoint's
+  engine::template_::ModelChatTemplate chat_template;
+};
+
 class EngineModel final : public LoadedModel {
  public:
   EngineModel(std::unique_ptr<fetch::FetchdChild> fetchd, std::unique_ptr<engine::runtime::Engine> engine,
-              const ServerOptions& options)
-      : fetchd_(std::move(fetchd)),
-        engine_(std::move(engine)),
-        chat_template_(engine::template_::ModelChatTemplate::from_source(engine_->checkpoint().chat_template())) {
-    info_.served_name = options.served_model_name;
+              PromptSources prompts, const ServerOptions& options)
+      : fetchd_(std::move(fetchd)), engine_(std::move(engine)), prompts_(std::move(prompts)) {
+    const auto& tokenizer = prompts_.tokenizer ? *prompts_.tokenizer : engine_->tokenizer();
+    info_.served_name = options.served_model_name.front();
+    info_.aliases.assign(options.served_model_name.begin() + 1, options.served_model_name.end());
     info_.root = options.model;
-    info_.tokenizer = &engine_->tokenizer();
-    info_.chat_template = chat_template_.get();
-    info_.chat_template_error = chat_template_.unusable_reason;
+    info_.tokenizer = &tokenizer;
+    info_.chat_template = prompts_.chat_template.get();
+    info_.chat_template_error = prompts_.chat_template.unusable_reason;
     info_.max_model_len = engine_->max_model_len();
     info_.vocab_size = engine_->config().vocab_size;
-    info_.eos_token_ids = engine_->checkpoint().eos_token_ids();
-    const auto& g = engine_->checkpoint().generation_defaults();
+
+    const auto g = resolve_generation_defaults(options, engine_->checkpoint().generation_defaults());
+    // Every id that ends a sequence: the checkpoint's, and those of --tokenizer and --generation-config DIR.
+    std::set<std::int32_t> eos(engine_->checkpoint().eos_token_ids().begin(),
+                               engine_->checkpoint().eos_token_ids().end());
+    if (const auto id = tokenizer.eos_id()) eos.insert(*id);
+    for (const auto id : g.eos_token_ids) eos.insert(static_cast<std::int32_t>(id));
+    info_.eos_token_ids.assign(eos.begin(), eos.end());
     auto to_float = [](const std::optional<double>& v) -> std::optional<float> {
       return v ? std::optional<float>(static_cast<float>(*v)) : std::nullopt;
     };
@@ -42,6 +60,8 @@ class EngineModel final : public LoadedModel {
     scheduler::SchedulerOptions so;
     so.max_num_seqs = options.max_num_seqs;
     so.max_num_batched_tokens = options.max_num_batched_tokens;
+    so.prefix_caching = options.enable_prefix_caching;
+    so.eos_token_ids = info_.eos_token_ids;
     info_.kv_cache.block_size = engine_->block_size();
     info_.kv_cache.num_blocks = engine_->kv_cache().num_blocks();
     info_.kv_cache.prefix_caching = so.prefix_caching;
@@ -55,7 +75,7 @@ class EngineModel final : public LoadedModel {
  private:
   std::unique_ptr<fetch::FetchdChild> fetchd_;  // the child fetchd, when serverd started one
   std::unique_ptr<engine::runtime::Engine> engine_;
-  engine::template_::ModelChatTemplate chat_template_;  // parsed here, where prompts are built
+  PromptSources prompts_;  // parsed here, where prompts are built
   api::ModelInfo info_;
   std::unique_ptr<scheduler::Scheduler> generator_;  // stopped before the engine goes
 };
@@ -82,27 +102,75 @@ class ProgressLog {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// Where `name` (a local path or a hub name) is on disk: directly, or through fetchd (started as a child
+// the first time one is needed, unless --fetchd names a sidecar).
+std::filesystem::path resolve(const std::string& name, const std::string& revision, const ServerOptions& options,
+                              std::unique_ptr<fetch::FetchdChild>& child,
+                              const std::function<void(std::string)>& phase) {
+  const auto reference = fetchd::request::parse_model_reference(name);
+  if (reference.is_local()) return reference.local_path;
+  std::string address = options.fetchd_address;
+  if (address.empty()) {
+    if (!child) child = fetch::FetchdChild::start(fetch::find_fetchd_binary());
+    address = child->address();
+  }
+  phase("downloading");
+  std::cerr << "serverd: resolving " << base::printable(name) << " through fetchd at " << address << '\n';
+  ProgressLog log;
+  const auto result =
+      fetch::resolve(address, {name, revision, options.download_dir}, [&](const ::fetch::v1::Progress& p) { log(p); });
+  std::cerr << "serverd: " << base::printable(name + (result.commit().empty() ? "" : " at " + result.commit()))
+            << " is " << base::printable(result.local_path()) << (result.from_cache() ? " (from the cache)" : "")
+            << '\n';
+  return result.local_path();
+}
+
+std::string precision_of(const engine::model::Checkpoint& checkpoint) {
+  switch (checkpoint.weights().layers.front().q.type) {
+    case engine::quant::WeightType::F32: return "float32";
+    case engine::quant::WeightType::F16: return "float16";
+    case engine::quant::WeightType::BF16: return "bfloat16";
+    default:
+      return "ggml-quantized (" +
+             std::string(engine::quant::weight_type_name(checkpoint.weights().layers.front().q.type)) + ")";
+  }
+}
+
+// --tokenizer and --chat-template over the checkpoint's own.
+PromptSources prompt_sources(const ServerOptions& options, const engine::runtime::Engine& engine,
+                             std::unique_ptr<fetch::FetchdChild>& child,
+                             const std::function<void(std::string)>& phase) {
+  PromptSources sources;
+  std::optional<std::string> template_source = engine.checkpoint().chat_template();
+  if (!options.tokenizer.empty()) {
+    const auto dir = resolve(options.tokenizer, "", options, child, phase);
+    sources.tokenizer = engine::tokenizer::Tokenizer::from_directory(dir);
+    if (sources.tokenizer->vocab_size() > engine.config().vocab_size) {
+      throw base::UsageError("--tokenizer " + options.tokenizer + " has " +
+                             std::to_string(sources.tokenizer->vocab_size()) +
+                             " tokens but the model's embedding has " + std::to_string(engine.config().vocab_size) +
+                             " rows; use the model's own tokenizer");
+    }
+    template_source = engine::model::directory_chat_template(dir, *sources.tokenizer);
+    std::cerr << "serverd: tokenizer from " << base::printable(dir.string()) << '\n';
+  }
+  if (!options.chat_template.empty()) {
+    sources.chat_template =
+        engine::template_::ModelChatTemplate::from_source(read_chat_template_flag(options.chat_template));
+    if (!sources.chat_template.get()) {
+      throw base::UsageError("--chat-template: " + sources.chat_template.unusable_reason);
+    }
+    return sources;
+  }
+  sources.chat_template = engine::template_::ModelChatTemplate::from_source(template_source);
+  return sources;
+}
+
 }  // namespace
 
 std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std::function<void(std::string)>& phase) {
   std::unique_ptr<fetch::FetchdChild> child;
-  std::filesystem::path path = options.reference.local_path;
-  if (!options.reference.is_local()) {
-    std::string address = options.fetchd_address;
-    if (address.empty()) {
-      child = fetch::FetchdChild::start(fetch::find_fetchd_binary());
-      address = child->address();
-    }
-    phase("downloading");
-    std::cerr << "serverd: resolving " << base::printable(options.model) << " through fetchd at " << address << '\n';
-    ProgressLog log;
-    const auto result = fetch::resolve(address, {options.model, options.revision, options.download_dir},
-                                       [&](const ::fetch::v1::Progress& p) { log(p); });
-    path = result.local_path();
-    std::cerr << "serverd: "
-              << base::printable(options.model + (result.commit().empty() ? "" : " at " + result.commit())) << " is "
-              << base::printable(path.string()) << (result.from_cache() ? " (from the cache)" : "") << '\n';
-  }
+  const std::filesystem::path path = resolve(options.model, options.revision, options, child, phase);
   phase("loading");
   engine::runtime::EngineOptions eo;
   eo.device = engine::runtime::parse_device(options.device).value_or(engine::runtime::Device::Auto);
@@ -110,11 +178,18 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   eo.block_size = options.block_size;
   eo.gpu_memory_utilization = options.gpu_memory_utilization;
   eo.enforce_eager = options.enforce_eager;
+  eo.kv_cache_bytes = options.kv_cache_memory_bytes;
+  if (options.cpu_kv_cache_bytes != 0) eo.cpu_kv_cache_bytes = options.cpu_kv_cache_bytes;
   auto engine = engine::runtime::Engine::load(path, eo);
+  std::error_code ec;
+  const CheckpointFacts facts{std::filesystem::is_regular_file(path, ec), precision_of(engine->checkpoint()),
+                              engine->config().max_position_embeddings};
+  for (const auto& note : check_checkpoint_flags(options, facts)) std::cerr << "serverd: " << note << '\n';
   std::cerr << "serverd: loaded " << base::printable(path.string()) << " ("
             << engine::model::architecture_name(engine->config().architecture) << ", max_model_len "
             << engine->max_model_len() << ") on " << engine->device_name() << '\n';
-  return std::make_unique<EngineModel>(std::move(child), std::move(engine), options);
+  auto prompts = prompt_sources(options, *engine, child, phase);
+  return std::make_unique<EngineModel>(std::move(child), std::move(engine), std::move(prompts), options);
 }
 
 }  // namespace serverd

@@ -21,6 +21,7 @@ struct Scheduler::Sequence {
   std::size_t blocks_cached = 0;                      // of its blocks, those offered to the prefix cache
   bool prefix_looked_up = false;
   api::SequenceTimings timings;
+  bool cached_reported = false;  // on_prompt_cached was called
 
   Sequence(std::uint64_t h, api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s)
       : handle(h),
@@ -39,7 +40,9 @@ struct Scheduler::Planned {
 };
 
 Scheduler::Scheduler(engine::runtime::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
-  for (const auto id : engine.checkpoint().eos_token_ids()) eos_ids_.insert(id);
+  for (const auto id : options_.eos_token_ids.empty() ? engine.checkpoint().eos_token_ids() : options_.eos_token_ids) {
+    eos_ids_.insert(id);
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -185,6 +188,10 @@ bool Scheduler::plan_step(std::vector<Planned>& plan) {
     if (!seq.timings.scheduled) seq.timings.scheduled = api::SequenceTimings::Clock::now();
     plan.push_back({&seq, n, seq.cache.cached + n == seq.tokens.size()});
     budget -= n;
+    if (!seq.cached_reported) {
+      seq.cached_reported = true;
+      seq.sink->on_prompt_cached(seq.cache.cached);
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }

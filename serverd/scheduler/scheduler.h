@@ -28,7 +28,8 @@ struct SchedulerOptions {
   std::size_t max_num_seqs = 256;             // sequences in one step
   std::size_t max_num_batched_tokens = 2048;  // tokens in one step (prefill chunks included)
   std::size_t max_waiting = 4096;             // queued sequences before submit() reports overload
-  bool prefix_caching = true;
+  bool prefix_caching = true;                 // --no-enable-prefix-caching turns it off
+  std::vector<std::int32_t> eos_token_ids;    // the ids that end a sequence; empty: the checkpoint's
 };
 
 class Scheduler final : public api::Generator {

@@ -111,7 +111,7 @@ TEST_F(EndpointsTest, EndpointsServerdDoesNotServeAreRefusedByName) {
 }
 
 TEST_F(EndpointsTest, ApiKeyGuardsTheRefusedV1EndpointsToo) {
-  start([](serverd::api::ApiServerOptions& o) { o.api.api_key = "sekrit"; });
+  start([](serverd::api::ApiServerOptions& o) { o.api.api_keys = {"sekrit"}; });
   expect_error(post("/v1/embeddings", "{}"), 401, "AuthenticationError", std::nullopt, "Unauthorized");
   expect_error(post("/v1/embeddings", "{}", {"Authorization: Bearer sekrit"}), 501, "NotImplementedError", std::nullopt,
                "generative models only");

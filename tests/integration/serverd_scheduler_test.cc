@@ -26,6 +26,10 @@ class RecordingSink final : public serverd::api::GenerationSink {
     for (const auto& t : tokens) tokens_.push_back(t.sampled.token);
     changed_.notify_all();
   }
+  void on_prompt_cached(std::size_t tokens) override {
+    const std::lock_guard lock(mutex_);
+    cached_.push_back(tokens);
+  }
   void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token,
                  const serverd::api::SequenceTimings& timings) override {
     const std::lock_guard lock(mutex_);
@@ -48,6 +52,10 @@ class RecordingSink final : public serverd::api::GenerationSink {
   std::optional<std::int32_t> stop_token() const { return stop_token_; }
   const serverd::api::SequenceTimings& timings() const { return timings_; }
   int finishes() const { return finishes_; }
+  std::vector<std::size_t> cached() {
+    const std::lock_guard lock(mutex_);
+    return cached_;
+  }
 
  private:
   std::mutex mutex_;
@@ -57,6 +65,7 @@ class RecordingSink final : public serverd::api::GenerationSink {
   std::optional<std::int32_t> stop_token_;
   serverd::api::SequenceTimings timings_;
   int finishes_ = 0;
+  std::vector<std::size_t> cached_;  // each on_prompt_cached
 };
 
 std::vector<std::int32_t> prompt(std::size_t length, int salt) {
@@ -163,11 +172,51 @@ TEST_F(SchedulerTest, PrefixCacheReusesBlocksAndChangesNothing) {
   Scheduler generator(*engine, {});
   together(generator, {request(shared, 4)});
   const auto before = generator.stats();
-  EXPECT_EQ(together(generator, {request(longer, 10)}), expected);
+  auto sink = std::make_shared<RecordingSink>();
+  generator.submit(request(longer, 10), sink);
+  EXPECT_EQ(sink->wait(), expected[0]);
   const auto after = generator.stats();
   EXPECT_EQ(after.prefix_cache_queries - before.prefix_cache_queries, longer.size());
   EXPECT_EQ(after.prefix_cache_hits - before.prefix_cache_hits, 48u);  // three full blocks of 16
+  EXPECT_EQ(sink->cached(), std::vector<std::size_t>{48});             // reported once, before the tokens
   EXPECT_EQ(engine->block_size(), 16u);
+}
+
+// --no-enable-prefix-caching: every prompt is computed in full, and nothing is reported cached.
+TEST_F(SchedulerTest, PrefixCachingOffComputesEveryPrompt) {
+  const auto shared = prompt(48, 7);
+  auto longer = shared;
+  for (int i = 0; i < 9; ++i) longer.push_back(static_cast<std::int32_t>(300 + i));
+  const auto expected = alone({request(longer, 10)});
+  auto engine = load();
+  SchedulerOptions options;
+  options.prefix_caching = false;
+  Scheduler generator(*engine, options);
+  together(generator, {request(shared, 4)});
+  auto sink = std::make_shared<RecordingSink>();
+  generator.submit(request(longer, 10), sink);
+  EXPECT_EQ(sink->wait(), expected[0]);
+  EXPECT_EQ(generator.stats().prefix_cache_hits, 0u);
+  EXPECT_EQ(generator.stats().prefix_cache_queries, 0u);
+  EXPECT_EQ(sink->cached(), std::vector<std::size_t>{0});
+  EXPECT_EQ(engine->kv_cache().cached_blocks(), 0u);
+}
+
+// The ids that end a sequence come from the options when given (serverd adds --tokenizer's EOS).
+TEST_F(SchedulerTest, EosIdsFromTheOptionsEndSequences) {
+  const auto greedy = alone({request(prompt(10, 4), 6)})[0];
+  auto engine = load();
+  SchedulerOptions options;
+  options.eos_token_ids = {greedy[2]};
+  Scheduler generator(*engine, options);
+  auto stopping = request(prompt(10, 4), 6);
+  stopping.ignore_eos = false;
+  auto sink = std::make_shared<RecordingSink>();
+  generator.submit(stopping, sink);
+  const auto tokens = sink->wait();
+  EXPECT_EQ(sink->reason(), FinishReason::Stop);
+  EXPECT_EQ(sink->stop_token(), greedy[2]);
+  EXPECT_LE(tokens.size(), 3u);
 }
 
 // A chat's next turn begins with the last turn's prompt and answer: the answer's full blocks were cached

@@ -77,6 +77,11 @@ void FakeGenerator::set_overloaded(bool overloaded) {
   overloaded_ = overloaded;
 }
 
+void FakeGenerator::set_cached_prompt_tokens(std::size_t tokens) {
+  std::lock_guard lock(mutex_);
+  cached_prompt_tokens_ = tokens;
+}
+
 void FakeGenerator::set_stats(serverd::api::GeneratorStats stats) {
   std::lock_guard lock(mutex_);
   stats_ = stats;
@@ -146,6 +151,7 @@ void FakeGenerator::run() {
     std::optional<FinishReason> finish;
     std::optional<std::int32_t> stop_token;
     serverd::api::SequenceTimings timings;
+    std::optional<std::size_t> cached;  // reported before the first token
   };
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -155,7 +161,7 @@ void FakeGenerator::run() {
     for (auto it = active_.begin(); it != active_.end();) {
       Sequence& s = it->second;
       if (!s.timings.scheduled) s.timings.scheduled = now;
-      Action action{s.sink, std::nullopt, std::nullopt, std::nullopt, {}};
+      Action action{s.sink, std::nullopt, std::nullopt, std::nullopt, {}, std::nullopt};
       if (s.cancelled) {
         action.finish = FinishReason::Abort;
       } else if (s.emitted >= hold_after_) {
@@ -164,6 +170,7 @@ void FakeGenerator::run() {
       } else if (s.emitted >= s.script.size()) {
         action.finish = FinishReason::Length;  // the script has nothing more to say
       } else {
+        if (s.emitted == 0) action.cached = cached_prompt_tokens_;
         const std::int32_t token = s.script[s.emitted++];
         action.token = GeneratedToken{sampled(token, s.request.sampling.logprobs)};
         if (!s.timings.first_token) s.timings.first_token = now;
@@ -190,6 +197,7 @@ void FakeGenerator::run() {
     }
     lock.unlock();
     for (auto& action : actions) {
+      if (action.cached) action.sink->on_prompt_cached(*action.cached);
       if (action.token) action.sink->on_tokens(std::span<const GeneratedToken>(&*action.token, 1));
       if (action.finish) action.sink->on_finish(*action.finish, action.stop_token, action.timings);
     }

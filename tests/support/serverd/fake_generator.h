@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -42,6 +43,9 @@ class FakeGenerator final : public serverd::api::Generator {
   // submit() throws GeneratorOverloaded while set.
   void set_overloaded(bool overloaded);
   void set_stats(serverd::api::GeneratorStats stats);
+  // Each sequence reports this many prompt tokens served from a prefix cache (on_prompt_cached) before its
+  // first token.
+  void set_cached_prompt_tokens(std::size_t tokens);
 
   // Waits (bounded, so a bug fails instead of hanging) until `predicate` holds, checked whenever the fake's
   // state changes. Returns the predicate's last value.
@@ -85,6 +89,7 @@ class FakeGenerator final : public serverd::api::Generator {
   bool overloaded_ = false;
   bool stopping_ = false;
   serverd::api::GeneratorStats stats_;
+  std::optional<std::size_t> cached_prompt_tokens_;
   std::thread engine_;
 };
 

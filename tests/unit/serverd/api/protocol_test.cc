@@ -164,13 +164,44 @@ TEST(ParseChat, MessagesAreNormalisedToTextContent) {
                               {"role": "assistant", "content": null, "name": "x"},
                               {"role": "user", "content": "hi"}]})"),
       {});
+  // Every message has a content, in both of vLLM's formats; null reads as empty.
   EXPECT_EQ(
       r.messages.json,
-      R"([{"role":"system","content":"a\nb"},{"role":"assistant","content":null,"name":"x"},{"role":"user","content":"hi"}])");
+      R"([{"role":"system","content":"a\nb"},{"role":"assistant","content":"","name":"x"},{"role":"user","content":"hi"}])");
+  EXPECT_EQ(r.messages.openai_json,
+            R"([{"role":"system","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},)"
+            R"({"role":"assistant","content":[],"name":"x"},{"role":"user","content":[{"type":"text","text":"hi"}]}])");
   EXPECT_EQ(r.messages.last_role, "user");
   EXPECT_EQ(r.messages.last_content, "hi");
   EXPECT_TRUE(r.add_generation_prompt);
   EXPECT_FALSE(r.common.add_special_tokens);
+}
+
+TEST(ParseChat, DeveloperIsSystemAndToolContentStaysAString) {
+  const auto r =
+      parse_chat_request(parse(R"({"messages": [{"role": "developer", "content": "d"}, {"role": "user", "content": "u"},
+                             {"role": "tool", "content": [{"type": "text", "text": "1"}, {"type": "text", "text": "2"}]}]})"),
+                         {});
+  EXPECT_EQ(r.messages.json,
+            R"([{"role":"system","content":"d"},{"role":"user","content":"u"},{"role":"tool","content":"1\n2"}])");
+  EXPECT_EQ(
+      r.messages.openai_json,
+      R"([{"role":"system","content":[{"type":"text","text":"d"}]},{"role":"user","content":[{"type":"text","text":"u"}]},)"
+      R"({"role":"tool","content":"1\n2"}])");
+  EXPECT_EQ(r.messages.last_role, "tool");
+  EXPECT_EQ(r.messages.last_content, "1\n2");
+}
+
+TEST(ParseChat, RequestTemplatesAreReadForTheServiceToJudge) {
+  auto r =
+      parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{ 1 }}"})"), {});
+  EXPECT_EQ(r.chat_template, "{{ 1 }}");
+  r = parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
+                                   "chat_template_kwargs": {"chat_template": "{{ 2 }}", "enable_thinking": true}})"),
+                         {});
+  EXPECT_EQ(r.chat_template, "{{ 2 }}");
+  EXPECT_EQ(r.template_kwargs_json, R"({"enable_thinking":true})");  // the template is no template variable
+  EXPECT_FALSE(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}]})"), {}).chat_template);
 }
 
 TEST(ParseChat, RefusalsNameTheirField) {
@@ -195,8 +226,10 @@ TEST(ParseChat, RefusalsNameTheirField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})", "tool_choice",
        "When using `tool_choice`, `tools` must be set."},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools", "must not be an empty array"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{ 1 }}"})", "chat_template",
-       "--trust-request-chat-template is not set"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": 1})", "chat_template", "string"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"chat_template": 1}})",
+       "chat_template_kwargs", "must be a string"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", "messages", "needs a 'text' string"},
       {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true, "add_generation_prompt": true})",
        std::nullopt, "Cannot set both `continue_final_message` and `add_generation_prompt` to True."},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0, "max_tokens": 5})",
@@ -268,7 +301,7 @@ TEST_F(PromptsTest, ChatPromptsGoThroughTheTemplate) {
   ChatPromptInputs inputs;
   inputs.messages = &request.messages;
   inputs.template_kwargs_json = request.template_kwargs_json;
-  const auto prompt = build_chat_prompt(inputs, model_.info(256));
+  const auto prompt = build_chat_prompt(inputs, model_.info(256), {});
   EXPECT_EQ(prompt.text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   EXPECT_EQ(prompt.tokens.front(), serverd_test::kImStart);
 }
@@ -282,7 +315,7 @@ TEST_F(PromptsTest, ContinueFinalMessageLeavesTheLastMessageOpen) {
   inputs.messages = &request.messages;
   inputs.add_generation_prompt = request.add_generation_prompt;
   inputs.continue_final_message = true;
-  EXPECT_EQ(build_chat_prompt(inputs, model_.info(256)).text,
+  EXPECT_EQ(build_chat_prompt(inputs, model_.info(256), {}).text,
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHel ");
 }
 
@@ -290,10 +323,11 @@ TEST_F(PromptsTest, TemplateErrorsAndMissingTemplatesAreBadRequests) {
   const auto request = parse_chat_request(parse(R"({"messages": [{"role": "forbidden", "content": "x"}]})"), {});
   ChatPromptInputs inputs;
   inputs.messages = &request.messages;
-  EXPECT_EQ(error_of([&] { build_chat_prompt(inputs, model_.info(256)); }).message, "Role forbidden is not allowed");
+  EXPECT_EQ(error_of([&] { build_chat_prompt(inputs, model_.info(256), {}); }).message,
+            "Role forbidden is not allowed");
   auto no_template = model_.info(256);
   no_template.chat_template = nullptr;
-  EXPECT_THAT(error_of([&] { build_chat_prompt(inputs, no_template); }).message,
+  EXPECT_THAT(error_of([&] { build_chat_prompt(inputs, no_template, {}); }).message,
               HasSubstr("default chat template is no longer allowed"));
 }
 

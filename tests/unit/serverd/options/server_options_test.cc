@@ -12,12 +12,22 @@
 namespace serverd {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::optional<ServerOptions> parse(std::vector<std::string> args, std::optional<std::string> key = std::nullopt) {
+std::optional<ServerOptions> parse(std::vector<std::string> args, ServerEnvironment env = {}) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
-  return parse_server_options(argv, key);
+  return parse_server_options(argv, env);
+}
+
+std::string refusal(std::vector<std::string> args, ServerEnvironment env = {}) {
+  try {
+    parse(std::move(args), std::move(env));
+  } catch (const base::UsageError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 TEST(ServerOptions, DefaultsAsVllm) {
@@ -25,11 +35,16 @@ TEST(ServerOptions, DefaultsAsVllm) {
   ASSERT_TRUE(o);
   EXPECT_EQ(o->host, "0.0.0.0");
   EXPECT_EQ(o->port, 8000u);
-  EXPECT_EQ(o->served_model_name, "Qwen/Qwen3-0.6B");  // the name typed, never a commit directory
+  EXPECT_THAT(o->served_model_name, ElementsAre("Qwen/Qwen3-0.6B"));  // the name typed, never a commit directory
   EXPECT_EQ(o->device, "auto");
   EXPECT_EQ(o->block_size, 16u);
   EXPECT_EQ(o->reference.repo_id, "Qwen/Qwen3-0.6B");
   EXPECT_TRUE(o->api_key.empty());
+  EXPECT_TRUE(o->enable_prefix_caching);
+  EXPECT_EQ(o->generation_config, "auto");
+  EXPECT_EQ(o->response_role, "assistant");
+  EXPECT_FALSE(o->seed);
+  EXPECT_TRUE(o->notes.empty());
 }
 
 TEST(ServerOptions, ReadsEveryFlag) {
@@ -67,7 +82,7 @@ TEST(ServerOptions, ReadsEveryFlag) {
   EXPECT_EQ(o->reference.quant, "Q4_K_M");
   EXPECT_EQ(o->revision, "v2");
   EXPECT_EQ(o->download_dir, "/models");
-  EXPECT_EQ(o->served_model_name, "tiny");
+  EXPECT_THAT(o->served_model_name, ElementsAre("tiny"));
   EXPECT_EQ(o->port, 0u);
   EXPECT_EQ(o->max_model_len, 4096u);
   EXPECT_EQ(o->max_num_seqs, 8u);
@@ -75,26 +90,154 @@ TEST(ServerOptions, ReadsEveryFlag) {
   EXPECT_EQ(o->block_size, 32u);
   EXPECT_EQ(o->gpu_memory_utilization, 0.5);
   EXPECT_TRUE(o->enforce_eager);
-  EXPECT_EQ(o->api_key, "k");
+  EXPECT_THAT(o->api_key, ElementsAre("k"));
   EXPECT_EQ(o->device, "cpu");
   EXPECT_EQ(o->fetchd_address, "unix:/run/fetchd.sock");
   EXPECT_TRUE(o->verbose);
 }
 
+TEST(ServerOptions, TakesTheModelAsVllmServeDoes) {
+  EXPECT_EQ(parse({"serve", "org/a", "--port", "1"})->model, "org/a");
+  EXPECT_EQ(parse({"org/a"})->model, "org/a");
+  EXPECT_EQ(parse({"--model=org/a"})->model, "org/a");
+  EXPECT_EQ(parse({"serve", "--port", "1", "--model", "org/a"})->model, "org/a");
+  EXPECT_EQ(parse({"org/a", "--model", "org/a"})->model, "org/a");
+  EXPECT_THAT(refusal({"org/a", "--model", "org/b"}), HasSubstr("the model is given twice: 'org/a'"));
+  EXPECT_THAT(refusal({"org/a", "org/b"}), HasSubstr("unexpected argument 'org/b'"));
+  EXPECT_THAT(refusal({"serve"}), HasSubstr("a model is required"));
+  EXPECT_THAT(refusal({}), HasSubstr("a model is required"));
+}
+
+TEST(ServerOptions, ContextLengthsAreHumanReadable) {
+  EXPECT_EQ(parse({"m/x", "--max-model-len", "32k"})->max_model_len, 32000u);
+  EXPECT_EQ(parse({"m/x", "--max-model-len", "32K"})->max_model_len, 32768u);
+  EXPECT_EQ(parse({"m/x", "--max-model-len=1M"})->max_model_len, 1048576u);
+  EXPECT_EQ(parse({"m/x", "--max_model_len", "2k"})->max_model_len, 2000u);  // underscores, as vLLM takes them
+  EXPECT_EQ(parse({"m/x", "--max-model-len", "auto"})->max_model_len, 0u);
+  EXPECT_EQ(parse({"m/x", "--max-model-len", "-1"})->max_model_len, 0u);
+  EXPECT_EQ(parse({"m/x", "--max-num-batched-tokens", "16K"})->max_num_batched_tokens, 16384u);
+  EXPECT_EQ(parse({"m/x", "--kv-cache-memory-bytes", "2G"})->kv_cache_memory_bytes, std::uint64_t{2} << 30);
+  EXPECT_THAT(refusal({"m/x", "--max-model-len", "1.5K"}), HasSubstr("a fraction cannot take the binary suffix K"));
+  EXPECT_THAT(refusal({"m/x", "--max-model-len", "lots"}), HasSubstr("--max-model-len takes a whole number"));
+}
+
+TEST(ServerOptions, ServedModelNamesAndApiKeysAreLists) {
+  const auto o = parse({"m/x", "--served-model-name", "first", "second", "--api-key", "a", "b", "--port", "1"});
+  EXPECT_THAT(o->served_model_name, ElementsAre("first", "second"));
+  EXPECT_THAT(o->api_key, ElementsAre("a", "b"));
+  EXPECT_EQ(o->port, 1u);
+}
+
 TEST(ServerOptions, ApiKeyFallsBackToTheEnvironment) {
-  EXPECT_EQ(parse({"--model", "a/b"}, "env-key")->api_key, "env-key");
-  EXPECT_EQ(parse({"--model", "a/b", "--api-key", "flag"}, "env-key")->api_key, "flag");
+  EXPECT_THAT(parse({"--model", "a/b"}, {.api_key = "env-key"})->api_key, ElementsAre("env-key"));
+  EXPECT_THAT(parse({"--model", "a/b", "--api-key", "flag"}, {.api_key = "env-key"})->api_key, ElementsAre("flag"));
+  EXPECT_TRUE(parse({"--model", "a/b"}, {.api_key = ""})->api_key.empty());
+}
+
+TEST(ServerOptions, ReadsVllmEnvironmentVariables) {
+  EXPECT_TRUE(parse({"a/b"}, {.allow_long_max_model_len = "1"})->allow_long_max_model_len);
+  EXPECT_TRUE(parse({"a/b"}, {.allow_long_max_model_len = "True"})->allow_long_max_model_len);
+  EXPECT_FALSE(parse({"a/b"}, {.allow_long_max_model_len = "0"})->allow_long_max_model_len);
+  EXPECT_FALSE(parse({"a/b"})->allow_long_max_model_len);
+  EXPECT_THAT(refusal({"a/b"}, {.allow_long_max_model_len = "yes"}),
+              HasSubstr("VLLM_ALLOW_LONG_MAX_MODEL_LEN takes 1"));
+  EXPECT_EQ(parse({"a/b"}, {.cpu_kvcache_space = "8"})->cpu_kv_cache_bytes, std::uint64_t{8} << 30);
+  EXPECT_EQ(parse({"a/b"}, {.cpu_kvcache_space = "0"})->cpu_kv_cache_bytes, 0u);  // the default
+  EXPECT_THAT(refusal({"a/b"}, {.cpu_kvcache_space = "4.5"}), HasSubstr("VLLM_CPU_KVCACHE_SPACE takes a whole number"));
+}
+
+TEST(ServerOptions, AFullVllmLaunchLineParses) {
+  const auto o = parse({"serve",
+                        "Qwen/Qwen3-0.6B",
+                        "--host=127.0.0.1",
+                        "--port",
+                        "8001",
+                        "--served-model-name",
+                        "qwen",
+                        "qwen3",
+                        "--max-model-len",
+                        "8k",
+                        "--gpu-memory-utilization",
+                        "0.85",
+                        "-tp",
+                        "1",
+                        "--pipeline-parallel-size",
+                        "1",
+                        "--dtype",
+                        "auto",
+                        "--trust-remote-code",
+                        "--enable-prefix-caching",
+                        "--enable-chunked-prefill",
+                        "--max-num-seqs",
+                        "64",
+                        "--max-num-batched-tokens",
+                        "4096",
+                        "--disable-log-requests",
+                        "--disable-log-stats",
+                        "--uvicorn-log-level",
+                        "warning",
+                        "--swap-space",
+                        "4",
+                        "--seed",
+                        "0",
+                        "--generation-config",
+                        "vllm",
+                        "--default-chat-template-kwargs",
+                        "{\"enable_thinking\": false}",
+                        "--load-format",
+                        "auto",
+                        "--kv-cache-dtype",
+                        "auto"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->model, "Qwen/Qwen3-0.6B");
+  EXPECT_THAT(o->served_model_name, ElementsAre("qwen", "qwen3"));
+  EXPECT_EQ(o->max_model_len, 8000u);
+  EXPECT_EQ(o->seed, 0u);
+  EXPECT_EQ(o->default_chat_template_kwargs, "{\"enable_thinking\": false}");
+  // One line for each flag taken as it is, in the order given.
+  EXPECT_THAT(o->notes, ElementsAre(HasSubstr("--tensor-parallel-size 1: serverd runs the model on one device"),
+                                    HasSubstr("--pipeline-parallel-size 1:"), HasSubstr("--trust-remote-code:"),
+                                    HasSubstr("--enable-chunked-prefill:"), HasSubstr("--disable-log-requests:"),
+                                    HasSubstr("--disable-log-stats:"), HasSubstr("--uvicorn-log-level warning:"),
+                                    HasSubstr("--swap-space 4:"), HasSubstr("--kv-cache-dtype auto:")));
+}
+
+TEST(ServerOptions, ARepeatedAcceptedFlagLogsOneLine) {
+  const auto o = parse({"a/b", "-tp", "1", "--tensor-parallel-size=1"});
+  EXPECT_EQ(o->notes.size(), 1u);
+}
+
+TEST(ServerOptions, UnwiredFlagsAreStoredThenRefusedWhenTheyWouldChangeBehaviour) {
+  std::vector<std::string> args = {"a/b", "--ssl-keyfile", "/k.pem", "--allowed-origins", "[\"https://x\"]"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  const auto stored = read_server_flags(argv);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->ssl_keyfile, "/k.pem");
+  EXPECT_THAT(stored->allowed_origins, ElementsAre("https://x"));
+  EXPECT_THAT(refusal(args), HasSubstr("--ssl-keyfile is parsed, but serverd's listener does not use it yet"));
+  // Their defaults change nothing, so they start.
+  EXPECT_TRUE(parse({"a/b", "--allowed-origins", "[\"*\"]", "--ssl-cert-reqs", "0", "--no-enable-auto-tool-choice",
+                     "--no-allow-credentials"}));
+  EXPECT_THAT(refusal({"a/b", "--allowed-methods", "POST"}), HasSubstr("--allowed-methods takes a JSON list"));
 }
 
 TEST(ServerOptions, HelpReturnsNothing) {
   EXPECT_FALSE(parse({"--help"}));
+  EXPECT_FALSE(parse({"serve", "--help"}));
 }
 
-TEST(ServerOptions, RefusesMissingModelAndBadValues) {
-  EXPECT_THROW(parse({}), base::UsageError);
+TEST(ServerOptions, RefusesBadValuesByName) {
   EXPECT_THROW(parse({"--model", "a/b", "--device", "tpu"}), base::UsageError);
-  EXPECT_THROW(parse({"--model", "a/b", "--port", "65536"}), base::UsageError);
+  EXPECT_THAT(refusal({"--model", "a/b", "--port", "65536"}), HasSubstr("--port takes a value from 0 to 65535"));
   EXPECT_THROW(parse({"--model", "a/b", "--block-size", "12"}), base::UsageError);  // vLLM's choices only
+  EXPECT_THAT(refusal({"a/b", "--default-chat-template-kwargs", "[1]"}),
+              HasSubstr("--default-chat-template-kwargs takes a JSON object"));
+  EXPECT_THAT(refusal({"a/b", "--override-generation-config", "{\"temprature\": 0.1}"}),
+              HasSubstr("'temprature' is not a sampling default serverd takes"));
+  EXPECT_THAT(refusal({"a/b", "--override-generation-config", "{\"top_k\": 0.5}"}),
+              HasSubstr("'top_k' must be a whole number"));
+  EXPECT_THAT(refusal({"a/b", "--unknown-flag"}), HasSubstr("unknown flag --unknown-flag"));
   EXPECT_THROW(parse({"--model", "not a repo"}), fetchd::FetchError);
 }
 

@@ -1,0 +1,64 @@
+#include "serverd/loader/checkpoint_flags.h"
+
+#include "base/flags.h"
+
+namespace serverd {
+namespace {
+
+using base::UsageError;
+
+// vLLM's --dtype spellings, by the precision they name.
+std::string named_precision(const std::string& dtype) {
+  if (dtype == "half" || dtype == "float16") return "float16";
+  if (dtype == "float" || dtype == "float32") return "float32";
+  return dtype;  // bfloat16
+}
+
+std::string format_of(bool gguf) {
+  return gguf ? "a GGUF file" : "a safetensors directory";
+}
+
+}  // namespace
+
+std::vector<std::string> check_checkpoint_flags(const ServerOptions& options, const CheckpointFacts& checkpoint) {
+  std::vector<std::string> notes;
+  if (options.dtype != "auto") {
+    if (named_precision(options.dtype) != checkpoint.precision) {
+      throw UsageError("--dtype " + options.dtype + ": the checkpoint's weights are " + checkpoint.precision +
+                       " and the engine converts none; use --dtype auto");
+    }
+    notes.push_back("--dtype " + options.dtype + ": the checkpoint's weights are " + checkpoint.precision +
+                    "; the engine uses them as stored, accumulating in f32");
+  }
+  if (options.load_format != "auto") {
+    if ((options.load_format == "gguf") != checkpoint.gguf) {
+      throw UsageError("--load-format " + options.load_format + ": the model is " + format_of(checkpoint.gguf) +
+                       "; use --load-format auto");
+    }
+    notes.push_back("--load-format " + options.load_format + ": the model is " + format_of(checkpoint.gguf) +
+                    ", which serverd loads as it is");
+  }
+  if (!options.quantization.empty() && options.quantization != "None") {
+    if (!checkpoint.gguf) {
+      throw UsageError("--quantization " + options.quantization +
+                       ": the model is a safetensors directory, which serverd runs unquantized; serve a GGUF file "
+                       "(org/repo:Q4_K_M) for quantized weights, or leave --quantization out");
+    }
+    notes.push_back("--quantization gguf: the model is a GGUF file; its ggml types run as stored");
+  }
+  if (options.max_model_len > checkpoint.trained_len && checkpoint.trained_len > 0) {
+    const std::string numbers = "--max-model-len " + std::to_string(options.max_model_len) +
+                                " is longer than the model's trained length of " +
+                                std::to_string(checkpoint.trained_len) + " positions";
+    if (!options.allow_long_max_model_len) {
+      throw UsageError(numbers +
+                       "; lower it, or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to serve positions the model "
+                       "never saw (its outputs past them may be garbage)");
+    }
+    notes.push_back(numbers + ", allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: outputs past " +
+                    std::to_string(checkpoint.trained_len) + " positions may be garbage");
+  }
+  return notes;
+}
+
+}  // namespace serverd

@@ -1,0 +1,27 @@
+#pragma once
+
+// The flags that can only be judged once the checkpoint is open: --dtype, --load-format and --quantization
+// name what the weights are (the engine converts none, so a value is taken when it describes the checkpoint
+// and refused otherwise), and --max-model-len may not pass the model's trained length unless
+// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 allows it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "serverd/options/server_options.h"
+
+namespace serverd {
+
+// What the checks need to know about the checkpoint.
+struct CheckpointFacts {
+  bool gguf = false;              // a .gguf file (else a safetensors directory)
+  std::string precision;          // the weights' type: "float32", "float16", "bfloat16", or a ggml type ("Q4_K")
+  std::uint64_t trained_len = 0;  // max_position_embeddings (config.json) or context_length (GGUF)
+};
+
+// One line per flag taken as it is (for the log). Throws base::UsageError naming the flag, the checkpoint's
+// value and what to use instead.
+std::vector<std::string> check_checkpoint_flags(const ServerOptions& options, const CheckpointFacts& checkpoint);
+
+}  // namespace serverd

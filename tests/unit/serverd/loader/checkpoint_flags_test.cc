@@ -1,0 +1,79 @@
+#include "serverd/loader/checkpoint_flags.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/flags.h"
+
+namespace serverd {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+const CheckpointFacts kBf16Safetensors{false, "bfloat16", 4096};
+const CheckpointFacts kQuantizedGguf{true, "ggml-quantized (Q4_K)", 4096};
+
+std::string refusal(const ServerOptions& o, const CheckpointFacts& facts) {
+  try {
+    check_checkpoint_flags(o, facts);
+  } catch (const base::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CheckpointFlags, DefaultsSayNothing) {
+  EXPECT_THAT(check_checkpoint_flags(ServerOptions{}, kBf16Safetensors), IsEmpty());
+  EXPECT_THAT(check_checkpoint_flags(ServerOptions{}, kQuantizedGguf), IsEmpty());
+}
+
+TEST(CheckpointFlags, DtypeMustNameTheCheckpointsPrecision) {
+  ServerOptions o;
+  o.dtype = "bfloat16";
+  EXPECT_THAT(check_checkpoint_flags(o, kBf16Safetensors),
+              ElementsAre("--dtype bfloat16: the checkpoint's weights are bfloat16; the engine uses them as stored, "
+                          "accumulating in f32"));
+  o.dtype = "half";
+  EXPECT_EQ(refusal(o, kBf16Safetensors),
+            "--dtype half: the checkpoint's weights are bfloat16 and the engine converts none; use --dtype auto");
+  o.dtype = "float";
+  EXPECT_THAT(check_checkpoint_flags(o, {false, "float32", 16}), ElementsAre(HasSubstr("--dtype float:")));
+  o.dtype = "float16";
+  EXPECT_THAT(refusal(o, kQuantizedGguf), HasSubstr("weights are ggml-quantized (Q4_K)"));
+}
+
+TEST(CheckpointFlags, LoadFormatAndQuantizationMustMatchTheFiles) {
+  ServerOptions o;
+  o.load_format = "gguf";
+  EXPECT_THAT(check_checkpoint_flags(o, kQuantizedGguf), ElementsAre(HasSubstr("the model is a GGUF file")));
+  EXPECT_THAT(refusal(o, kBf16Safetensors),
+              HasSubstr("--load-format gguf: the model is a safetensors directory; use --load-format auto"));
+  o.load_format = "safetensors";
+  EXPECT_THAT(refusal(o, kQuantizedGguf), HasSubstr("the model is a GGUF file"));
+  o.load_format = "auto";
+  o.quantization = "gguf";
+  EXPECT_THAT(check_checkpoint_flags(o, kQuantizedGguf), ElementsAre(HasSubstr("--quantization gguf:")));
+  EXPECT_THAT(refusal(o, kBf16Safetensors), HasSubstr("serve a GGUF file (org/repo:Q4_K_M)"));
+  o.quantization = "None";
+  EXPECT_THAT(check_checkpoint_flags(o, kBf16Safetensors), IsEmpty());
+}
+
+TEST(CheckpointFlags, ContextPastTheTrainedLengthNeedsTheEnvironment) {
+  ServerOptions o;
+  o.max_model_len = 8192;
+  EXPECT_EQ(refusal(o, kBf16Safetensors),
+            "--max-model-len 8192 is longer than the model's trained length of 4096 positions; lower it, or set "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to serve positions the model never saw (its outputs past them may be "
+            "garbage)");
+  o.allow_long_max_model_len = true;
+  EXPECT_THAT(check_checkpoint_flags(o, kBf16Safetensors),
+              ElementsAre(HasSubstr("allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")));
+  o.allow_long_max_model_len = false;
+  o.max_model_len = 4096;  // the trained length itself is fine
+  EXPECT_THAT(check_checkpoint_flags(o, kBf16Safetensors), IsEmpty());
+}
+
+}  // namespace
+}  // namespace serverd
