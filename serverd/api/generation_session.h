@@ -38,10 +38,17 @@ struct SessionSettings {
   std::string model_name;
   bool stream = false;
   bool include_usage = false;
-  std::optional<int> logprobs;             // top log-probabilities per token; nullopt: no logprobs
+  std::optional<std::size_t> logprobs;     // top log-probabilities per token; nullopt: no logprobs
   std::vector<std::size_t> prompt_tokens;  // per prompt
   std::vector<std::string> echo;           // per prompt: text the choices start with (echo); may be empty
   std::vector<http::Header> headers;       // sent with the response (X-Request-Id)
+  bool tokens_as_ids = false;              // log-probability records write "token_id:ID" tokens
+  // Prompt log-probabilities, scored by the first sequence of each prompt (SequenceSpec::request's
+  // prompt_logprobs) and shared by its choices: in the "prompt_logprobs" list (each completions choice's, or
+  // the chat response's), and/or (completions with echo and logprobs) leading each choice's logprobs.
+  bool prompt_logprobs_field = false;
+  bool echo_prompt_logprobs = false;
+  std::vector<std::int32_t> first_prompt_tokens;  // per prompt: its first token, which nothing predicts
 };
 
 // One sequence to submit: choice `index` of prompt `prompt`.
@@ -67,6 +74,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     std::size_t choice = 0;
     bool finish = false;
     std::vector<GeneratedToken> tokens;
+    std::vector<PromptLogprob> prompt_logprobs;
     FinishReason reason = FinishReason::Stop;
     std::optional<std::int32_t> stop_token;
     std::chrono::steady_clock::time_point at;
@@ -89,6 +97,12 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     std::optional<std::chrono::steady_clock::time_point> last_token;
   };
 
+  // A prompt's log-probabilities as they arrive from the sequence that scores it.
+  struct PromptScores {
+    std::vector<PromptLogprob> entries;  // prompt tokens 1, 2, ...
+    std::optional<std::size_t> scorer;   // the choice whose sequence scores them
+  };
+
   void drain();
   void abort();
   void abort_locked();
@@ -96,10 +110,16 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void finished(Choice& choice, std::chrono::steady_clock::time_point at);
   void send_chunks();
   void complete();
-  std::string chunk(std::size_t index, Choice& choice, std::string text, bool finish);
+  std::string chunk(std::size_t index, Choice& choice, std::string text, std::vector<LogprobRecord> logprobs,
+                    bool finish);
+  // Whether a prompt's log-probabilities are all in (or will never all come: its scorer has finished).
+  bool prompt_scored(std::size_t prompt) const;
+  // The records a choice's logprobs start with: the prompt's (echo with logprobs), else none.
+  std::vector<LogprobRecord> echoed_records(const Choice& choice) const;
   std::string role_chunk(std::size_t index);
   std::string usage_chunk() const;
   std::string full_response() const;
+  void write_prompt_logprobs_field(JsonWriter& w, std::size_t prompt) const;
   void begin_json(JsonWriter& w, std::string_view object) const;
   std::size_t prompt_total() const;
   std::size_t completion_total() const;
@@ -116,6 +136,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
 
   std::mutex mutex_;  // guards what follows
   std::vector<Choice> choices_;
+  std::vector<PromptScores> prompts_;  // per prompt
   std::size_t finished_ = 0;
   bool aborted_ = false;
   bool completed_ = false;

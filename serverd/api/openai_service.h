@@ -16,6 +16,7 @@
 
 #include "serverd/api/generation_session.h"
 #include "serverd/api/generator.h"
+#include "serverd/api/logprob_request.h"
 #include "serverd/api/protocol.h"
 #include "serverd/http/http_server.h"
 
@@ -25,6 +26,7 @@ struct ApiOptions {
   std::string api_key;  // empty: no authentication
   std::string version = "0.0.0";
   ParseLimits limits;
+  LogprobLimits logprobs;                    // --max-logprobs, --return-tokens-as-token-ids
   std::size_t max_active_sequences = 16384;  // sequences in flight beyond which requests get 503
   int retry_after_seconds = 1;
 };

@@ -31,6 +31,7 @@ serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& 
   o.http.port = static_cast<std::uint16_t>(options.port);
   o.api.api_key = options.api_key;
   o.api.version = MODELSERVE_VERSION;
+  o.api.logprobs = {options.max_logprobs, options.return_tokens_as_token_ids};
   return o;
 }
 

@@ -1,11 +1,34 @@
 #include "serverd/options/server_options.h"
 
+#include <charconv>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "base/flags.h"
 
 namespace serverd {
+namespace {
+
+void add_logprob_flags(base::FlagParser& flags, ServerOptions& o) {
+  flags.add_value("max-logprobs", "N",
+                  "Most log-probabilities a request may ask for per token (logprobs, top_logprobs, "
+                  "prompt_logprobs); -1: no limit (default: 20)",
+                  [&o](std::string_view v) {
+                    int value = 0;
+                    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+                    if (ec != std::errc() || end != v.data() + v.size() || value < -1) {
+                      throw base::UsageError("--max-logprobs takes -1 (no limit) or a whole number from 0, not '" +
+                                             std::string(v) + "'");
+                    }
+                    o.max_logprobs = value;
+                  });
+  flags.add_switch("return-tokens-as-token-ids",
+                   "Write tokens in log-probabilities as 'token_id:ID' unless a request says otherwise",
+                   &o.return_tokens_as_token_ids);
+}
+
+}  // namespace
 
 std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
                                                   const std::optional<std::string>& api_key_env) {
@@ -38,6 +61,7 @@ std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
   flags.add_string("fetchd", "ADDR", "fetchd's gRPC address (unix:PATH or HOST:PORT); default: start one",
                    &o.fetchd_address);
   flags.add_switch("verbose", "More detail in the logs", &o.verbose);
+  add_logprob_flags(flags, o);
   if (!flags.parse(args)) {
     std::fputs(flags.help().c_str(), stdout);
     return std::nullopt;

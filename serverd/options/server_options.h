@@ -28,6 +28,10 @@ struct ServerOptions {
   std::string device = "auto";
   std::string fetchd_address;  // empty: start fetchd as a child on a private Unix socket
   bool verbose = false;
+  // Log-probabilities: the most a request may ask for per token (-1: the whole vocabulary), and whether
+  // tokens in them are written "token_id:ID".
+  int max_logprobs = 20;
+  bool return_tokens_as_token_ids = false;
 
   fetchd::request::ModelReference reference;  // --model, classified
 };
