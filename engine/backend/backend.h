@@ -175,7 +175,11 @@ class Backend {
 
   // Whether sample() chooses tokens where the logits are (else the engine reads them and samples on the host).
   virtual bool samples_on_device() const { return false; }
-  // Chooses each logit row's next token as SequenceSampler::sample would: steps[i] is row i's.
+  // The most top log-probabilities sample() reports for a row; the engine reads a row that asks for more
+  // back and finds them itself.
+  virtual int max_device_logprobs() const { return 0; }
+  // Chooses each logit row's next token as SequenceSampler::sample would: steps[i] is row i's (its top
+  // log-probabilities cut to max_device_logprobs()).
   virtual void sample(Tensor /*logits*/, std::span<const sampling::SamplingStep> /*steps*/,
                       std::span<sampling::SampledToken> /*out*/) {
     throw std::logic_error(std::string(name()) + " backend: no device sampling");

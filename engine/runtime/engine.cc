@@ -98,6 +98,15 @@ void Engine::release(SequenceCache& sequence) {
   sequence.cached = 0;
 }
 
+namespace {
+
+// Rows [first, first + count) of a logits tensor.
+backend::Tensor logit_rows(const backend::Tensor& logits, std::size_t first, std::size_t count) {
+  return {logits.data + first * logits.cols, count, logits.cols};
+}
+
+}  // namespace
+
 void Engine::lay_out(std::span<const StepInput> inputs) {
   layout_.sequences.clear();
   layout_.tokens.clear();
@@ -118,9 +127,32 @@ void Engine::lay_out(std::span<const StepInput> inputs) {
       layout_.logit_rows.push_back(layout_.tokens.size() - 1);
     }
   }
+  // Scored rows last, so that the sampled rows stay one block a device sampler takes as it is.
+  scored_rows_ = 0;
+  std::size_t first = 0;
+  for (const auto& input : inputs) {
+    const std::size_t scored = input.score_targets.size();
+    if (scored > 0) {
+      // (step() and step_and_sample() refuse scored rows beside all_logits before this.)
+      const bool samples_last = !input.no_logits && !input.tokens.empty();
+      const std::size_t usable = input.tokens.size() - (samples_last ? 1 : 0);
+      if (input.score_first + scored > usable) {
+        throw std::invalid_argument("a step input scores new tokens [" + std::to_string(input.score_first) + ", " +
+                                    std::to_string(input.score_first + scored) + ") of " +
+                                    std::to_string(input.tokens.size()) +
+                                    (samples_last ? ", the last of which it samples from" : ""));
+      }
+      for (std::size_t i = 0; i < scored; ++i) layout_.logit_rows.push_back(first + input.score_first + i);
+      scored_rows_ += scored;
+    }
+    first += input.tokens.size();
+  }
 }
 
 void Engine::step(std::span<const StepInput> inputs, std::vector<float>& logits) {
+  for (const auto& input : inputs) {
+    if (!input.score_targets.empty()) throw std::invalid_argument("Engine::step: scoring tokens needs step_and_sample");
+  }
   lay_out(inputs);
   logits.resize(layout_.logit_rows.size() * config().vocab_size);
   transformer_->forward(layout_, logits);
@@ -129,30 +161,70 @@ void Engine::step(std::span<const StepInput> inputs, std::vector<float>& logits)
 
 void Engine::step_and_sample(std::span<const StepInput> inputs, std::span<sampling::SequenceSampler* const> samplers,
                              std::vector<sampling::SampledToken>& out) {
+  std::vector<sampling::ScoredToken> none;
+  step_and_sample(inputs, samplers, out, none);
+}
+
+void Engine::step_and_sample(std::span<const StepInput> inputs, std::span<sampling::SequenceSampler* const> samplers,
+                             std::vector<sampling::SampledToken>& out, std::vector<sampling::ScoredToken>& scores) {
   for (const auto& input : inputs) {
     if (input.all_logits) throw std::invalid_argument("step_and_sample: an input asks for all its logits");
   }
   lay_out(inputs);
-  const std::size_t rows = layout_.logit_rows.size();
+  const std::size_t rows = layout_.logit_rows.size() - scored_rows_;
   if (samplers.size() != rows) {
     throw std::invalid_argument("step_and_sample: " + std::to_string(rows) + " inputs want a token but " +
                                 std::to_string(samplers.size()) + " samplers were given");
   }
   out.resize(rows);
+  scores.clear();
   const std::size_t vocab = config().vocab_size;
   if (backend_->samples_on_device()) {
     const backend::Tensor logits = transformer_->run(layout_);
+    // Only the scored rows come to the host.
+    host_logits_.resize(scored_rows_ * vocab);
+    if (scored_rows_ > 0) backend_->read(logit_rows(logits, rows, scored_rows_), host_logits_);
+    const backend::Tensor sampled = logit_rows(logits, 0, rows);
     sampling_steps_.clear();
     for (auto* sampler : samplers) sampling_steps_.push_back(sampler->device_step());
-    if (rows > 0) backend_->sample(logits, sampling_steps_, out);
+    if (rows > 0) backend_->sample(sampled, sampling_steps_, out);
     for (std::size_t i = 0; i < rows; ++i) samplers[i]->record(out[i].token);
+    widen_device_logprobs(sampled, samplers, out);
+    score(inputs, host_logits_.data(), scores);
   } else {
-    host_logits_.resize(rows * vocab);
+    host_logits_.resize(layout_.logit_rows.size() * vocab);
     transformer_->forward(layout_, host_logits_);
     for (std::size_t i = 0; i < rows; ++i)
       out[i] = samplers[i]->sample(std::span(host_logits_.data() + i * vocab, vocab));
+    score(inputs, host_logits_.data() + rows * vocab, scores);
   }
   for (const auto& input : inputs) input.cache->cached += input.tokens.size();
+}
+
+void Engine::score(std::span<const StepInput> inputs, const float* rows, std::vector<sampling::ScoredToken>& scores) {
+  const std::size_t vocab = config().vocab_size;
+  scores.reserve(scored_rows_);
+  for (const auto& input : inputs) {
+    for (const std::int32_t target : input.score_targets) {
+      scores.push_back(scanner_.score(std::span(rows, vocab), target, input.score_top));
+      rows += vocab;
+    }
+  }
+}
+
+void Engine::widen_device_logprobs(const backend::Tensor& logits, std::span<sampling::SequenceSampler* const> samplers,
+                                   std::span<sampling::SampledToken> out) {
+  const int device_limit = backend_->max_device_logprobs();
+  std::vector<float> row;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int wanted = samplers[i]->params().logprobs;
+    if (wanted <= device_limit) continue;
+    row.resize(logits.cols);
+    backend_->read(logit_rows(logits, i, 1), row);
+    auto scored = scanner_.score(row, out[i].token, static_cast<std::size_t>(wanted));
+    out[i].logprob = scored.logprob;
+    out[i].top = std::move(scored.top);
+  }
 }
 
 }  // namespace engine::runtime

@@ -52,6 +52,12 @@ struct StepInput {
   std::span<const std::int32_t> tokens;
   bool all_logits = false;  // logits of every new token (else of the last one only; none when tokens is empty)
   bool no_logits = false;   // none at all (a prompt chunk that is not the prompt's last)
+  // Prompt log-probabilities (step_and_sample only): new tokens [score_first, score_first + score_targets.size())
+  // each have their logits scored against the token that follows them, score_targets[i], with the score_top
+  // most likely tokens. The row a token is sampled from is never among them.
+  std::size_t score_first = 0;
+  std::span<const std::int32_t> score_targets = {};
+  std::size_t score_top = 0;
 };
 
 class Engine {
@@ -84,22 +90,36 @@ class Engine {
   // Runs one step and chooses the next token of every input that asks for logits (its last token's; none
   // may ask for all_logits), with samplers[i] the i-th such input's. Sampling runs on the device when the
   // backend can (the logits never leave it), else on the host; either way each sampler records its token.
+  // `scores` receives the inputs' scored tokens (StepInput::score_targets), input by input, in order: only
+  // those rows' logits are read to the host, and each is scanned once on this thread.
+  void step_and_sample(std::span<const StepInput> inputs, std::span<sampling::SequenceSampler* const> samplers,
+                       std::vector<sampling::SampledToken>& out, std::vector<sampling::ScoredToken>& scores);
+  // The same, for inputs that score nothing.
   void step_and_sample(std::span<const StepInput> inputs, std::span<sampling::SequenceSampler* const> samplers,
                        std::vector<sampling::SampledToken>& out);
 
  private:
   Engine() = default;
-  // Lays the inputs out as one step (layout_); throws for a sequence past max_model_len.
+  // Lays the inputs out as one step (layout_): each input's logit rows (all_logits, or its last token), then
+  // every input's scored rows. Throws for a sequence past max_model_len or scored rows outside its tokens.
   void lay_out(std::span<const StepInput> inputs);
+  // Scores the inputs' scored tokens from their rows, which start at `rows` on the host.
+  void score(std::span<const StepInput> inputs, const float* rows, std::vector<sampling::ScoredToken>& scores);
+  // A device sampler reports at most Backend::max_device_logprobs() top log-probabilities: rows asking for
+  // more are read back and scanned here.
+  void widen_device_logprobs(const backend::Tensor& logits, std::span<sampling::SequenceSampler* const> samplers,
+                             std::span<sampling::SampledToken> out);
 
   std::unique_ptr<model::Checkpoint> checkpoint_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::Transformer> transformer_;
   std::size_t max_model_len_ = 0;
   std::unique_ptr<KvCacheManager> kv_cache_;
-  backend::StepLayout layout_;  // reused from step to step
+  backend::StepLayout layout_;   // reused from step to step
+  std::size_t scored_rows_ = 0;  // of layout_.logit_rows, the last ones are scored rows
   std::vector<float> host_logits_;
   std::vector<sampling::SamplingStep> sampling_steps_;
+  sampling::LogprobScanner scanner_;
 };
 
 }  // namespace engine::runtime

@@ -35,10 +35,10 @@ bool in_closed(float value, float low, float high) {
   return value >= low && value <= high;
 }
 
-// Best first: the higher logit, then the lower id (so ties resolve like an argmax that keeps the first).
+// Best first (ranks_before) for the sampler's candidates.
 template <typename T>
 bool better(const T& a, const T& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
+  return ranks_before(a.logit, a.token, b.logit, b.token);
 }
 
 // A uniform double in [0, 1) from the top 53 bits: unlike std::uniform_real_distribution, the same on every
@@ -70,9 +70,8 @@ void validate(const SamplingParams& p, std::size_t vocab_size) {
   if (!in_closed(p.frequency_penalty, -2.0f, 2.0f)) {
     refuse("frequency_penalty must be in [-2, 2], got " + number(p.frequency_penalty));
   }
-  if (p.logprobs < -1 || p.logprobs > kMaxLogprobs) {
-    refuse("logprobs must be in [-1, " + std::to_string(kMaxLogprobs) + "], got " + std::to_string(p.logprobs));
-  }
+  // How many a request may ask for is the server's --max-logprobs, checked where the request is read.
+  if (p.logprobs < -1) refuse("logprobs must be -1 (none) or at least 0, got " + std::to_string(p.logprobs));
   for (const auto& [token, bias] : p.logit_bias) {
     if (token < 0 || static_cast<std::size_t>(token) >= vocab_size) {
       refuse("logit_bias token id " + std::to_string(token) + " is outside the vocabulary [0, " +
@@ -120,13 +119,9 @@ SampledToken SequenceSampler::sample(std::span<float> logits) {
   const bool want_logprobs = params_.logprobs >= 0;
   double log_normaliser = 0.0;
   if (want_logprobs) {
-    // log-sum-exp of the raw logits: exp in float (as the model's own softmax would be), sum in double.
-    float max_logit = -std::numeric_limits<float>::infinity();
-    for (const float v : logits) max_logit = std::max(max_logit, v);
-    double sum = 0.0;
-    for (const float v : logits) sum += std::exp(v - max_logit);
-    log_normaliser = static_cast<double>(max_logit) + std::log(sum);
-    top_logprobs(logits, log_normaliser, result.top);
+    // Of the raw logits, before bias and penalties change them.
+    log_normaliser =
+        scanner_.scan(logits, static_cast<std::size_t>(params_.logprobs), std::nullopt, result.top).log_normaliser;
   }
 
   apply_bias_and_penalties(logits, want_logprobs);
@@ -238,33 +233,6 @@ float SequenceSampler::raw_logit(std::span<const float> logits, std::int32_t tok
   const auto first =
       std::find_if(raw_logits_.begin(), raw_logits_.end(), [&](const auto& entry) { return entry.first == token; });
   return first != raw_logits_.end() ? first->second : logits[static_cast<std::size_t>(token)];
-}
-
-void SequenceSampler::top_logprobs(std::span<const float> logits, double log_normaliser,
-                                   std::vector<TokenLogprob>& out) {
-  const std::size_t wanted = std::min(static_cast<std::size_t>(params_.logprobs), logits.size());
-  out.clear();
-  if (wanted == 0) return;
-  // A heap of the best `wanted` so far whose front is the worst of them: one pass, no sort of the vocabulary.
-  const auto cmp = [](const Scored& a, const Scored& b) { return better(a, b); };
-  top_.clear();
-  for (std::size_t i = 0; i < logits.size(); ++i) {
-    const Scored scored{logits[i], static_cast<std::int32_t>(i)};
-    if (std::isnan(scored.logit)) continue;
-    if (top_.size() < wanted) {
-      top_.push_back(scored);
-      std::push_heap(top_.begin(), top_.end(), cmp);
-    } else if (better(scored, top_.front())) {
-      std::pop_heap(top_.begin(), top_.end(), cmp);
-      top_.back() = scored;
-      std::push_heap(top_.begin(), top_.end(), cmp);
-    }
-  }
-  std::sort_heap(top_.begin(), top_.end(), cmp);
-  out.reserve(top_.size());
-  for (const Scored& scored : top_) {
-    out.push_back({scored.token, static_cast<float>(static_cast<double>(scored.logit) - log_normaliser)});
-  }
 }
 
 float SequenceSampler::kth_largest(std::span<const float> logits, std::size_t k) {

@@ -14,12 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "engine/sampling/logprobs.h"
 #include "engine/sampling/sampling_step.h"
 
 namespace engine::sampling {
 
-// vLLM's default max_logprobs: the most `logprobs` a request may ask for.
-inline constexpr int kMaxLogprobs = 20;
 // OpenAI's range for a logit_bias value; vLLM clamps values outside it rather than refusing them.
 inline constexpr float kMaxLogitBias = 100.0f;
 // vLLM raises a temperature in (0, kMinTemperature) to kMinTemperature (smaller ones overflow its float
@@ -36,7 +35,7 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [-2, 2]; over output tokens
   std::vector<std::pair<std::int32_t, float>> logit_bias;  // added to the logits first
   std::optional<std::uint64_t> seed;                       // none: a fresh nondeterministic stream
-  int logprobs = -1;  // -1: none; 0: the chosen token's only; N: also the N most likely
+  int logprobs = -1;  // -1: none; 0: the chosen token's only; N: also the N most likely (the server caps N)
 };
 
 // Thrown for parameters out of range; the message names the parameter, its value and the allowed range.
@@ -48,11 +47,6 @@ class SamplingError : public std::invalid_argument {
 // Checks every field against its range (and logit_bias ids against vocab_size). Throws SamplingError. A
 // logit_bias value outside [-kMaxLogitBias, kMaxLogitBias] is accepted and clamped when sampling; NaN is refused.
 void validate(const SamplingParams& params, std::size_t vocab_size);
-
-struct TokenLogprob {
-  std::int32_t token = 0;
-  float logprob = 0.0f;
-};
 
 struct SampledToken {
   std::int32_t token = 0;
@@ -87,17 +81,11 @@ class SequenceSampler {
     float weight = 0.0f;  // exp((logit - max) / temperature): unnormalised probability
     std::int32_t token = 0;
   };
-  // A token and its logit, ordered best first (higher logit, then lower id).
-  struct Scored {
-    float logit = 0.0f;
-    std::int32_t token = 0;
-  };
 
   void apply_bias_and_penalties(std::span<float> logits, bool keep_raw);
   std::int32_t draw(std::span<const float> logits);
   float kth_largest(std::span<const float> logits, std::size_t k);
   std::size_t apply_top_p(double total, float max_logit, float inverse_temperature, double& kept_mass);
-  void top_logprobs(std::span<const float> logits, double log_normaliser, std::vector<TokenLogprob>& out);
   float raw_logit(std::span<const float> logits, std::int32_t token) const;
 
   SamplingParams params_;
@@ -110,7 +98,7 @@ class SequenceSampler {
   // Scratch reused across steps: once grown, a step allocates only the result's `top` and a first-seen output
   // token's count.
   std::vector<Candidate> candidates_;
-  std::vector<Scored> top_;
+  LogprobScanner scanner_;
   std::vector<float> heap_;
   std::vector<std::pair<std::int32_t, float>> raw_logits_;  // (token, logit before bias/penalties)
 };

@@ -34,6 +34,7 @@ struct LogprobRecord {
   std::int32_t token = 0;
   float logprob = 0.0f;
   std::vector<engine::sampling::TokenLogprob> top;
+  bool scored = true;  // false: the prompt's first token, which nothing predicts (its logprob and top are null)
 };
 
 // vLLM's stop_reason: the stop string, the stop token id, or null (EOS, length, abort).

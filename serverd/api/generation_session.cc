@@ -23,6 +23,15 @@ class ChoiceSink final : public GenerationSink {
   ChoiceSink(std::shared_ptr<GenerationSession> session, std::size_t choice)
       : session_(std::move(session)), choice_(choice) {}
 
+  void on_prompt_logprobs(std::span<const PromptLogprob> entries) override {
+    if (entries.empty()) return;
+    GenerationSession::Event event;
+    event.choice = choice_;
+    event.prompt_logprobs.assign(entries.begin(), entries.end());
+    event.at = Clock::now();
+    session_->push(std::move(event));
+  }
+
   void on_tokens(std::span<const GeneratedToken> tokens) override {
     GenerationSession::Event event;
     event.choice = choice_;
@@ -94,17 +103,21 @@ void GenerationSession::start(std::vector<SequenceSpec> sequences) {
   const std::size_t prompts = settings_.prompt_tokens.size();
   unrecorded_.assign(prompts, 0);
   max_generated_.assign(prompts, 0);
-  for (auto& spec : sequences) {
+  prompts_.resize(prompts);
+  for (std::size_t i = 0; i < sequences.size(); ++i) {
+    const SequenceSpec& spec = sequences[i];
     choices_.emplace_back(ChoiceOutput(tokenizer_, spec.stops, spec.config));
     choices_.back().prompt = spec.prompt;
     choices_.back().max_tokens = spec.request.max_tokens;
-    if (spec.request.max_tokens > 0) ++unrecorded_.at(spec.prompt);
+    // Submitted (and so recorded in /metrics): what generates, or scores its prompt.
+    if (spec.request.max_tokens > 0 || spec.request.prompt_logprobs) ++unrecorded_.at(spec.prompt);
+    if (spec.request.prompt_logprobs) prompts_.at(spec.prompt).scorer = i;
   }
   submitted_ = unrecorded_;
   for (std::size_t i = 0; i < sequences.size(); ++i) {
     Choice& choice = choices_[i];
     choice.submitted = Clock::now();
-    if (sequences[i].request.max_tokens == 0) {
+    if (sequences[i].request.max_tokens == 0 && !sequences[i].request.prompt_logprobs) {
       // Completions with echo and max_tokens 0: the prompt is the whole answer; nothing to generate.
       choice.out.finish(FinishReason::Length, std::nullopt);
       choice.dirty = true;
@@ -208,8 +221,22 @@ void GenerationSession::process(Event& event) {
     choice.cached_prompt_tokens = *event.cached_prompt_tokens;
     return;
   }
+  const auto touch_prompt = [&] {
+    // The choices of the prompt may be waiting for its log-probabilities.
+    for (Choice& other : choices_) {
+      if (other.prompt == choice.prompt) other.dirty = true;
+    }
+  };
+  if (!event.prompt_logprobs.empty()) {
+    auto& entries = prompts_.at(choice.prompt).entries;
+    entries.insert(entries.end(), std::make_move_iterator(event.prompt_logprobs.begin()),
+                   std::make_move_iterator(event.prompt_logprobs.end()));
+    if (prompt_scored(choice.prompt)) touch_prompt();
+    return;
+  }
   if (event.finish) {
     choice.generator_done = true;
+    if (prompts_.at(choice.prompt).scorer == event.choice) touch_prompt();
     if (!choice.out.finished()) {  // else a stop string ended it already
       choice.out.finish(event.reason, event.stop_token);
       finished(choice, event.at);
@@ -275,10 +302,21 @@ std::string GenerationSession::role_chunk(std::size_t index) {
   return w.take();
 }
 
-std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::string text, bool finish) {
+bool GenerationSession::prompt_scored(std::size_t prompt) const {
+  const PromptScores& scores = prompts_.at(prompt);
+  if (!scores.scorer || scores.entries.size() + 1 >= settings_.prompt_tokens.at(prompt)) return true;
+  const Choice& scorer = choices_.at(*scores.scorer);
+  return scorer.generator_done || scorer.out.finished();
+}
+
+std::vector<LogprobRecord> GenerationSession::echoed_records(const Choice& choice) const {
+  if (!settings_.echo_prompt_logprobs) return {};
+  return prompt_records(settings_.first_prompt_tokens.at(choice.prompt), prompts_.at(choice.prompt).entries);
+}
+
+std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::string text,
+                                     std::vector<LogprobRecord> logprobs, bool finish) {
   const bool chat = settings_.kind == ApiKind::kChat;
-  std::vector<LogprobRecord> logprobs;
-  if (settings_.logprobs) logprobs = choice.out.take_logprobs();
   JsonWriter w;
   begin_json(w, chat ? "chat.completion.chunk" : "text_completion");
   w.key("choices").begin_array().begin_object();
@@ -293,9 +331,10 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::str
   w.key("logprobs");
   if (settings_.logprobs) {
     if (chat) {
-      write_chat_logprobs(w, tokenizer_, logprobs, *settings_.logprobs);
+      write_chat_logprobs(w, tokenizer_, logprobs, *settings_.logprobs, settings_.tokens_as_ids);
     } else {
-      write_completion_logprobs(w, tokenizer_, logprobs, *settings_.logprobs, choice.text_offset);
+      write_completion_logprobs(w, tokenizer_, logprobs, *settings_.logprobs, choice.text_offset,
+                                settings_.tokens_as_ids);
     }
   } else {
     w.null();
@@ -319,19 +358,36 @@ void GenerationSession::send_chunks() {
   for (std::size_t i = 0; i < choices_.size(); ++i) {
     Choice& choice = choices_[i];
     if (!choice.dirty || choice.final_sent) continue;
+    // The first chunk of an echo with logprobs carries the prompt's: it waits for them (dirty meanwhile).
+    if (!choice.echo_sent && settings_.echo_prompt_logprobs && !prompt_scored(choice.prompt)) continue;
     choice.dirty = false;
     std::string text = choice.out.take_text();
+    std::vector<LogprobRecord> logprobs;
     if (!choice.echo_sent) {
       choice.echo_sent = true;
       if (choice.prompt < settings_.echo.size()) text = settings_.echo[choice.prompt] + text;
+      logprobs = echoed_records(choice);
+    }
+    if (settings_.logprobs) {
+      auto generated = choice.out.take_logprobs();
+      logprobs.insert(logprobs.end(), std::make_move_iterator(generated.begin()),
+                      std::make_move_iterator(generated.end()));
     }
     const bool finish = choice.out.finished();
-    const bool has_logprobs = settings_.logprobs && choice.out.has_new_logprobs();
-    if (text.empty() && !finish && !has_logprobs) continue;  // everything new is held back
+    if (text.empty() && !finish && logprobs.empty()) continue;  // everything new is held back
     if (finish) choice.final_sent = true;
-    out += sse_event(chunk(i, choice, std::move(text), finish));
+    out += sse_event(chunk(i, choice, std::move(text), std::move(logprobs), finish));
   }
   if (!out.empty()) exchange_->write(std::move(out));
+}
+
+void GenerationSession::write_prompt_logprobs_field(JsonWriter& w, std::size_t prompt) const {
+  w.key("prompt_logprobs");
+  if (settings_.prompt_logprobs_field) {
+    write_prompt_logprobs(w, tokenizer_, prompts_.at(prompt).entries);
+  } else {
+    w.null();
+  }
 }
 
 std::size_t GenerationSession::prompt_total() const {
@@ -389,10 +445,12 @@ std::string GenerationSession::full_response() const {
     w.key("logprobs");
     if (settings_.logprobs) {
       if (chat) {
-        write_chat_logprobs(w, tokenizer_, choice.out.logprobs(), *settings_.logprobs);
+        write_chat_logprobs(w, tokenizer_, choice.out.logprobs(), *settings_.logprobs, settings_.tokens_as_ids);
       } else {
+        std::vector<LogprobRecord> records = echoed_records(choice);
+        records.insert(records.end(), choice.out.logprobs().begin(), choice.out.logprobs().end());
         std::size_t offset = 0;
-        write_completion_logprobs(w, tokenizer_, choice.out.logprobs(), *settings_.logprobs, offset);
+        write_completion_logprobs(w, tokenizer_, records, *settings_.logprobs, offset, settings_.tokens_as_ids);
       }
     } else {
       w.null();
@@ -400,12 +458,13 @@ std::string GenerationSession::full_response() const {
     w.key("finish_reason").value(choice.out.finish_reason());
     w.key("stop_reason");
     write_stop_reason(w, choice.out.stop_reason());
-    if (!chat) w.key("prompt_logprobs").null();
+    if (!chat) write_prompt_logprobs_field(w, choice.prompt);
     w.end_object();
   }
   w.end_array();
   w.key("usage");
   write_usage(w, prompt_total(), completion_total(), cached_tokens());
+  if (chat) write_prompt_logprobs_field(w, 0);  // vLLM puts the chat prompt's on the response
   w.end_object();
   return w.take();
 }

@@ -40,10 +40,17 @@ struct SessionSettings {
   bool include_usage = false;              // a stream ends with a usage chunk
   bool prompt_tokens_details = false;      // usage carries prompt_tokens_details.cached_tokens
   std::string role = "assistant";          // chat: the role of the reply
-  std::optional<int> logprobs;             // top log-probabilities per token; nullopt: no logprobs
+  std::optional<std::size_t> logprobs;     // top log-probabilities per token; nullopt: no logprobs
   std::vector<std::size_t> prompt_tokens;  // per prompt
   std::vector<std::string> echo;           // per prompt: text the choices start with (echo); may be empty
   std::vector<http::Header> headers;       // sent with the response (X-Request-Id)
+  bool tokens_as_ids = false;              // log-probability records write "token_id:ID" tokens
+  // Prompt log-probabilities, scored by the first sequence of each prompt (SequenceSpec::request's
+  // prompt_logprobs) and shared by its choices: in the "prompt_logprobs" list (each completions choice's, or
+  // the chat response's), and/or (completions with echo and logprobs) leading each choice's logprobs.
+  bool prompt_logprobs_field = false;
+  bool echo_prompt_logprobs = false;
+  std::vector<std::int32_t> first_prompt_tokens;  // per prompt: its first token, which nothing predicts
 };
 
 // One sequence to submit: choice `index` of prompt `prompt`.
@@ -73,6 +80,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     bool finish = false;
     std::optional<std::size_t> cached_prompt_tokens;  // on_prompt_cached
     std::vector<GeneratedToken> tokens;
+    std::vector<PromptLogprob> prompt_logprobs;
     FinishReason reason = FinishReason::Stop;
     std::optional<std::int32_t> stop_token;
     SequenceTimings timings;  // finish only
@@ -99,6 +107,12 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     std::chrono::steady_clock::time_point finished_at;  // when the response's choice ended
   };
 
+  // A prompt's log-probabilities as they arrive from the sequence that scores it.
+  struct PromptScores {
+    std::vector<PromptLogprob> entries;  // prompt tokens 1, 2, ...
+    std::optional<std::size_t> scorer;   // the choice whose sequence scores them
+  };
+
   void drain();
   void abort();
   void abort_locked();
@@ -109,10 +123,16 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void record(const Choice& choice, const SequenceTimings& timings);
   void send_chunks();
   void complete();
-  std::string chunk(std::size_t index, Choice& choice, std::string text, bool finish);
+  std::string chunk(std::size_t index, Choice& choice, std::string text, std::vector<LogprobRecord> logprobs,
+                    bool finish);
+  // Whether a prompt's log-probabilities are all in (or will never all come: its scorer has finished).
+  bool prompt_scored(std::size_t prompt) const;
+  // The records a choice's logprobs start with: the prompt's (echo with logprobs), else none.
+  std::vector<LogprobRecord> echoed_records(const Choice& choice) const;
   std::string role_chunk(std::size_t index);
   std::string usage_chunk() const;
   std::string full_response() const;
+  void write_prompt_logprobs_field(JsonWriter& w, std::size_t prompt) const;
   void begin_json(JsonWriter& w, std::string_view object) const;
   std::size_t prompt_total() const;
   std::size_t completion_total() const;
@@ -134,6 +154,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::vector<std::size_t> unrecorded_;     // per prompt: its submitted choices /metrics has not recorded
   std::vector<std::size_t> max_generated_;  // per prompt: the most tokens one of its recorded choices has
   std::vector<std::size_t> submitted_;      // per prompt: its submitted choices (vLLM's n)
+  std::vector<PromptScores> prompts_;       // per prompt
   std::size_t finished_ = 0;
   bool aborted_ = false;
   bool completed_ = false;

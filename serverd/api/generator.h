@@ -15,6 +15,10 @@
 //   - The token that ends a sequence with FinishReason::Stop (an EOS id, unless ignore_eos, or one of
 //     stop_token_ids, once min_tokens tokens exist) is delivered through on_tokens() like any other sampled
 //     token, then on_finish(Stop, that id). The API layer leaves its text out unless asked otherwise.
+//   - A request with prompt_logprobs gets the log-probabilities of its prompt tokens 1, 2, ... (nothing
+//     predicts the first) through on_prompt_logprobs(), in order, each exactly once (a prefill in chunks, or
+//     one recomputed after preemption, delivers them in pieces but never twice), all before the first
+//     on_tokens(). A sequence that is aborted may end before all of them came.
 
 #include <array>
 #include <chrono>
@@ -43,11 +47,18 @@ struct GenerationRequest {
   std::string request_id;  // "cmpl-<id>-<prompt>-<choice>", for the engine's logs
   std::vector<std::int32_t> prompt_tokens;
   engine::sampling::SamplingParams sampling;
-  std::size_t max_tokens = 16;  // at least 1; prompt_tokens.size() + max_tokens <= max_model_len
-  std::size_t min_tokens = 0;   // EOS and stop_token_ids cannot end the sequence before this many tokens
+  // At least 1, or 0 for a sequence that only scores its prompt (prompt_logprobs set; it ends with Length once
+  // the prompt is computed); prompt_tokens.size() + max_tokens <= max_model_len.
+  std::size_t max_tokens = 16;
+  std::size_t min_tokens = 0;  // EOS and stop_token_ids cannot end the sequence before this many tokens
   bool ignore_eos = false;
   std::vector<std::int32_t> stop_token_ids;  // besides the model's EOS ids
+  // vLLM's prompt_logprobs: score every prompt token after the first, with this many most likely tokens.
+  std::optional<std::size_t> prompt_logprobs;
 };
+
+// One prompt token's log-probability, rank and the most likely tokens at its position.
+using PromptLogprob = engine::sampling::ScoredToken;
 
 struct GeneratedToken {
   engine::sampling::SampledToken sampled;
@@ -73,6 +84,8 @@ struct SequenceTimings {
 class GenerationSink {
  public:
   virtual ~GenerationSink() = default;
+  // Prompt tokens' log-probabilities, continuing where the last call stopped (from prompt token 1).
+  virtual void on_prompt_logprobs(std::span<const PromptLogprob> entries) = 0;
   // One or more new tokens of the sequence, in order.
   virtual void on_tokens(std::span<const GeneratedToken> tokens) = 0;
   // The end of the sequence. `stop_token` is the token that stopped it (FinishReason::Stop only).

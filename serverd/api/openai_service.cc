@@ -230,13 +230,15 @@ struct SequencePlan {
   engine::sampling::SamplingParams sampling;
   std::shared_ptr<const StopStrings> stops;
   std::shared_ptr<const ChoiceConfig> config;
+  std::optional<std::size_t> prompt_logprobs;  // scored by each prompt's first sequence, for all its choices
 };
 
-SequencePlan plan(const CommonFields& fields, const ModelInfo& model, std::optional<int> logprobs) {
+SequencePlan plan(const CommonFields& fields, const ModelInfo& model, const LogprobPlan& logprobs) {
   SequencePlan p;
   p.fields = &fields;
   p.model = &model;
-  p.sampling = build_sampling(fields, logprobs.value_or(-1), model);
+  p.sampling = build_sampling(fields, logprobs.sampled ? static_cast<int>(*logprobs.sampled) : -1, model);
+  p.prompt_logprobs = logprobs.prompt;
   p.stops = std::make_shared<StopStrings>(fields.stop);
   auto config = std::make_shared<ChoiceConfig>();
   config->skip_special_tokens = fields.skip_special_tokens;
@@ -245,7 +247,7 @@ SequencePlan plan(const CommonFields& fields, const ModelInfo& model, std::optio
   config->ignore_eos = fields.ignore_eos;
   config->eos_token_ids = model.eos_token_ids;
   config->stop_token_ids = fields.stop_token_ids;
-  config->keep_logprobs = logprobs.has_value();
+  config->keep_logprobs = logprobs.sampled.has_value();
   p.config = std::move(config);
   return p;
 }
@@ -273,12 +275,13 @@ void add_sequences(const SequencePlan& p, const std::string& id, std::size_t pro
     r.min_tokens = p.fields->min_tokens;
     r.ignore_eos = p.fields->ignore_eos;
     r.stop_token_ids = p.fields->stop_token_ids;
+    if (j == 0) r.prompt_logprobs = p.prompt_logprobs;
     out.push_back(std::move(spec));
   }
 }
 
 SessionSettings settings_for(ApiKind kind, std::string id, const CommonFields& fields, const ModelInfo& model,
-                             std::optional<int> logprobs, const std::vector<http::Header>& headers,
+                             const LogprobPlan& logprobs, const std::vector<http::Header>& headers,
                              const ApiOptions& options) {
   SessionSettings s;
   s.kind = kind;
@@ -288,8 +291,11 @@ SessionSettings settings_for(ApiKind kind, std::string id, const CommonFields& f
   s.stream = fields.stream;
   s.include_usage = fields.include_usage || (fields.stream && options.force_include_usage);
   s.prompt_tokens_details = options.prompt_tokens_details;
-  s.logprobs = logprobs;
+  s.logprobs = logprobs.sampled;
   s.headers = headers;
+  s.tokens_as_ids = logprobs.tokens_as_ids;
+  s.prompt_logprobs_field = logprobs.prompt && logprobs.prompt_field;
+  s.echo_prompt_logprobs = logprobs.prompt && logprobs.echo_prompt;
   return s;
 }
 
@@ -303,11 +309,11 @@ void OpenAiService::completions(const std::shared_ptr<http::Exchange>& exchange,
   const CompletionRequest request = parse_completion_request(body, options_.limits);
   check_model(request.common.model, model);
   const auto prompts = build_completion_prompts(request, model);
-  const SequencePlan p = plan(request.common, model, request.logprobs);
+  const LogprobPlan logprobs = plan_completion_logprobs(request, options_.logprobs, model);
+  const SequencePlan p = plan(request.common, model, logprobs);
 
   const std::string id = "cmpl-" + request_id;
-  SessionSettings settings =
-      settings_for(ApiKind::kCompletion, id, request.common, model, request.logprobs, headers, options_);
+  SessionSettings settings = settings_for(ApiKind::kCompletion, id, request.common, model, logprobs, headers, options_);
   std::vector<SequenceSpec> sequences;
   std::size_t last_max_tokens = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -317,6 +323,7 @@ void OpenAiService::completions(const std::shared_ptr<http::Exchange>& exchange,
     const std::size_t max_tokens =
         echo_only ? 0 : resolve_max_tokens(request.common.max_tokens, 16, prompt.tokens.size(), model);
     settings.prompt_tokens.push_back(prompt.tokens.size());
+    settings.first_prompt_tokens.push_back(prompt.tokens.front());
     if (request.common.echo) settings.echo.push_back(prompt.text);
     add_sequences(p, id, i, prompt.tokens, max_tokens, sequences);
     last_max_tokens = max_tokens;
@@ -349,13 +356,14 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   const PreparedPrompt prompt = build_chat_prompt(inputs, model, options_.chat);
   const std::size_t max_tokens =
       resolve_max_tokens(request.common.max_tokens, std::nullopt, prompt.tokens.size(), model);
-  const std::optional<int> logprobs = request.logprobs ? std::optional<int>(request.top_logprobs) : std::nullopt;
+  const LogprobPlan logprobs = plan_chat_logprobs(request, options_.logprobs, model);
   const SequencePlan p = plan(request.common, model, logprobs);
 
   const std::string id = "chatcmpl-" + request_id;
   SessionSettings settings = settings_for(ApiKind::kChat, id, request.common, model, logprobs, headers, options_);
   settings.role = response_role(options_.chat, request.add_generation_prompt, request.messages);
   settings.prompt_tokens.push_back(prompt.tokens.size());
+  settings.first_prompt_tokens.push_back(prompt.tokens.front());
   // vLLM's echo for chat: the reply starts with the last message when that is the assistant's.
   if (request.common.echo && request.messages.last_role == "assistant" && request.messages.last_content) {
     settings.echo.push_back(*request.messages.last_content);

@@ -25,6 +25,7 @@
 #include "serverd/api/generation_session.h"
 #include "serverd/api/generator.h"
 #include "serverd/api/http_metrics.h"
+#include "serverd/api/logprob_request.h"
 #include "serverd/api/metrics.h"
 #include "serverd/api/prompts.h"
 #include "serverd/api/protocol.h"
@@ -42,6 +43,7 @@ struct ApiOptions {
   bool prompt_tokens_details = false;  // --enable-prompt-tokens-details
   // --enable-log-requests: receives one line per request (unset: nothing is logged).
   std::function<void(const std::string&)> request_log;
+  LogprobLimits logprobs;                    // --max-logprobs, --return-tokens-as-token-ids
   std::size_t max_active_sequences = 16384;  // sequences in flight beyond which requests get 503
   int retry_after_seconds = 1;
 };

@@ -61,8 +61,8 @@ std::size_t count_at_least(std::int64_t value, std::int64_t minimum, std::string
 // refused rather than silently ignored.
 void refuse_unsupported(const Value& body) {
   if (bool_field(body, "use_beam_search").value_or(false)) unsupported("use_beam_search");
-  for (const char* name : {"prompt_logprobs", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
-                           "guided_grammar", "logprob_token_ids", "prompt_embeds"}) {
+  for (const char* name : {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                           "logprob_token_ids", "prompt_embeds"}) {
     if (field(body, name) != nullptr) unsupported(name);
   }
   for (const char* name : {"allowed_token_ids", "bad_words"}) {
@@ -156,6 +156,17 @@ CommonFields parse_common(const Value& body, const ParseLimits& limits, Endpoint
   }
 
   c.stream = bool_field(body, "stream").value_or(false);
+  if (const auto prompt_logprobs = int_field(body, "prompt_logprobs")) {
+    // A streamed response has no place for them (vLLM's checks, in its order).
+    if (c.stream && (*prompt_logprobs > 0 || *prompt_logprobs == -1)) {
+      throw_bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
+    }
+    if (*prompt_logprobs < -1) {
+      throw_bad_request("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs");
+    }
+    c.prompt_logprobs = prompt_logprobs;
+  }
+  c.return_tokens_as_token_ids = bool_field(body, "return_tokens_as_token_ids");
   if (const auto* options = field(body, "stream_options")) {
     if (!options->IsObject()) throw_bad_request("'stream_options' must be an object", "stream_options");
     if (!c.stream) {
@@ -385,14 +396,11 @@ void parse_generation_prompt(const Value& body, bool& add_generation_prompt, boo
   add_generation_prompt = add.value_or(!continue_final_message);
 }
 
-int logprobs_count(std::int64_t value, std::string_view name, const ParseLimits& limits) {
-  if (value < 0) throw_bad_request("`" + std::string(name) + "` must be a positive value or -1.", std::string(name));
-  if (value > limits.max_logprobs) {
-    throw_bad_request("Requested sample logprobs of " + std::to_string(value) +
-                          ", which is greater than max allowed: " + std::to_string(limits.max_logprobs),
-                      std::string(name));
-  }
-  return static_cast<int>(value);
+// A count of log-probabilities: -1 (the whole vocabulary) or at least 0. The cap (--max-logprobs) needs the
+// vocabulary, so resolve_logprobs checks it.
+std::int64_t logprobs_count(std::int64_t value, std::string_view name) {
+  if (value < -1) throw_bad_request("`" + std::string(name) + "` must be a positive value or -1.", std::string(name));
+  return value;
 }
 
 }  // namespace
@@ -404,11 +412,7 @@ CompletionRequest parse_completion_request(const Value& body, const ParseLimits&
   if (const auto best_of = int_field(body, "best_of"); best_of && *best_of != static_cast<std::int64_t>(r.common.n)) {
     unsupported("best_of", "best_of must equal n");
   }
-  if (const auto logprobs = int_field(body, "logprobs")) {
-    // -1 asks vLLM for the whole vocabulary, more than max_logprobs allows.
-    r.logprobs = logprobs_count(*logprobs == -1 ? limits.max_logprobs + 1 : *logprobs, "logprobs", limits);
-    if (r.common.echo) unsupported("echo", "echo with logprobs needs the prompt's log-probabilities");
-  }
+  if (const auto logprobs = int_field(body, "logprobs")) r.logprobs = logprobs_count(*logprobs, "logprobs");
   r.prompts = parse_prompts(body, limits);
   return r;
 }
@@ -423,8 +427,8 @@ ChatRequest parse_chat_request(const Value& body, const ParseLimits& limits) {
   parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
   r.logprobs = bool_field(body, "logprobs").value_or(false);
   if (const auto top = int_field(body, "top_logprobs")) {
-    r.top_logprobs = logprobs_count(*top == -1 ? limits.max_logprobs + 1 : *top, "top_logprobs", limits);
-    if (r.top_logprobs > 0 && !r.logprobs) {
+    r.top_logprobs = logprobs_count(*top, "top_logprobs");
+    if (r.top_logprobs != 0 && !r.logprobs) {
       throw_bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
     }
   }

@@ -21,7 +21,6 @@ struct ParseLimits {
   std::size_t max_prompts = 1024;     // prompts in one completions request
   std::size_t max_stop_strings = 64;  // bounds the per-token stop string search
   std::size_t max_stop_string_bytes = 1024;
-  int max_logprobs = 20;  // vLLM's default --max-logprobs
 };
 
 // What both completion endpoints share.
@@ -49,6 +48,8 @@ struct CommonFields {
   std::optional<std::int64_t> truncate_prompt_tokens;  // -1: the context length
   bool add_special_tokens = true;
   bool echo = false;
+  std::optional<std::int64_t> prompt_logprobs;     // vLLM's prompt_logprobs; -1: the whole vocabulary
+  std::optional<bool> return_tokens_as_token_ids;  // nullopt: the server's --return-tokens-as-token-ids
 };
 
 struct PromptInput {
@@ -60,7 +61,9 @@ struct PromptInput {
 struct CompletionRequest {
   CommonFields common;
   std::vector<PromptInput> prompts;
-  std::optional<int> logprobs;  // top log-probabilities per token; 0: the chosen token's only
+  // Top log-probabilities per token; 0: the chosen token's only; -1: the whole vocabulary. Checked against
+  // --max-logprobs with the vocabulary (resolve_logprobs).
+  std::optional<std::int64_t> logprobs;
 };
 
 // Chat messages as the template receives them, in both of vLLM's content formats (which one a template gets
@@ -85,7 +88,7 @@ struct ChatRequest {
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   bool logprobs = false;
-  int top_logprobs = 0;
+  std::int64_t top_logprobs = 0;  // -1: the whole vocabulary
 };
 
 // POST /tokenize: a prompt, or messages through the chat template.

@@ -17,6 +17,11 @@ std::string token_text(const engine::tokenizer::Tokenizer& tokenizer, std::int32
   return tokenizer.decode(std::span<const std::int32_t>(&token, 1), false);
 }
 
+// A token as the log-probability formats write it.
+std::string token_string(const engine::tokenizer::Tokenizer& tokenizer, std::int32_t token, bool as_id) {
+  return as_id ? "token_id:" + std::to_string(token) : token_text(tokenizer, token);
+}
+
 // Python's len(): code points, which is what vLLM's text_offset counts.
 std::size_t code_points(std::string_view text) {
   return static_cast<std::size_t>(
@@ -57,10 +62,11 @@ void write_stop_reason(JsonWriter& w, const StopReason& reason) {
 }
 
 void write_completion_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer& tokenizer,
-                               std::span<const LogprobRecord> records, int top_logprobs, std::size_t& text_offset) {
+                               std::span<const LogprobRecord> records, std::size_t top_logprobs,
+                               std::size_t& text_offset, bool tokens_as_ids) {
   std::vector<std::string> tokens;
   tokens.reserve(records.size());
-  for (const auto& record : records) tokens.push_back(token_text(tokenizer, record.token));
+  for (const auto& record : records) tokens.push_back(token_string(tokenizer, record.token, tokens_as_ids));
 
   w.begin_object();
   w.key("text_offset").begin_array();
@@ -70,22 +76,32 @@ void write_completion_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer
   }
   w.end_array();
   w.key("token_logprobs").begin_array();
-  for (const auto& record : records) w.value(floored(record.logprob));
+  for (const auto& record : records) {
+    if (record.scored) {
+      w.value(floored(record.logprob));
+    } else {
+      w.null();
+    }
+  }
   w.end_array();
   w.key("tokens").begin_array();
   for (const auto& token : tokens) w.value(token);
   w.end_array();
   w.key("top_logprobs").begin_array();
   for (std::size_t i = 0; i < records.size(); ++i) {
+    if (!records[i].scored) {
+      w.null();
+      continue;
+    }
     // The chosen token first, then the most likely ones: up to top_logprobs + 1 entries, keyed by text as a
     // Python dict would be (a repeated text keeps its first place and its last value).
     std::vector<std::pair<std::string, double>> entries{{tokens[i], floored(records[i].logprob)}};
     std::vector<std::int32_t> ids{records[i].token};
     for (const auto& top : records[i].top) {
-      if (static_cast<int>(ids.size()) > top_logprobs) break;
+      if (ids.size() > top_logprobs) break;
       if (std::find(ids.begin(), ids.end(), top.token) != ids.end()) continue;
       ids.push_back(top.token);
-      std::string text = token_text(tokenizer, top.token);
+      std::string text = token_string(tokenizer, top.token, tokens_as_ids);
       const auto same = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == text; });
       if (same != entries.end()) {
         same->second = floored(top.logprob);
@@ -102,20 +118,20 @@ void write_completion_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer
 }
 
 void write_chat_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer& tokenizer,
-                         std::span<const LogprobRecord> records, int top_logprobs) {
+                         std::span<const LogprobRecord> records, std::size_t top_logprobs, bool tokens_as_ids) {
   w.begin_object();
   w.key("content").begin_array();
   for (const auto& record : records) {
-    const std::string token = token_text(tokenizer, record.token);
+    const std::string token = token_string(tokenizer, record.token, tokens_as_ids);
     w.begin_object();
     w.key("token").value(token);
     w.key("logprob").value(floored(record.logprob));
     w.key("bytes");
     write_bytes(w, token);
     w.key("top_logprobs").begin_array();
-    const std::size_t count = std::min(record.top.size(), static_cast<std::size_t>(std::max(top_logprobs, 0)));
+    const std::size_t count = std::min(record.top.size(), top_logprobs);
     for (std::size_t i = 0; i < count; ++i) {
-      const std::string text = token_text(tokenizer, record.top[i].token);
+      const std::string text = token_string(tokenizer, record.top[i].token, tokens_as_ids);
       w.begin_object();
       w.key("token").value(text);
       w.key("logprob").value(floored(record.top[i].logprob));
@@ -128,6 +144,37 @@ void write_chat_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer& toke
   }
   w.end_array();
   w.end_object();
+}
+
+void write_prompt_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer& tokenizer,
+                           std::span<const PromptLogprob> entries) {
+  const auto entry = [&](std::int32_t token, float logprob, std::size_t rank) {
+    w.key(std::to_string(token)).begin_object();
+    w.key("logprob").value(floored(logprob));
+    w.key("rank").value(static_cast<std::uint64_t>(rank));
+    w.key("decoded_token").value(token_text(tokenizer, token));
+    w.end_object();
+  };
+  w.begin_array();
+  w.null();
+  for (const PromptLogprob& e : entries) {
+    // As vLLM's dictionary orders them: the prompt token, then the most likely, each id once.
+    w.begin_object();
+    entry(e.token, e.logprob, e.rank);
+    for (std::size_t i = 0; i < e.top.size(); ++i) {
+      if (e.top[i].token != e.token) entry(e.top[i].token, e.top[i].logprob, i + 1);
+    }
+    w.end_object();
+  }
+  w.end_array();
+}
+
+std::vector<LogprobRecord> prompt_records(std::int32_t first_token, std::span<const PromptLogprob> entries) {
+  std::vector<LogprobRecord> records;
+  records.reserve(entries.size() + 1);
+  records.push_back({first_token, 0.0f, {}, false});
+  for (const PromptLogprob& e : entries) records.push_back({e.token, e.logprob, e.top});
+  return records;
 }
 
 std::string sse_event(std::string_view json) {

@@ -42,6 +42,8 @@ serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& 
   if (options.enable_log_requests) {
     o.api.request_log = [](const std::string& line) { std::cerr << "serverd: " << base::printable(line) << '\n'; };
   }
+  o.api.logprobs = {options.max_logprobs ? static_cast<int>(*options.max_logprobs) : -1,
+                    options.return_tokens_as_token_ids};
   return o;
 }
 

@@ -34,6 +34,7 @@ enum class FlagKind {
   kUint,           // a whole number
   kSize,           // a whole number, or vLLM's human-readable form (32k, 1M)
   kContextLength,  // a kSize, or auto / -1 (the model's)
+  kLimit,          // a whole number, or -1 (no limit)
   kDouble,         // a number
   kChoice,         // one of `value_name`'s '|'-separated choices
   kList,           // one or more values (argparse's nargs="+")

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "base/flags.h"
@@ -91,6 +93,20 @@ FlagValue read_value(const FlagRow& row, std::string_view text) {
       v.value = n;
       return v;
     }
+    case FlagKind::kLimit: {
+      if (text == "-1") return v;  // no limit: stored as nullopt
+      const std::string s(text);
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long n = std::strtoull(s.c_str(), &end, 10);
+      if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) || end != s.c_str() + s.size() ||
+          errno == ERANGE || (row.max != 0 && static_cast<double>(n) > row.max)) {
+        throw UsageError(flag_name(row) + " takes -1 (no limit) or a whole number from 0" +
+                         (row.max != 0 ? " to " + shortest(row.max) : std::string()) + ", not '" + s + "'");
+      }
+      v.value = static_cast<std::uint64_t>(n);
+      return v;
+    }
     case FlagKind::kContextLength:
       if (text == "auto" || text == "-1") {
         v.value = std::uint64_t{0};
@@ -165,7 +181,13 @@ void store(ServerOptions& o, const FlagRow& row, const FlagValue& v) {
           [](std::monostate) {},
           [&](std::string ServerOptions::*m) { o.*m = std::get<std::string>(v.value); },
           [&](std::uint64_t ServerOptions::*m) { o.*m = as_uint(); },
-          [&](std::optional<std::uint64_t> ServerOptions::*m) { o.*m = as_uint(); },
+          [&](std::optional<std::uint64_t> ServerOptions::*m) {
+            if (row.kind == FlagKind::kLimit && v.shown == "-1") {
+              o.*m = std::nullopt;
+            } else {
+              o.*m = as_uint();
+            }
+          },
           [&](double ServerOptions::*m) { o.*m = std::get<double>(v.value); },
           [&](bool ServerOptions::*m) { o.*m = std::get<bool>(v.value); },
           [&](std::vector<std::string> ServerOptions::*m) { o.*m = std::get<std::vector<std::string>>(v.value); },

@@ -83,6 +83,11 @@ struct ServerOptions {
   bool allow_long_max_model_len = false;  // VLLM_ALLOW_LONG_MAX_MODEL_LEN
   std::uint64_t cpu_kv_cache_bytes = 0;   // VLLM_CPU_KVCACHE_SPACE; 0: the engine's default
 
+  // Log-probabilities: the most a request may ask for per token (nullopt: -1, the whole vocabulary), and
+  // whether tokens in them are written "token_id:ID".
+  std::optional<std::uint64_t> max_logprobs = 20;
+  bool return_tokens_as_token_ids = false;
+
   fetchd::request::ModelReference reference;  // --model, classified
   // One line for each flag taken as it is because serverd already behaves so; main logs them.
   std::vector<std::string> notes;

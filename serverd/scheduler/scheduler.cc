@@ -22,6 +22,17 @@ struct Scheduler::Sequence {
   bool prefix_looked_up = false;
   api::SequenceTimings timings;
   bool cached_reported = false;  // on_prompt_cached was called
+  std::size_t next_scored = 1;   // prompt_logprobs: the first prompt token whose log-probability is still owed
+
+  // Whether prompt tokens are still to be scored. Scoring token t needs the logits at position t - 1.
+  bool scoring() const { return request.prompt_logprobs && next_scored < request.prompt_tokens.size(); }
+  // Of the `count` positions this step computes from `cache.cached`, the first one scored and how many are.
+  std::size_t first_scored() const { return std::max(cache.cached, next_scored - 1); }
+  std::size_t scored_in(std::size_t count) const {
+    if (!scoring()) return 0;
+    const std::size_t end = std::min(cache.cached + count, request.prompt_tokens.size() - 1);
+    return end > first_scored() ? end - first_scored() : 0;
+  }
 
   Sequence(std::uint64_t h, api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s)
       : handle(h),
@@ -35,11 +46,14 @@ struct Scheduler::Sequence {
 
 struct Scheduler::Planned {
   Sequence* seq;
-  std::size_t count;  // tokens computed in this step
-  bool logits;        // the step reaches the end of the sequence's known tokens: sample after it
+  std::size_t count;   // tokens computed in this step
+  bool logits;         // the step reaches the end of the sequence's known tokens: sample after it
+  std::size_t scored;  // prompt tokens scored in this step
 };
 
 Scheduler::Scheduler(engine::runtime::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
+  // With none, a sequence scoring its prompt could never move.
+  if (options_.max_scored_tokens == 0) throw std::invalid_argument("SchedulerOptions::max_scored_tokens must be >= 1");
   for (const auto id : options_.eos_token_ids.empty() ? engine.checkpoint().eos_token_ids() : options_.eos_token_ids) {
     eos_ids_.insert(id);
   }
@@ -57,6 +71,9 @@ Scheduler::~Scheduler() {
 
 std::uint64_t Scheduler::submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
   if (request.prompt_tokens.empty()) throw std::invalid_argument("a generation request needs a prompt token");
+  if (request.max_tokens == 0 && !request.prompt_logprobs) {
+    throw std::invalid_argument("a generation request with max_tokens 0 must ask for prompt_logprobs");
+  }
   std::uint64_t handle = 0;
   {
     const std::lock_guard lock(mutex_);
@@ -146,17 +163,31 @@ void Scheduler::preempt(std::size_t running_index) {
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
   engine_.release(seq->cache);  // its full blocks stay in the prefix cache; the rest is recomputed later
   seq->blocks_cached = 0;
-  seq->prefix_looked_up = false;
   ++preemptions_;
   waiting_.push_front(std::move(seq));
 }
 
+std::size_t Scheduler::chunk(const Sequence& seq, std::size_t budget, std::size_t scored_budget) const {
+  std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
+  // Positions before first_scored() are recomputed (after a preemption) without scoring.
+  if (seq.scoring()) n = std::min(n, seq.first_scored() + scored_budget - seq.cache.cached);
+  return n;
+}
+
 bool Scheduler::plan_step(std::vector<Planned>& plan) {
   std::size_t budget = options_.max_num_batched_tokens;
+  std::size_t scored_budget = options_.max_scored_tokens;
+  const auto add = [&](Sequence& seq, std::size_t n) {
+    const bool samples = seq.cache.cached + n == seq.tokens.size() && seq.request.max_tokens > 0;
+    plan.push_back({&seq, n, samples, seq.scored_in(n)});
+    budget -= n;
+    scored_budget -= plan.back().scored;
+  };
   // Running sequences first, oldest first; the newest give way when blocks run out.
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& seq = *running_[i];
-    const std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
+    const std::size_t n = chunk(seq, budget, scored_budget);
+    if (n == 0) continue;  // no scored-token budget left this step
     bool preempted_self = false;
     while (!engine_.reserve(seq.cache, seq.cache.cached + n)) {
       const std::size_t victim = running_.size() - 1;
@@ -165,29 +196,40 @@ bool Scheduler::plan_step(std::vector<Planned>& plan) {
       if (preempted_self) break;
     }
     if (preempted_self) break;
-    plan.push_back({&seq, n, seq.cache.cached + n == seq.tokens.size()});
-    budget -= n;
+    add(seq, n);
   }
   // Then waiting sequences, first come first served, while the budgets and blocks allow.
   while (!waiting_.empty() && running_.size() < options_.max_num_seqs && budget > 0) {
     Sequence& seq = *waiting_.front();
-    if (options_.prefix_caching && !seq.prefix_looked_up) {
-      seq.prefix_looked_up = true;
+    // A sequence scoring its prompt must compute every position whose logits still score a token: as in vLLM,
+    // a fresh one takes nothing from the prefix cache (and counts no lookup); one preempted midway may take
+    // the positions whose log-probabilities it delivered.
+    const std::size_t cacheable = seq.scoring() ? seq.next_scored - 1 : seq.tokens.size();
+    const bool look_up = options_.prefix_caching && cacheable > 0;
+    if (look_up) {
       auto& kv = engine_.kv_cache();
       kv.extend_keys(seq.tokens, seq.block_keys);
       // The block holding the last known token is always computed, so that there are logits to sample.
-      const std::size_t max_blocks = (seq.tokens.size() - 1) / engine_.block_size();
+      const std::size_t max_blocks =
+          std::min((seq.tokens.size() - 1) / engine_.block_size(), cacheable / engine_.block_size());
       const std::size_t hits = kv.match(seq.tokens, seq.block_keys, max_blocks, seq.cache.block_table);
       seq.cache.cached = hits * engine_.block_size();
       seq.blocks_cached = hits;
+    }
+    const std::size_t n = chunk(seq, budget, scored_budget);
+    if (n == 0 || !engine_.reserve(seq.cache, seq.cache.cached + n)) {
+      // It waits (for the scored-token budget, or for running sequences to free blocks) holding nothing:
+      // blocks it matched would starve the running ones. It looks its prefix up again next time.
+      engine_.release(seq.cache);
+      seq.blocks_cached = 0;
+      break;
+    }
+    if (look_up) {
       prefix_queries_ += seq.tokens.size();  // as vLLM counts: every known token, generated ones included
       prefix_hits_ += seq.cache.cached;
     }
-    const std::size_t n = std::min(seq.tokens.size() - seq.cache.cached, budget);
-    if (!engine_.reserve(seq.cache, seq.cache.cached + n)) break;  // wait for running sequences to free blocks
     if (!seq.timings.scheduled) seq.timings.scheduled = api::SequenceTimings::Clock::now();
-    plan.push_back({&seq, n, seq.cache.cached + n == seq.tokens.size()});
-    budget -= n;
+    add(seq, n);
     if (!seq.cached_reported) {
       seq.cached_reported = true;
       seq.sink->on_prompt_cached(seq.cache.cached);
@@ -203,12 +245,21 @@ void Scheduler::execute(std::vector<Planned>& plan) {
   std::vector<engine::sampling::SequenceSampler*> samplers;
   inputs.reserve(plan.size());
   for (const auto& p : plan) {
-    const std::span<const std::int32_t> tokens(p.seq->tokens.data() + p.seq->cache.cached, p.count);
-    inputs.push_back({&p.seq->cache, tokens, false, !p.logits});
-    if (p.logits) samplers.push_back(&p.seq->sampler);
+    Sequence& seq = *p.seq;
+    const std::span<const std::int32_t> tokens(seq.tokens.data() + seq.cache.cached, p.count);
+    engine::runtime::StepInput input{&seq.cache, tokens, false, !p.logits};
+    if (p.scored > 0) {
+      // The row of position q scores prompt token q + 1.
+      const std::size_t first = seq.first_scored();
+      input.score_first = first - seq.cache.cached;
+      input.score_targets = std::span(seq.tokens).subspan(first + 1, p.scored);
+      input.score_top = *seq.request.prompt_logprobs;
+    }
+    inputs.push_back(input);
+    if (p.logits) samplers.push_back(&seq.sampler);
   }
   try {
-    engine_.step_and_sample(inputs, samplers, sampled_);
+    engine_.step_and_sample(inputs, samplers, sampled_, scored_);
   } catch (const std::exception& e) {
     std::cerr << "serverd: an engine step failed: " << base::printable(e.what()) << "; its sequences are aborted\n";
     for (const auto& p : plan) p.seq->cache.cached = 0;
@@ -226,9 +277,15 @@ void Scheduler::execute(std::vector<Planned>& plan) {
   const auto stepped = api::SequenceTimings::Clock::now();
   const std::size_t bs = engine_.block_size();
   std::size_t row = 0;
+  std::size_t scored_row = 0;
   std::vector<std::uint64_t> done;
   for (const auto& p : plan) {
     Sequence& seq = *p.seq;
+    if (p.scored > 0) {
+      seq.sink->on_prompt_logprobs(std::span(scored_).subspan(scored_row, p.scored));
+      scored_row += p.scored;
+      seq.next_scored += p.scored;
+    }
     // Blocks this step filled, of prompt or generated tokens, join the prefix cache.
     if (const std::size_t full = seq.cache.cached / bs; options_.prefix_caching && full > seq.blocks_cached) {
       auto& kv = engine_.kv_cache();
@@ -236,7 +293,13 @@ void Scheduler::execute(std::vector<Planned>& plan) {
       kv.cache_blocks(seq.tokens, seq.block_keys, seq.cache.block_table, seq.blocks_cached, full);
       seq.blocks_cached = full;
     }
-    if (!p.logits) continue;
+    if (!p.logits) {
+      if (seq.request.max_tokens == 0 && seq.cache.cached == seq.tokens.size()) {
+        finish(seq, FinishReason::Length, std::nullopt);  // a prompt scored, nothing to generate
+        done.push_back(seq.handle);
+      }
+      continue;
+    }
     const auto& sampled = sampled_[row];
     ++row;
     const std::int32_t token = sampled.token;

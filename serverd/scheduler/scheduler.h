@@ -5,6 +5,9 @@
 // the sequence and token budgets (long prompts are prefilled in chunks), reusing cached prompt prefixes.
 // When KV blocks run out the most recently admitted sequence is preempted and later recomputed. A cancelled
 // sequence (client gone, stop string found) leaves at the start of the next step with its blocks.
+// A sequence asking for prompt_logprobs has its prompt tokens scored as its prefill computes them (a prompt
+// chunk's rows are scored, the last one sampled): it takes from the prefix cache only positions whose
+// log-probabilities are already delivered, so nothing is skipped, and a recompute scores nothing twice.
 
 #include <array>
 #include <atomic>
@@ -30,6 +33,8 @@ struct SchedulerOptions {
   std::size_t max_waiting = 4096;             // queued sequences before submit() reports overload
   bool prefix_caching = true;                 // --no-enable-prefix-caching turns it off
   std::vector<std::int32_t> eos_token_ids;    // the ids that end a sequence; empty: the checkpoint's
+  // Prompt tokens scored in one step: each holds a row of vocab_size logits until it is scanned.
+  std::size_t max_scored_tokens = 512;
 };
 
 class Scheduler final : public api::Generator {
@@ -55,6 +60,8 @@ class Scheduler final : public api::Generator {
   void run();
   void take_new_work();
   bool plan_step(std::vector<Planned>& plan);
+  // Tokens of `seq` to compute in this step, within the token budget and the scored-token budget.
+  std::size_t chunk(const Sequence& seq, std::size_t budget, std::size_t scored_budget) const;
   void preempt(std::size_t running_index);
   void execute(std::vector<Planned>& plan);
   void finish(Sequence& seq, api::FinishReason reason, std::optional<std::int32_t> stop_token);
@@ -77,6 +84,7 @@ class Scheduler final : public api::Generator {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;       // in admission order
   std::vector<engine::sampling::SampledToken> sampled_;  // reused from step to step
+  std::vector<engine::sampling::ScoredToken> scored_;
 
   std::atomic<std::size_t> running_count_{0}, waiting_count_{0};
   std::atomic<double> kv_usage_{0.0};

@@ -2,8 +2,9 @@
 // model-writer's tiny random models of each architecture: logits within 1e-4 with f32 weights (safetensors
 // shards and every GGUF type, whose dequantized weights both sides share) and 2e-2 with bf16 weights (also
 // the BF16 GGUF at the avx512bf16 level, which rounds activations to bf16),
-// greedy generations identical for 64 steps, and a sequence's logits bit-identical alone, inside a batch
-// of 8 mixed prefill/decode sequences, and with its prompt prefilled in chunks.
+// greedy generations identical for 64 steps, a sequence's logits bit-identical alone, inside a batch
+// of 8 mixed prefill/decode sequences, and with its prompt prefilled in chunks, and prompt tokens scored
+// (prompt_logprobs) against the reference's log-softmax.
 // ENGINE_TEST_DEVICE=cuda runs the same checks on the GPU engine (scripts/gpu-proof.sh), bit-identity aside.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include "engine/runtime/engine.h"
 #include "tests/support/environment.h"
 #include "tests/support/reference_model.h"
+#include "tests/support/reference_scores.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -254,6 +256,49 @@ TEST_P(EngineReference, LogitsBitIdenticalAloneInABatchOf8AndInChunks) {
   }
 }
 
+// Prompt scoring (vLLM's prompt_logprobs) in step_and_sample: a prefill in two chunks scores its rows
+// against the next prompt token, the first chunk from its third row on (score_first), the second up to the
+// row it samples from, each scanned once on the host. Against the reference's float64 log-softmax: the
+// log-probabilities within twice the logits' tolerance (the token's logit and the normaliser), the
+// reference's top tokens and vLLM's rank wherever rounding cannot reorder them.
+TEST_P(EngineReference, ScoredPromptTokensMatchTheReferenceLogSoftmax) {
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::F32);
+  auto engine = load(dir.path());
+  const auto& prompt = kSequences[0];
+  const auto reference = testing_support::reference_logits(dir.path(), {prompt});
+  engine::sampling::SamplingParams greedy;
+  greedy.temperature = 0;
+  engine::sampling::SequenceSampler sampler(greedy, prompt);
+  engine::sampling::SequenceSampler* samplers[] = {&sampler};
+  SequenceCache cache;
+  ASSERT_TRUE(engine->reserve(cache, prompt.size()));
+
+  constexpr std::size_t kTop = 5;
+  const std::span<const std::int32_t> tokens(prompt);
+  StepInput first{&cache, tokens.first(7), false, true, 2, tokens.subspan(3, 5), kTop};
+  StepInput second{&cache, tokens.subspan(7), false, false, 0, tokens.subspan(8), kTop};
+  std::vector<engine::sampling::SampledToken> sampled;
+  std::vector<engine::sampling::ScoredToken> scores, second_scores;
+  engine->step_and_sample(std::span(&first, 1), {}, sampled, scores);
+  EXPECT_TRUE(sampled.empty());
+  engine->step_and_sample(std::span(&second, 1), samplers, sampled, second_scores);
+  ASSERT_EQ(sampled.size(), 1u);
+  scores.insert(scores.end(), second_scores.begin(), second_scores.end());
+  ASSERT_EQ(scores.size(), 5u + prompt.size() - 8);
+
+  std::size_t checked_ranks = 0;
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    const std::size_t position = i + 2;  // the row scoring prompt token position + 1
+    SCOPED_TRACE(position);
+    ASSERT_EQ(scores[i].token, prompt[position + 1]);
+    ASSERT_EQ(scores[i].top.size(), kTop);
+    if (testing_support::expect_scored_like_reference(scores[i], reference.row(0, position), 1e-4)) ++checked_ranks;
+  }
+  EXPECT_GT(checked_ranks, scores.size() / 2);  // the ranks were really compared
+  engine->release(cache);
+}
+
 // llama.cpp's converter stores Llama 3 rope scaling as rope_freqs.weight only (no scaling keys): the engine
 // must take the scaling from that tensor. Positions up to ~200 turn the slowed frequencies far enough apart.
 TEST(EngineLoad, LlamaGgufRopeScalingFromRopeFreqsTensorAlone) {
@@ -334,6 +379,17 @@ TEST(EngineSample, StepAndSampleTakesOneSamplerPerLastTokenAndRecordsIt) {
   EXPECT_EQ(out[0].token, want.token);
   EXPECT_EQ(cache.cached, prompt.size());
   EXPECT_EQ(sampler.device_step().adjustments.size(), 1u);  // its one output token, for the frequency penalty
+
+  // Scored rows: never the sampled one, never past the input's tokens, never through step().
+  const std::vector<std::int32_t> targets = {41, 512, 7};
+  std::vector<engine::sampling::ScoredToken> scores;
+  StepInput scores_sampled{&cache, prompt, false, false, 0, targets};
+  EXPECT_THROW(engine->step_and_sample(std::span(&scores_sampled, 1), samplers, out, scores), std::invalid_argument);
+  StepInput past_end{&cache, prompt, false, true, 1, targets};
+  EXPECT_THROW(engine->step_and_sample(std::span(&past_end, 1), {}, out, scores), std::invalid_argument);
+  StepInput through_step{&cache, prompt, false, true, 0, targets};
+  EXPECT_THROW(engine->step(std::span(&through_step, 1), logits), std::invalid_argument);
+  EXPECT_EQ(cache.cached, prompt.size());
   engine->release(cache);
   engine->release(other);
 }

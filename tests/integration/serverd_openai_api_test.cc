@@ -4,9 +4,7 @@
 // metrics_endpoint_test.cc; the other endpoints: endpoints_test.cc.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <rapidjson/document.h>
 
-#include <functional>
 #include <thread>
 
 #include "tests/support/serverd/api_test_fixture.h"

@@ -1,6 +1,8 @@
 // The continuous-batching scheduler on the CPU engine with a tiny random Qwen3 model: sequences batched
 // together, prefilled in chunks, preempted and recomputed, or reusing a cached prefix generate exactly the
-// tokens they generate alone; stop conditions, cancellation and block accounting.
+// tokens they generate alone; stop conditions, cancellation and block accounting. Prompt log-probabilities
+// (prompt_logprobs) match the float64 reference and come out the same, each exactly once, whole, in
+// chunks, beside a cached prefix and across a preemption.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,6 +11,8 @@
 
 #include "engine/model_writer/model_writer.h"
 #include "serverd/scheduler/scheduler.h"
+#include "tests/support/reference_model.h"
+#include "tests/support/reference_scores.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -18,9 +22,14 @@ using serverd::api::GenerationRequest;
 using serverd::scheduler::Scheduler;
 using serverd::scheduler::SchedulerOptions;
 
-// Collects one sequence's tokens; wait() returns once on_finish has run.
+// Collects one sequence's prompt log-probabilities and tokens; wait() returns once on_finish has run.
 class RecordingSink final : public serverd::api::GenerationSink {
  public:
+  void on_prompt_logprobs(std::span<const serverd::api::PromptLogprob> entries) override {
+    const std::lock_guard lock(mutex_);
+    if (!tokens_.empty()) ADD_FAILURE() << "prompt log-probabilities after a generated token";
+    prompt_logprobs_.insert(prompt_logprobs_.end(), entries.begin(), entries.end());
+  }
   void on_tokens(std::span<const serverd::api::GeneratedToken> tokens) override {
     const std::lock_guard lock(mutex_);
     for (const auto& t : tokens) tokens_.push_back(t.sampled.token);
@@ -48,6 +57,8 @@ class RecordingSink final : public serverd::api::GenerationSink {
     EXPECT_TRUE(changed_.wait_for(lock, std::chrono::seconds(120), [&] { return finishes_ > 0; }));
     return tokens_;
   }
+  // Read after wait().
+  const std::vector<serverd::api::PromptLogprob>& prompt_logprobs() const { return prompt_logprobs_; }
   FinishReason reason() const { return reason_; }
   std::optional<std::int32_t> stop_token() const { return stop_token_; }
   const serverd::api::SequenceTimings& timings() const { return timings_; }
@@ -61,6 +72,7 @@ class RecordingSink final : public serverd::api::GenerationSink {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::int32_t> tokens_;
+  std::vector<serverd::api::PromptLogprob> prompt_logprobs_;
   FinishReason reason_ = FinishReason::Abort;
   std::optional<std::int32_t> stop_token_;
   serverd::api::SequenceTimings timings_;
@@ -81,6 +93,29 @@ GenerationRequest request(std::vector<std::int32_t> tokens, std::size_t max_toke
   r.sampling.temperature = 0;
   r.ignore_eos = true;
   return r;
+}
+
+GenerationRequest scoring(std::vector<std::int32_t> tokens, std::size_t max_tokens, std::size_t top) {
+  auto r = request(std::move(tokens), max_tokens);
+  r.prompt_logprobs = top;
+  return r;
+}
+
+// Entries equal in every number (the CPU engine computes a row the same way in any step).
+void expect_same_entries(const std::vector<serverd::api::PromptLogprob>& got,
+                         const std::vector<serverd::api::PromptLogprob>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i].token, want[i].token);
+    EXPECT_EQ(got[i].logprob, want[i].logprob);
+    EXPECT_EQ(got[i].rank, want[i].rank);
+    ASSERT_EQ(got[i].top.size(), want[i].top.size());
+    for (std::size_t k = 0; k < got[i].top.size(); ++k) {
+      EXPECT_EQ(got[i].top[k].token, want[i].top[k].token);
+      EXPECT_EQ(got[i].top[k].logprob, want[i].top[k].logprob);
+    }
+  }
 }
 
 class SchedulerTest : public testing::Test {
@@ -123,14 +158,19 @@ class SchedulerTest : public testing::Test {
   // All requests submitted at once.
   std::vector<std::vector<std::int32_t>> together(Scheduler& generator,
                                                   const std::vector<GenerationRequest>& requests) {
+    std::vector<std::vector<std::int32_t>> out;
+    for (auto& sink : sinks_together(generator, requests)) out.push_back(sink->wait());
+    return out;
+  }
+  std::vector<std::shared_ptr<RecordingSink>> sinks_together(Scheduler& generator,
+                                                             const std::vector<GenerationRequest>& requests) {
     std::vector<std::shared_ptr<RecordingSink>> sinks;
     for (const auto& r : requests) {
       sinks.push_back(std::make_shared<RecordingSink>());
       generator.submit(r, sinks.back());
     }
-    std::vector<std::vector<std::int32_t>> out;
-    for (auto& sink : sinks) out.push_back(sink->wait());
-    return out;
+    for (auto& sink : sinks) sink->wait();
+    return sinks;
   }
 
   testing_support::TempDir dir_;
@@ -332,6 +372,96 @@ TEST_F(SchedulerTest, SeededSamplingIsTheSameInAnyBatch) {
   auto engine = load();
   Scheduler generator(*engine, {});
   EXPECT_EQ(together(generator, crowd)[1], expected);
+}
+
+// Scored whole, in chunks of 3 scored tokens under an 8-token budget, and after the prompt's blocks were
+// cached by others: the same numbers every time, matching the reference; the scoring request takes nothing
+// from the prefix cache (vLLM skips it for prompt_logprobs), and counts no lookup.
+TEST_F(SchedulerTest, PromptLogprobsMatchTheReferenceWholeInChunksAndBesideACachedPrefix) {
+  const auto tokens = prompt(45, 12);
+  const auto reference = testing_support::reference_logits(dir_.path(), {tokens});
+  std::vector<serverd::api::PromptLogprob> whole;
+  std::vector<std::int32_t> whole_tokens;
+  {
+    auto engine = load();
+    Scheduler generator(*engine, {});
+    const auto sink = sinks_together(generator, {scoring(tokens, 3, 4)})[0];
+    whole = sink->prompt_logprobs();
+    whole_tokens = sink->wait();
+  }
+  ASSERT_EQ(whole.size(), tokens.size() - 1);  // every token but the first, which nothing predicts
+  std::size_t ranks = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(whole[i].token, tokens[i + 1]);
+    ASSERT_EQ(whole[i].top.size(), 4u);
+    if (testing_support::expect_scored_like_reference(whole[i], reference.row(0, i), 1e-4)) ++ranks;
+  }
+  EXPECT_GT(ranks, whole.size() / 2);
+  EXPECT_EQ(whole_tokens, alone({request(tokens, 3)})[0]);
+
+  {
+    auto engine = load();
+    SchedulerOptions options;
+    options.max_num_batched_tokens = 8;
+    options.max_scored_tokens = 3;
+    Scheduler chunked(*engine, options);
+    const auto sink = sinks_together(chunked, {scoring(tokens, 3, 4)})[0];
+    expect_same_entries(sink->prompt_logprobs(), whole);
+    EXPECT_EQ(sink->wait(), whole_tokens);
+    EXPECT_GE(chunked.steps(), whole.size() / 3);
+  }
+
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  together(generator, {request(tokens, 3)});
+  const auto cached = generator.stats();
+  together(generator, {request(tokens, 3)});
+  const auto hit = generator.stats();
+  ASSERT_EQ(hit.prefix_cache_hits - cached.prefix_cache_hits, 32u);  // the prompt's two full blocks are cached
+  const auto sink = sinks_together(generator, {scoring(tokens, 3, 4)})[0];
+  expect_same_entries(sink->prompt_logprobs(), whole);
+  EXPECT_EQ(generator.stats().prefix_cache_hits, hit.prefix_cache_hits);
+  EXPECT_EQ(generator.stats().prefix_cache_queries, hit.prefix_cache_queries);
+}
+
+// A long-decoding sequence outgrows a 5-block cache while a scoring sequence is midway through its prompt
+// (2 scored tokens a step): the scoring one is preempted and recomputed, its delivered positions not scored
+// again, and its log-probabilities come out as they do alone, each once and in order.
+TEST_F(SchedulerTest, PromptLogprobsSurvivePreemptionExactlyOnce) {
+  const auto decoding = request(prompt(8, 20), 70);
+  const auto scored = scoring(prompt(60, 21), 2, 3);
+  std::vector<serverd::api::PromptLogprob> expected;
+  {
+    auto engine = load();
+    Scheduler generator(*engine, {});
+    expected = sinks_together(generator, {scored})[0]->prompt_logprobs();
+  }
+  ASSERT_EQ(expected.size(), 59u);
+  const auto expected_tokens = alone({decoding, scored});
+
+  auto engine = load(/*kv_blocks=*/5);
+  SchedulerOptions options;
+  options.max_scored_tokens = 2;
+  Scheduler generator(*engine, options);
+  const auto sinks = sinks_together(generator, {decoding, scored});
+  EXPECT_GT(generator.stats().preemptions, 0u);
+  expect_same_entries(sinks[1]->prompt_logprobs(), expected);
+  EXPECT_EQ(sinks[0]->wait(), expected_tokens[0]);
+  EXPECT_EQ(sinks[1]->wait(), expected_tokens[1]);
+  EXPECT_EQ(engine->kv_cache().num_free(), engine->kv_cache().num_blocks());
+}
+
+// A sequence with max_tokens 0 scores its prompt and ends with Length, generating nothing; one without
+// prompt_logprobs may not ask for that.
+TEST_F(SchedulerTest, PromptOnlySequenceScoresAndEndsWithoutAToken) {
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  const auto sink = sinks_together(generator, {scoring(prompt(20, 3), 0, 2)})[0];
+  EXPECT_TRUE(sink->wait().empty());
+  EXPECT_EQ(sink->reason(), FinishReason::Length);
+  EXPECT_EQ(sink->prompt_logprobs().size(), 19u);
+  EXPECT_THROW(generator.submit(request(prompt(20, 3), 0), std::make_shared<RecordingSink>()), std::invalid_argument);
 }
 
 }  // namespace

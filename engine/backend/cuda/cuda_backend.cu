@@ -427,6 +427,7 @@ class CudaBackend final : public Backend {
   }
 
   bool samples_on_device() const override { return true; }
+  int max_device_logprobs() const override { return cuda::kMaxTopLogprobs; }
 
   void sample(Tensor logits, std::span<const sampling::SamplingStep> steps,
               std::span<sampling::SampledToken> out) override {

@@ -72,6 +72,12 @@ void FakeGenerator::release() {
   hold_after(SIZE_MAX);
 }
 
+void FakeGenerator::hold_prompt_scoring(bool hold) {
+  std::lock_guard lock(mutex_);
+  hold_scoring_ = hold;
+  changed();
+}
+
 void FakeGenerator::set_overloaded(bool overloaded) {
   std::lock_guard lock(mutex_);
   overloaded_ = overloaded;
@@ -140,6 +146,23 @@ engine::sampling::SampledToken FakeGenerator::sampled(std::int32_t token, int lo
   return s;
 }
 
+serverd::api::PromptLogprob FakeGenerator::prompt_scored(std::int32_t token, std::size_t top) {
+  serverd::api::PromptLogprob e;
+  e.token = token;
+  for (std::size_t i = 0; i < top; ++i) {
+    e.top.push_back({'a' + static_cast<std::int32_t>(i), -0.1f * static_cast<float>(i + 1)});
+  }
+  if (token >= 'a' && static_cast<std::size_t>(token - 'a') < top) {
+    const auto place = static_cast<std::size_t>(token - 'a');
+    e.logprob = e.top[place].logprob;
+    e.rank = place + 1;
+  } else {
+    e.logprob = -5.0f - 0.01f * static_cast<float>(token);
+    e.rank = 1000 + static_cast<std::size_t>(token);
+  }
+  return e;
+}
+
 bool FakeGenerator::is_eos(std::int32_t token) const {
   return std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
 }
@@ -147,6 +170,7 @@ bool FakeGenerator::is_eos(std::int32_t token) const {
 void FakeGenerator::run() {
   struct Action {
     std::shared_ptr<serverd::api::GenerationSink> sink;
+    std::vector<serverd::api::PromptLogprob> prompt;  // prompt tokens 1, 2, ...
     std::optional<GeneratedToken> token;
     std::optional<FinishReason> finish;
     std::optional<std::int32_t> stop_token;
@@ -160,11 +184,25 @@ void FakeGenerator::run() {
     std::vector<Action> actions;
     for (auto it = active_.begin(); it != active_.end();) {
       Sequence& s = it->second;
+      if (hold_scoring_ && s.request.prompt_logprobs && !s.cancelled) {
+        ++it;
+        continue;
+      }
       if (!s.timings.scheduled) s.timings.scheduled = now;
-      Action action{s.sink, std::nullopt, std::nullopt, std::nullopt, {}, std::nullopt};
+      Action action{s.sink, {}, std::nullopt, std::nullopt, std::nullopt, {}, std::nullopt};
+      const auto& prompt = s.request.prompt_tokens;
+      if (!s.cancelled && s.request.prompt_logprobs && !s.prompt_scored) {
+        s.prompt_scored = true;
+        for (std::size_t i = 1; i < prompt.size(); ++i) {
+          action.prompt.push_back(prompt_scored(prompt[i], *s.request.prompt_logprobs));
+        }
+      }
       if (s.cancelled) {
         action.finish = FinishReason::Abort;
+      } else if (s.request.max_tokens == 0) {
+        action.finish = FinishReason::Length;  // the prompt scored, nothing to generate
       } else if (s.emitted >= hold_after_) {
+        if (!action.prompt.empty()) actions.push_back(std::move(action));
         ++it;
         continue;
       } else if (s.emitted >= s.script.size()) {
@@ -198,6 +236,10 @@ void FakeGenerator::run() {
     lock.unlock();
     for (auto& action : actions) {
       if (action.cached) action.sink->on_prompt_cached(*action.cached);
+      // In two pieces, as a chunked prefill would deliver them.
+      const std::span<const serverd::api::PromptLogprob> prompt(action.prompt);
+      if (prompt.size() > 1) action.sink->on_prompt_logprobs(prompt.first(prompt.size() / 2));
+      if (!prompt.empty()) action.sink->on_prompt_logprobs(prompt.subspan(prompt.size() / 2));
       if (action.token) action.sink->on_tokens(std::span<const GeneratedToken>(&*action.token, 1));
       if (action.finish) action.sink->on_finish(*action.finish, action.stop_token, action.timings);
     }

@@ -3,8 +3,10 @@
 // A deterministic Generator for serverd's tests: an engine thread that emits, one token per sequence per step,
 // what a script says the model would produce, and applies the stop rules a real scheduler applies (EOS
 // unless ignore_eos, stop_token_ids, min_tokens, max_tokens). It reports SequenceTimings as a scheduler
-// would (queued at submit, scheduled at its first step, each token at its step). Tests can hold sequences
-// after some tokens, wait for cancellations, and read what was submitted.
+// would (queued at submit, scheduled at its first step, each token at its step). A request with
+// prompt_logprobs first gets its prompt's (prompt_scored's numbers), in two pieces, and one with max_tokens 0
+// then ends with Length. Tests can hold sequences after some tokens, wait for cancellations, and read what
+// was submitted.
 
 #include <condition_variable>
 #include <cstddef>
@@ -40,6 +42,8 @@ class FakeGenerator final : public serverd::api::Generator {
   // Sequences emit at most `tokens` tokens, then wait for release() (or a cancel).
   void hold_after(std::size_t tokens);
   void release();
+  // Sequences that score their prompt (prompt_logprobs) do nothing while set; the others go on.
+  void hold_prompt_scoring(bool hold);
   // submit() throws GeneratorOverloaded while set.
   void set_overloaded(bool overloaded);
   void set_stats(serverd::api::GeneratorStats stats);
@@ -62,6 +66,9 @@ class FakeGenerator final : public serverd::api::Generator {
 
   // The log-probabilities the fake reports for `token` (and its top list) when asked.
   static engine::sampling::SampledToken sampled(std::int32_t token, int logprobs);
+  // What the fake reports for a prompt token: 'a', 'b', ... are the most likely, a tenth of a nat apart; a
+  // token among the `top` has that place, any other ranks 1000 + its id with -5 - id / 100.
+  static serverd::api::PromptLogprob prompt_scored(std::int32_t token, std::size_t top);
 
  private:
   struct Sequence {
@@ -69,6 +76,7 @@ class FakeGenerator final : public serverd::api::Generator {
     std::shared_ptr<serverd::api::GenerationSink> sink;
     std::vector<std::int32_t> script;
     std::size_t emitted = 0;
+    bool prompt_scored = false;
     bool cancelled = false;
     serverd::api::SequenceTimings timings;
   };
@@ -86,6 +94,7 @@ class FakeGenerator final : public serverd::api::Generator {
   std::uint64_t next_handle_ = 1;
   std::uint64_t version_ = 0;  // bumped on every change
   std::size_t hold_after_ = SIZE_MAX;
+  bool hold_scoring_ = false;
   bool overloaded_ = false;
   bool stopping_ = false;
   serverd::api::GeneratorStats stats_;

@@ -134,7 +134,7 @@ TEST_F(LogprobsTest, CompletionShapeCountsTextOffsetsInCharacters) {
   recs.push_back({serverd_test::kEos, -1e30f, {}});  // floored like vLLM
   JsonWriter w;
   std::size_t offset = 3;
-  write_completion_logprobs(w, model_.tokenizer, recs, 2, offset);
+  write_completion_logprobs(w, model_.tokenizer, recs, 2, offset, false);
   rapidjson::Document d;
   d.Parse(w.take().c_str());
   ASSERT_TRUE(d.IsObject());
@@ -154,7 +154,7 @@ TEST_F(LogprobsTest, CompletionShapeCountsTextOffsetsInCharacters) {
 
 TEST_F(LogprobsTest, ChatShapeHasBytesAndTopLists) {
   JsonWriter w;
-  write_chat_logprobs(w, model_.tokenizer, records("\xC3", 2), 2);
+  write_chat_logprobs(w, model_.tokenizer, records("\xC3", 2), 2, false);
   rapidjson::Document d;
   d.Parse(w.take().c_str());
   const auto& entry = d["content"][0];
@@ -164,6 +164,69 @@ TEST_F(LogprobsTest, ChatShapeHasBytesAndTopLists) {
   ASSERT_EQ(entry["top_logprobs"].Size(), 2u);
   EXPECT_TRUE(entry["top_logprobs"][1].HasMember("bytes"));
   EXPECT_LT(entry["top_logprobs"][1]["logprob"].GetDouble(), entry["top_logprobs"][0]["logprob"].GetDouble());
+}
+
+// An echoed prompt leads the completions logprobs: its first token has a text, an offset and nulls (nothing
+// predicts it); every token after it is a prompt log-probability record.
+TEST_F(LogprobsTest, CompletionShapeWithAnEchoedPromptAndTokenIds) {
+  const std::vector<PromptLogprob> entries = {serverd_test::FakeGenerator::prompt_scored('b', 1)};
+  auto recs = prompt_records('a', entries);
+  const auto generated = records("c", 1);
+  recs.insert(recs.end(), generated.begin(), generated.end());
+  JsonWriter w;
+  std::size_t offset = 0;
+  write_completion_logprobs(w, model_.tokenizer, recs, 1, offset, false);
+  rapidjson::Document d;
+  d.Parse(w.take().c_str());
+  ASSERT_EQ(d["tokens"].Size(), 3u);
+  EXPECT_STREQ(d["tokens"][0].GetString(), "a");
+  EXPECT_TRUE(d["token_logprobs"][0].IsNull());
+  EXPECT_TRUE(d["top_logprobs"][0].IsNull());
+  EXPECT_EQ(d["text_offset"][2].GetInt(), 2);
+  EXPECT_DOUBLE_EQ(d["token_logprobs"][1].GetDouble(), static_cast<double>(entries[0].logprob));
+  // 'b' is not the most likely: it comes first, then 'a' (logprobs 1 + 1 entries).
+  const auto& top = d["top_logprobs"][1];
+  ASSERT_EQ(top.MemberCount(), 2u);
+  EXPECT_STREQ(top.MemberBegin()->name.GetString(), "b");
+  EXPECT_TRUE(top.HasMember("a"));
+
+  // Token ids instead of texts, for every token and top entry; offsets count what is written.
+  JsonWriter ids;
+  offset = 0;
+  write_completion_logprobs(ids, model_.tokenizer, recs, 1, offset, true);
+  d.Parse(ids.take().c_str());
+  EXPECT_STREQ(d["tokens"][0].GetString(), "token_id:97");
+  EXPECT_STREQ(d["tokens"][2].GetString(), "token_id:99");
+  EXPECT_EQ(d["text_offset"][1].GetInt(), 11);
+  EXPECT_TRUE(d["top_logprobs"][1].HasMember("token_id:97"));
+  EXPECT_EQ(offset, 33u);
+}
+
+TEST_F(LogprobsTest, ChatTokenIdsAndTheirBytes) {
+  JsonWriter w;
+  write_chat_logprobs(w, model_.tokenizer, records("H", 2), 2, true);
+  rapidjson::Document d;
+  d.Parse(w.take().c_str());
+  const auto& entry = d["content"][0];
+  EXPECT_STREQ(entry["token"].GetString(), "token_id:72");
+  ASSERT_EQ(entry["bytes"].Size(), 11u);
+  EXPECT_EQ(entry["bytes"][0].GetInt(), 't');
+  EXPECT_STREQ(entry["top_logprobs"][1]["token"].GetString(), "token_id:73");
+}
+
+// vLLM's prompt_logprobs: null first, then per token its id -> {logprob, rank, decoded_token}, the prompt
+// token first and each id once (a prompt token among the top keeps the top list's place as its rank).
+TEST_F(LogprobsTest, PromptLogprobsListShape) {
+  const std::vector<PromptLogprob> entries = {serverd_test::FakeGenerator::prompt_scored('z', 2),
+                                              serverd_test::FakeGenerator::prompt_scored('b', 2)};
+  JsonWriter w;
+  write_prompt_logprobs(w, model_.tokenizer, entries);
+  EXPECT_EQ(w.take(), R"([null,)"
+                      R"({"122":{"logprob":-6.220000267028809,"rank":1122,"decoded_token":"z"},)"
+                      R"("97":{"logprob":-0.10000000149011612,"rank":1,"decoded_token":"a"},)"
+                      R"("98":{"logprob":-0.20000000298023225,"rank":2,"decoded_token":"b"}},)"
+                      R"({"98":{"logprob":-0.20000000298023225,"rank":2,"decoded_token":"b"},)"
+                      R"("97":{"logprob":-0.10000000149011612,"rank":1,"decoded_token":"a"}}])");
 }
 
 TEST(Responses, UsageAndStopReason) {

@@ -116,9 +116,14 @@ TEST(ParseCompletion, RangesAndTypesNameTheirField) {
       {R"({"prompt": "x", "stop_token_ids": ["a"]})", "stop_token_ids", "integer"},
       {R"({"prompt": "x", "min_tokens": -1})", "min_tokens", "greater than or equal to 0"},
       {R"({"prompt": "x", "max_tokens": 2, "min_tokens": 3})", "min_tokens", "less than or equal to max_tokens=2"},
-      {R"({"prompt": "x", "logprobs": 21})", "logprobs",
-       "Requested sample logprobs of 21, which is greater than max allowed: 20"},
-      {R"({"prompt": "x", "logprobs": -3})", "logprobs", "must be a positive value or -1"},
+      {R"({"prompt": "x", "logprobs": -3})", "logprobs", "`logprobs` must be a positive value or -1."},
+      {R"({"prompt": "x", "prompt_logprobs": -2})", "prompt_logprobs",
+       "`prompt_logprobs` must be a positive value or -1."},
+      {R"({"prompt": "x", "prompt_logprobs": 1, "stream": true})", "prompt_logprobs",
+       "`prompt_logprobs` are not available when `stream=True`."},
+      {R"({"prompt": "x", "prompt_logprobs": -1, "stream": true})", "prompt_logprobs", "not available"},
+      {R"({"prompt": "x", "prompt_logprobs": "2"})", "prompt_logprobs", "must be an integer, got a string"},
+      {R"({"prompt": "x", "return_tokens_as_token_ids": 1})", "return_tokens_as_token_ids", "must be a boolean"},
       {R"({"prompt": "x", "logit_bias": {"abc": 1}})", "logit_bias", "token ids"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options",
        "Stream options can only be defined when `stream=True`."},
@@ -126,8 +131,6 @@ TEST(ParseCompletion, RangesAndTypesNameTheirField) {
       {R"({"prompt": "x", "best_of": 2})", "best_of", "not supported"},
       {R"({"prompt": "x", "use_beam_search": true})", "use_beam_search", "not supported"},
       {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format", "not supported"},
-      {R"({"prompt": "x", "prompt_logprobs": 1})", "prompt_logprobs", "not supported"},
-      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo", "not supported"},
       {R"({"prompt": "x", "truncate_prompt_tokens": 0})", "truncate_prompt_tokens", "-1 or at least 1"},
       {R"({"prompt": "x", "seed": 1e30})", "seed", "integer"},
   };
@@ -155,6 +158,29 @@ TEST(ParseCompletion, AcceptsWhatVllmAccepts) {
   // echo with max_tokens 0 asks for the prompt alone
   EXPECT_EQ(parse_completion_request(parse(R"({"prompt": "x", "echo": true, "max_tokens": 0})"), {}).common.max_tokens,
             0u);
+  EXPECT_FALSE(r.common.prompt_logprobs.has_value());
+  EXPECT_FALSE(r.common.return_tokens_as_token_ids.has_value());
+}
+
+// The prompt's log-probabilities (vLLM's extension): echo with logprobs, prompt_logprobs of -1 or more (0
+// even when streamed, which shows none), -1 logprobs; --max-logprobs is checked later, with the vocabulary.
+TEST(ParseCompletion, PromptLogprobsEchoAndTokenIds) {
+  const auto r = parse_completion_request(
+      parse(
+          R"({"prompt": "x", "echo": true, "logprobs": -1, "prompt_logprobs": 30, "return_tokens_as_token_ids": true})"),
+      {});
+  EXPECT_TRUE(r.common.echo);
+  EXPECT_EQ(r.logprobs, -1);
+  EXPECT_EQ(r.common.prompt_logprobs, 30);
+  EXPECT_EQ(r.common.return_tokens_as_token_ids, true);
+  EXPECT_EQ(parse_completion_request(parse(R"({"prompt": "x", "prompt_logprobs": 0, "stream": true})"), {})
+                .common.prompt_logprobs,
+            0);
+  EXPECT_EQ(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": -1,
+                                         "logprobs": true, "top_logprobs": -1})"),
+                               {})
+                .common.prompt_logprobs,
+            -1);
 }
 
 TEST(ParseChat, MessagesAreNormalisedToTextContent) {
@@ -218,6 +244,12 @@ TEST(ParseChat, RefusalsNameTheirField) {
        "'image_url' are not supported"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false, "top_logprobs": 2})", "top_logprobs",
        "when using `top_logprobs`, `logprobs` must be set to true."},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": -1})", "top_logprobs",
+       "when using `top_logprobs`, `logprobs` must be set to true."},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": -2})", "top_logprobs",
+       "`top_logprobs` must be a positive value or -1."},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 2, "stream": true})", "prompt_logprobs",
+       "`prompt_logprobs` are not available when `stream=True`."},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
        "tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}],

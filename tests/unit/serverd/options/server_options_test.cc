@@ -241,5 +241,26 @@ TEST(ServerOptions, RefusesBadValuesByName) {
   EXPECT_THROW(parse({"--model", "not a repo"}), fetchd::FetchError);
 }
 
+// vLLM's --max-logprobs (default 20, -1: no limit) and --return-tokens-as-token-ids.
+TEST(ServerOptions, LogprobFlags) {
+  const auto defaults = parse({"--model", "a/b"});
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->max_logprobs, 20);
+  EXPECT_FALSE(defaults->return_tokens_as_token_ids);
+  const auto o = parse({"--model", "a/b", "--max-logprobs", "-1", "--return-tokens-as-token-ids"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->max_logprobs, std::nullopt);  // -1: no limit
+  EXPECT_TRUE(o->return_tokens_as_token_ids);
+  EXPECT_EQ(parse({"--model", "a/b", "--max-logprobs=0"})->max_logprobs, 0);
+  for (const char* bad : {"-2", "x", "1.5", "99999999999"}) {
+    try {
+      parse({"--model", "a/b", "--max-logprobs", bad});
+      ADD_FAILURE() << bad;
+    } catch (const base::UsageError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("--max-logprobs takes -1 (no limit) or a whole number from 0")) << bad;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace serverd
