@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-sanitize}
 targets=(base_tests format_tests engine_template_tests fetchd_tests fetchd_client_tests fetchd_resolve_tests
-  serverd_http_tests serverd_api_tests engine_runtime_tests)
+  serverd_http_tests serverd_http_tls_tests serverd_api_tests engine_runtime_tests)
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DENGINE_CUDA=OFF -DMODELSERVE_WERROR=ON \
     -DMODELSERVE_SANITIZE=address,undefined
