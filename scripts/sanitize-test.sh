@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-sanitize}
 targets=(base_tests engine_format_tests engine_template_tests fetchd_hub_tests fetchd_proof_tests fetchd_resolve_tests
-  fetchd_transfer_tests fetchd_request_tests fetchd_resolver_tests serverd_http_server_tests serverd_api_tests
+  fetchd_transfer_tests fetchd_request_tests fetchd_resolver_tests serverd_http_server_tests serverd_http_tls_tests serverd_api_tests
   engine_runtime_tests)
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DENGINE_CUDA=OFF -DMODELSERVE_WERROR=ON \

@@ -2,6 +2,7 @@
 
 #include "base/printable.h"
 #include "serverd/http/request_framing.h"
+#include "serverd/http/root_path.h"
 
 namespace serverd::http::detail {
 
@@ -34,6 +35,26 @@ std::string sanitize(std::string_view text) {
 
 }  // namespace
 
+void Connection::start() {
+  arm(read_timer_, read_generation_, server_->options().header_timeout, &Connection::on_read_timeout);
+  transport_->handshake([self = shared_from_this()](const beast::error_code& ec) { self->on_handshake(ec); });
+}
+
+void Connection::on_handshake(const beast::error_code& ec) {
+  if (phase_ == Phase::kClosed) return;
+  disarm(read_timer_, read_generation_);
+  if (ec) {
+    // A client that speaks plain HTTP to the TLS port, or whose certificate fails: this connection only.
+    if (server_->options().verbose) {
+      std::cerr << "serverd: TLS handshake with " << transport_->peer() << " failed: " << base::printable(ec.message())
+                << '\n';
+    }
+    close();
+    return;
+  }
+  wait_for_request();
+}
+
 void Connection::wait_for_request() {
   if (!keep_alive_ || server_->draining()) {
     linger_close();
@@ -54,7 +75,7 @@ void Connection::wait_for_request() {
 
 void Connection::watch() {
   read_pending_ = true;
-  socket_.async_read_some(
+  transport_->read_some(
       buffer_.prepare(kReadChunk),
       [self = shared_from_this()](const beast::error_code& ec, std::size_t bytes) { self->on_watch(ec, bytes); });
 }
@@ -100,10 +121,10 @@ void Connection::parse_header() {
   const std::size_t used = data.empty() ? 0 : parser_->put(buffer_.data(), ec);
   if (ec == bhttp::error::need_more) {
     read_pending_ = true;
-    socket_.async_read_some(buffer_.prepare(kReadChunk),
-                            [self = shared_from_this()](const beast::error_code& read_ec, std::size_t bytes) {
-                              self->on_header_bytes(read_ec, bytes);
-                            });
+    transport_->read_some(buffer_.prepare(kReadChunk),
+                          [self = shared_from_this()](const beast::error_code& read_ec, std::size_t bytes) {
+                            self->on_header_bytes(read_ec, bytes);
+                          });
     return;
   }
   buffer_.consume(used);
@@ -154,14 +175,39 @@ void Connection::on_header() {
   }
   phase_ = Phase::kBody;
   arm(read_timer_, read_generation_, server_->options().body_timeout, &Connection::on_read_timeout);
-  read_pending_ = true;
-  bhttp::async_read(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](const beast::error_code& read_ec, std::size_t) { self->on_body(read_ec); });
+  parse_body();
 }
 
-void Connection::on_body(const beast::error_code& ec) {
-  if (read_completed(ec)) dispatch();
+// Offers the buffered bytes to the parser, which bounds the body's size; reads more until the body is
+// complete.
+void Connection::parse_body() {
+  beast::error_code ec;
+  while (!parser_->is_done() && buffer_.size() > 0) {
+    const std::size_t used = parser_->put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec == bhttp::error::need_more) ec = {};
+    if (ec || used == 0) break;
+  }
+  if (ec || parser_->is_done()) {
+    if (read_completed(ec)) dispatch();
+    return;
+  }
+  read_pending_ = true;
+  transport_->read_some(buffer_.prepare(kReadChunk),
+                        [self = shared_from_this()](const beast::error_code& read_ec, std::size_t bytes) {
+                          self->on_body_bytes(read_ec, bytes);
+                        });
+}
+
+void Connection::on_body_bytes(const beast::error_code& ec, std::size_t bytes) {
+  read_pending_ = false;
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    close();  // the client left mid-body
+    return;
+  }
+  buffer_.commit(bytes);
+  parse_body();
 }
 
 void Connection::on_read_error(const beast::error_code& ec) {
@@ -187,11 +233,15 @@ void Connection::dispatch() {
   auto message = parser_->release();
   Request request;
   request.method = text_of(message.method_string());
-  request.target = text_of(message.target());
+  request.target = strip_root_path(text_of(message.target()), server_->options().root_path);
   request.headers = std::move(fields_);  // read once, when the header was checked
   request.body = std::move(message.body());
   keep_alive_ = keep_alive_ && message.keep_alive() && !server_->draining();
   http10_ = message.version() < 11;
+  if (const auto preflight = server_->cors().preflight(request)) {
+    respond_now(*preflight);
+    return;
+  }
 
   phase_ = Phase::kHandling;
   exchange_ = std::make_shared<ExchangeImpl>(weak_from_this(), server_->gate(), std::move(request));
@@ -226,20 +276,24 @@ std::string Connection::head(int status, const std::vector<Header>& headers,
   return out;
 }
 
+void Connection::respond_now(const Response& response) {
+  phase_ = Phase::kHandling;
+  queue(head(response.status, response.headers, response.body.size()) + response.body);
+  response_queued_ = true;
+}
+
 void Connection::reject(int status, std::string_view message) {
   // The request was not read to its end (or its end is in doubt), so the connection cannot carry another
   // one: after the response it closes, and what the client still sends is discarded.
   keep_alive_ = false;
-  phase_ = Phase::kHandling;
-  Response response = server_->error_response(status, message);
-  queue(head(response.status, response.headers, response.body.size()) + response.body);
-  response_queued_ = true;
+  respond_now(server_->error_response(status, message));
 }
 
 void Connection::send_full(ExchangeImpl& exchange, Response response) {
   if (exchange_.get() != &exchange || exchange.state != ExchangeImpl::State::kPending) return;
   exchange.state = ExchangeImpl::State::kResponded;
   if (server_->draining()) keep_alive_ = false;
+  server_->cors().add_response_headers(exchange.request(), response.headers);
   queue(head(response.status, response.headers, response.body.size()) + response.body);
   response_queued_ = true;
 }
@@ -250,6 +304,7 @@ void Connection::send_head(ExchangeImpl& exchange, Response head_only) {
   if (server_->draining()) keep_alive_ = false;
   chunked_ = !http10_;
   if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the end of the body is the end of the connection
+  server_->cors().add_response_headers(exchange.request(), head_only.headers);
   queue(head(head_only.status, head_only.headers, std::nullopt));
 }
 
@@ -294,8 +349,8 @@ void Connection::flush() {
   out_.clear();
   write_pending_ = true;
   arm(write_timer_, write_generation_, server_->options().write_timeout, &Connection::on_write_timeout);
-  net::async_write(socket_, net::buffer(writing_),
-                   [self = shared_from_this()](const beast::error_code& ec, std::size_t) { self->on_write(ec); });
+  transport_->write(net::buffer(writing_),
+                    [self = shared_from_this()](const beast::error_code& ec, std::size_t) { self->on_write(ec); });
 }
 
 void Connection::on_write(const beast::error_code& ec) {
@@ -339,8 +394,7 @@ void Connection::abort_exchange() {
 void Connection::linger_close() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosing;
-  beast::error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_send, ignored);
+  transport_->shutdown_send(shared_from_this());
   buffer_.consume(buffer_.size());
   arm(read_timer_, read_generation_, std::min<std::chrono::milliseconds>(kLinger, server_->options().idle_timeout),
       &Connection::on_read_timeout);
@@ -353,9 +407,7 @@ void Connection::close() {
   phase_ = Phase::kClosed;
   disarm(read_timer_, read_generation_);
   disarm(write_timer_, write_generation_);
-  beast::error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  transport_->close();
   server_->remove(this);  // pending handlers hold the connection until they have run
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 
-// One TCP connection of serverd's HTTP server and the exchange (request and response) it carries. Internal
-// to serverd/http.
+// One connection of serverd's HTTP server and the exchange (request and response) it carries. Internal to
+// serverd/http.
 
 #include "serverd/http/server_impl.h"
 
@@ -9,24 +9,22 @@ namespace serverd::http::detail {
 
 class ExchangeImpl;
 
-// One TCP connection; every member function runs on its strand. Exactly one read is outstanding at a time:
-// waiting for a request's first bytes (which doubles as disconnect detection while a response is pending),
-// the header, or the body.
+// One client connection, over whichever Transport the listener gave it (plain or TLS, TCP or Unix socket);
+// every member function runs on its strand. Exactly one read is outstanding at a time: waiting for a
+// request's first bytes (which doubles as disconnect detection while a response is pending), the header, or
+// the body.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(ServerImpl* server, tcp::socket socket)
+  Connection(ServerImpl* server, std::unique_ptr<Transport> transport)
       : server_(server),
-        socket_(std::move(socket)),
-        read_timer_(socket_.get_executor()),
-        write_timer_(socket_.get_executor()) {}
+        transport_(std::move(transport)),
+        read_timer_(transport_->executor()),
+        write_timer_(transport_->executor()) {}
 
-  net::any_io_executor executor() { return socket_.get_executor(); }
+  net::any_io_executor executor() { return transport_->executor(); }
 
-  void start() {
-    beast::error_code ignored;
-    socket_.set_option(tcp::no_delay(true), ignored);  // SSE chunks are small and latency matters
-    wait_for_request();
-  }
+  // A TLS handshake first (bounded by the header timeout), then the first request.
+  void start();
 
   // The server is shutting down: an idle connection closes now, a busy one after its response.
   void drain() {
@@ -46,6 +44,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   enum class Phase { kIdle, kHeader, kBody, kHandling, kClosing, kClosed };
 
+  void on_handshake(const beast::error_code& ec);
   void wait_for_request();
   void watch();
   void on_watch(const beast::error_code& ec, std::size_t bytes);
@@ -53,11 +52,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void parse_header();
   void on_header_bytes(const beast::error_code& ec, std::size_t bytes);
   void on_header();
-  void on_body(const beast::error_code& ec);
+  void parse_body();
+  void on_body_bytes(const beast::error_code& ec, std::size_t bytes);
   // The common end of a header or body read: false when the connection closed or the read failed (handled).
   bool read_completed(const beast::error_code& ec);
   void on_read_error(const beast::error_code& ec);
   void dispatch();
+  // Answers the request now, without the handler: a preflight, or (through reject) a refusal.
+  void respond_now(const Response& response);
   void reject(int status, std::string_view message);
   void queue(std::string bytes);
   void flush();
@@ -86,7 +88,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   ServerImpl* server_;
-  tcp::socket socket_;
+  std::unique_ptr<Transport> transport_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::vector<Header> fields_;  // the current request's header fields, from on_header() to dispatch()

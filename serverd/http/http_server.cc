@@ -3,6 +3,8 @@
 #include "base/printable.h"
 #include "serverd/http/connection.h"
 #include "serverd/http/request_framing.h"
+#include "serverd/http/root_path.h"
+#include "serverd/http/tls_context.h"
 
 namespace serverd::http {
 
@@ -12,7 +14,6 @@ using detail::ServerImpl;
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
-using tcp = net::ip::tcp;
 
 namespace {
 
@@ -24,10 +25,18 @@ Response plain_error(int status, std::string_view message) {
   return r;
 }
 
+// Options refused by name before anything is opened; the TLS ones are checked where they are loaded.
+ServerOptions checked(ServerOptions options) {
+  check_root_path(options.root_path);
+  return options;
+}
+
 }  // namespace
 
 ServerImpl::ServerImpl(ServerOptions options, Handler handler)
-    : options_(std::move(options)),
+    : options_(checked(std::move(options))),
+      tls_(detail::make_tls_context(options_)),
+      cors_(options_),
       handler_(std::move(handler)),
       gate_(std::make_shared<Gate>(context_)),
       work_(net::make_work_guard(context_)),
@@ -35,21 +44,11 @@ ServerImpl::ServerImpl(ServerOptions options, Handler handler)
       accept_retry_(acceptor_.get_executor()) {
   if (!options_.error_response) options_.error_response = plain_error;
   if (options_.io_threads == 0) options_.io_threads = 1;
-  net::ip::address address;
-  beast::error_code ec;
-  address = net::ip::make_address(options_.host, ec);
-  if (ec) {
-    // A host name ("localhost"): the first address it resolves to.
-    tcp::resolver resolver(context_);
-    const auto results = resolver.resolve(options_.host, std::to_string(options_.port));
-    address = results.begin()->endpoint().address();
+  if (options_.uds.empty()) {
+    port_ = detail::listen_tcp(acceptor_, options_.host, options_.port);
+  } else {
+    socket_file_.listen(acceptor_, options_.uds);
   }
-  const tcp::endpoint endpoint(address, options_.port);
-  acceptor_.open(endpoint.protocol());
-  acceptor_.set_option(net::socket_base::reuse_address(true));
-  acceptor_.bind(endpoint);
-  acceptor_.listen(net::socket_base::max_listen_connections);
-  port_ = acceptor_.local_endpoint().port();
 }
 
 ServerImpl::~ServerImpl() {
@@ -80,10 +79,10 @@ void ServerImpl::start() {
 void ServerImpl::accept() {
   if (!acceptor_.is_open()) return;
   acceptor_.async_accept(net::make_strand(context_),
-                         [this](const beast::error_code& ec, tcp::socket socket) { on_accept(ec, std::move(socket)); });
+                         [this](const beast::error_code& ec, Socket socket) { on_accept(ec, std::move(socket)); });
 }
 
-void ServerImpl::on_accept(const beast::error_code& ec, tcp::socket socket) {
+void ServerImpl::on_accept(const beast::error_code& ec, Socket socket) {
   if (!acceptor_.is_open() || draining_) return;
   if (ec) {
     // Out of descriptors, say: try again shortly instead of spinning.
@@ -97,7 +96,8 @@ void ServerImpl::on_accept(const beast::error_code& ec, tcp::socket socket) {
   {
     std::lock_guard lock(mutex_);
     if (connections_.size() < options_.max_connections) {
-      connection = std::make_shared<Connection>(this, std::move(socket));
+      connection = std::make_shared<Connection>(this, tls_ ? detail::make_tls_transport(std::move(socket), *tls_)
+                                                           : detail::make_plain_transport(std::move(socket)));
       connections_.emplace(connection.get(), connection);
     }
   }
@@ -133,6 +133,7 @@ void ServerImpl::begin_shutdown() {
     beast::error_code ignored;
     acceptor_.close(ignored);
     accept_retry_.cancel();
+    socket_file_.remove();  // new clients find no socket rather than one nobody accepts on
   });
   for_each_connection(&Connection::drain);
 }
@@ -156,6 +157,7 @@ void ServerImpl::shutdown(std::chrono::milliseconds grace) {
   context_.stop();
   for (auto& thread : threads_) thread.join();
   threads_.clear();
+  socket_file_.remove();  // in case the I/O threads stopped before begin_shutdown's task ran
 }
 
 Server::Server(ServerOptions options, Handler handler)

@@ -1,7 +1,7 @@
 #pragma once
 
 // serverd's HTTP server inside: the shared state of a running server (ServerImpl) and the gate through which
-// other threads post into its io_context. Internal to serverd/http: Beast and Asio stay here.
+// other threads post into its io_context. Internal to serverd/http: Beast, Asio and OpenSSL stay here.
 
 // Before Asio: Boost 1.74's headers use std::exchange without including <utility>.
 #include <algorithm>
@@ -9,7 +9,6 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -30,14 +29,16 @@
 #include <unordered_map>
 #include <utility>
 
+#include "serverd/http/cors.h"
 #include "serverd/http/http_server.h"
+#include "serverd/http/listener.h"
+#include "serverd/http/transport.h"
 
 namespace serverd::http::detail {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
-using tcp = net::ip::tcp;
 
 // Posting into the io_context from other threads is only safe while it exists and runs; the gate closes
 // before the server stops it, and later posts are dropped.
@@ -76,6 +77,7 @@ class ServerImpl {
   void shutdown(std::chrono::milliseconds grace);
 
   const ServerOptions& options() const { return options_; }
+  const CorsPolicy& cors() const { return cors_; }
   bool draining() const { return draining_.load(); }
   const std::shared_ptr<Gate>& gate() const { return gate_; }
   void handle(std::shared_ptr<Exchange> exchange) { handler_(std::move(exchange)); }
@@ -107,15 +109,18 @@ class ServerImpl {
 
  private:
   void accept();
-  void on_accept(const beast::error_code& ec, tcp::socket socket);
+  void on_accept(const beast::error_code& ec, Socket socket);
   void for_each_connection(void (Connection::*method)());
 
   ServerOptions options_;
+  std::unique_ptr<net::ssl::context> tls_;  // null: plain HTTP
+  CorsPolicy cors_;
   Handler handler_;
   net::io_context context_;
   std::shared_ptr<Gate> gate_;
   net::executor_work_guard<net::io_context::executor_type> work_;
-  tcp::acceptor acceptor_;
+  Acceptor acceptor_;
+  UnixSocketFile socket_file_;  // listening on a Unix socket (options_.uds)
   net::steady_timer accept_retry_;
   std::uint16_t port_ = 0;
   std::vector<std::thread> threads_;

@@ -1,74 +1,33 @@
 // serverd's HTTP/1.1 server over loopback: keep-alive, limits, timeouts, pipelining, 100-continue, chunked
-// streaming from other threads, client-disconnect detection and graceful shutdown.
+// streaming from other threads, client-disconnect detection and graceful shutdown; a Unix socket listener,
+// CORS as Starlette answers it, and the root path. TLS: serverd_http_tls_test.cc.
+#include "serverd/http/http_server.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
-#include <atomic>
-#include <condition_variable>
+#include <cstring>
+#include <filesystem>
 #include <future>
-#include <mutex>
 #include <thread>
 
-#include "serverd/http/http_server.h"
+#include "tests/support/serverd/echo_server.h"
 #include "tests/support/serverd/http_test_client.h"
+#include "tests/support/temp_dir.h"
 
 namespace serverd::http {
 namespace {
 
+using serverd_test::ClientOptions;
 using serverd_test::http_request;
 using serverd_test::HttpConnection;
+using serverd_test::text;
 using ::testing::HasSubstr;
 
-// Exchanges a handler has parked, for tests that answer later or watch for aborts.
-class Parked {
- public:
-  void add(std::shared_ptr<Exchange> exchange) {
-    std::lock_guard lock(mutex_);
-    exchanges_.push_back(std::move(exchange));
-    changed_.notify_all();
-  }
-  std::shared_ptr<Exchange> wait(std::size_t index) {
-    std::unique_lock lock(mutex_);
-    if (!changed_.wait_for(lock, std::chrono::seconds(10), [&] { return exchanges_.size() > index; })) return nullptr;
-    return exchanges_[index];
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::shared_ptr<Exchange>> exchanges_;
-};
-
-Response text(int status, std::string body) {
-  Response r;
-  r.status = status;
-  r.headers.push_back({"Content-Type", "text/plain"});
-  r.body = std::move(body);
-  return r;
-}
-
-class HttpServerTest : public ::testing::Test {
- protected:
-  void start(ServerOptions options = {}) {
-    server_ = std::make_unique<Server>(std::move(options), [this](std::shared_ptr<Exchange> exchange) {
-      ++handled_;
-      const auto& request = exchange->request();
-      if (request.path() == "/park") {
-        parked_.add(exchange);
-      } else {
-        exchange->respond(text(200, request.method + " " + request.target + " " + request.body));
-      }
-    });
-    server_->start();
-  }
-  void TearDown() override {
-    if (server_) server_->shutdown(std::chrono::milliseconds(0));
-  }
-
-  Parked parked_;
-  std::atomic<int> handled_{0};  // requests that reached the handler
-  std::unique_ptr<Server> server_;
-};
+class HttpServerTest : public serverd_test::EchoServerTest {};
 
 TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
   start();
@@ -308,6 +267,245 @@ TEST_F(HttpServerTest, HandlerExceptionsBecome500) {
   const auto reply = http_request(server_->port(), "GET", "/");
   EXPECT_EQ(reply.status, 500);
   EXPECT_THAT(reply.body, HasSubstr("Internal server error"));
+}
+
+// ---- Unix domain socket (vLLM's --uds) ----
+
+// A socket file nobody listens on, as a server that died leaves behind.
+void leave_stale_socket(const std::filesystem::path& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ::close(fd);
+  ASSERT_TRUE(std::filesystem::is_socket(path));
+}
+
+TEST_F(HttpServerTest, ServesOnAUnixSocketAndRemovesItAtShutdown) {
+  testing_support::TempDir dir;
+  const auto path = dir / "serverd.sock";
+  ServerOptions options;
+  options.uds = path.string();
+  start(options);
+  EXPECT_EQ(server_->port(), 0u);
+  // As uvicorn leaves it: any local user may connect, as to a TCP port.
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                std::filesystem::perms::group_read | std::filesystem::perms::group_write |
+                std::filesystem::perms::others_read | std::filesystem::perms::others_write);
+  HttpConnection c(ClientOptions{.uds = path.string()});
+  for (int i = 0; i < 2; ++i) {  // keep-alive works as over TCP
+    c.send_request("POST", "/echo", "over uds");
+    EXPECT_EQ(c.read_response().body, "POST /echo over uds");
+  }
+  c.close();
+  server_->shutdown(std::chrono::milliseconds(0));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(path)));
+}
+
+TEST_F(HttpServerTest, AStaleSocketFileIsReplacedButNothingElse) {
+  testing_support::TempDir dir;
+  const auto stale = dir / "stale.sock";
+  leave_stale_socket(stale);
+  ServerOptions options;
+  options.uds = stale.string();
+  start(options);
+  EXPECT_EQ(http_request(ClientOptions{.uds = stale.string()}, "GET", "/a").body, "GET /a ");
+
+  // A live server's socket is not taken over.
+  options.uds = stale.string();
+  try {
+    Server second(options, [](std::shared_ptr<Exchange>) {});
+    ADD_FAILURE() << "a second server took the live socket";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("another server is listening on it"));
+    EXPECT_THAT(e.what(), HasSubstr(stale.string()));
+  }
+  EXPECT_EQ(http_request(ClientOptions{.uds = stale.string()}, "GET", "/b").body, "GET /b ");
+
+  // Nor is a file that is not a socket.
+  const auto regular = dir / "notes.txt";
+  testing_support::write_file(regular, "keep me");
+  options.uds = regular.string();
+  try {
+    Server refused(options, [](std::shared_ptr<Exchange>) {});
+    ADD_FAILURE() << "a regular file was replaced";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(regular.string() + "' exists and is not a socket"));
+  }
+  EXPECT_TRUE(std::filesystem::is_regular_file(regular));
+}
+
+TEST_F(HttpServerTest, AUnixSocketPathTooLongForSunPathIsRefusedByName) {
+  ServerOptions options;
+  options.uds = "/tmp/" + std::string(sizeof(sockaddr_un::sun_path), 'x');
+  try {
+    Server refused(options, [](std::shared_ptr<Exchange>) {});
+    ADD_FAILURE() << "the long path was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("uds path '" + options.uds + "' is " + std::to_string(options.uds.size()) +
+                                    " bytes; a Unix socket path holds at most " +
+                                    std::to_string(sizeof(sockaddr_un::sun_path) - 1)));
+  }
+}
+
+// ---- CORS, as Starlette's CORSMiddleware with vLLM's defaults ----
+
+constexpr const char* kOrigin = "Origin: https://app.example";
+
+TEST_F(HttpServerTest, PreflightWithTheDefaultsAllowsEverythingWithoutTheHandler) {
+  start();
+  HttpConnection c(server_->port());
+  c.send_request(
+      "OPTIONS", "/v1/chat/completions", {},
+      {kOrigin, "Access-Control-Request-Method: POST", "Access-Control-Request-Headers: authorization, x-custom"});
+  const auto reply = c.read_response();
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, "OK");
+  EXPECT_EQ(reply.header("access-control-allow-origin"), "*");
+  EXPECT_EQ(reply.header("access-control-allow-methods"), "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT");
+  EXPECT_EQ(reply.header("access-control-allow-headers"), "authorization, x-custom");  // echoed
+  EXPECT_EQ(reply.header("access-control-max-age"), "600");
+  EXPECT_FALSE(reply.has_header("vary"));
+  EXPECT_FALSE(reply.has_header("access-control-allow-credentials"));
+  EXPECT_EQ(reply.header("connection"), "keep-alive");
+  // Without requested headers there is no Allow-Headers to echo.
+  c.send_request("OPTIONS", "/v1/models", {}, {kOrigin, "Access-Control-Request-Method: GET"});
+  const auto bare = c.read_response();
+  EXPECT_EQ(bare.status, 200);
+  EXPECT_FALSE(bare.has_header("access-control-allow-headers"));
+  EXPECT_EQ(handled_.load(), 0);
+  c.send_request("GET", "/after");
+  EXPECT_EQ(c.read_response().body, "GET /after ");
+}
+
+TEST_F(HttpServerTest, PreflightAgainstListedOriginsMethodsAndHeaders) {
+  ServerOptions options;
+  options.allowed_origins = {"https://app.example"};
+  options.allowed_methods = {"GET", "POST"};
+  options.allowed_headers = {"X-Api-Key"};
+  options.allow_credentials = true;
+  start(options);
+  const auto preflight = [&](std::string origin, std::string method, std::string headers) {
+    std::vector<std::string> lines = {"Origin: " + origin, "Access-Control-Request-Method: " + method};
+    if (!headers.empty()) lines.push_back("Access-Control-Request-Headers: " + headers);
+    return http_request(server_->port(), "OPTIONS", "/v1/completions", {}, lines);
+  };
+  const auto allowed = preflight("https://app.example", "POST", "x-api-key, Content-Type");
+  EXPECT_EQ(allowed.status, 200);
+  EXPECT_EQ(allowed.body, "OK");
+  EXPECT_EQ(allowed.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(allowed.header("vary"), "Origin");
+  EXPECT_EQ(allowed.header("access-control-allow-methods"), "GET, POST");
+  EXPECT_EQ(allowed.header("access-control-allow-headers"),
+            "Accept, Accept-Language, Content-Language, Content-Type, X-Api-Key");
+  EXPECT_EQ(allowed.header("access-control-max-age"), "600");
+  EXPECT_EQ(allowed.header("access-control-allow-credentials"), "true");
+
+  struct Refused {
+    std::string origin, method, headers, text;
+  };
+  const Refused refused[] = {
+      {"https://evil.example", "POST", "", "Disallowed CORS origin"},
+      {"https://app.example", "DELETE", "", "Disallowed CORS method"},
+      {"https://app.example", "POST", "x-api-key, x-other", "Disallowed CORS headers"},
+      {"https://evil.example", "PUT", "x-other", "Disallowed CORS origin, method, headers"},
+  };
+  for (const auto& r : refused) {
+    const auto reply = preflight(r.origin, r.method, r.headers);
+    EXPECT_EQ(reply.status, 400) << r.text;
+    EXPECT_EQ(reply.body, r.text);
+    EXPECT_EQ(reply.header("vary"), "Origin") << r.text;
+    // A refused origin is not named back.
+    EXPECT_EQ(reply.has_header("access-control-allow-origin"), r.origin == "https://app.example") << r.text;
+  }
+  // Any origin with credentials: the origin is named, not "*".
+  options.allowed_origins = {"*"};
+  server_->shutdown(std::chrono::milliseconds(0));
+  start(options);
+  const auto any = preflight("https://other.example", "GET", "");
+  EXPECT_EQ(any.status, 200);
+  EXPECT_EQ(any.header("access-control-allow-origin"), "https://other.example");
+  EXPECT_EQ(any.header("vary"), "Origin");
+  EXPECT_EQ(handled_.load(), 0);
+}
+
+TEST_F(HttpServerTest, ResponsesToCrossOriginRequestsCarryAllowOrigin) {
+  start();
+  const auto plain = http_request(server_->port(), "GET", "/a", {}, {kOrigin});
+  EXPECT_EQ(plain.header("access-control-allow-origin"), "*");
+  EXPECT_FALSE(plain.has_header("vary"));
+  EXPECT_FALSE(http_request(server_->port(), "GET", "/a").has_header("access-control-allow-origin"));
+  // A request with cookies is answered with its own origin: browsers ignore "*" there.
+  const auto cookie = http_request(server_->port(), "GET", "/vary", {}, {kOrigin, "Cookie: s=1"});
+  EXPECT_EQ(cookie.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(cookie.header("vary"), "Accept-Encoding, Origin");
+  // OPTIONS without Access-Control-Request-Method is no preflight: the handler answers it.
+  const auto options_request = http_request(server_->port(), "OPTIONS", "/a", {}, {kOrigin});
+  EXPECT_EQ(options_request.body, "OPTIONS /a ");
+  EXPECT_EQ(options_request.header("access-control-allow-origin"), "*");
+
+  // Streams too.
+  HttpConnection c(server_->port());
+  c.send_request("GET", "/park", {}, {kOrigin});
+  const auto exchange = parked_.wait(0);
+  ASSERT_NE(exchange, nullptr);
+  exchange->start_stream({});
+  exchange->write("data: 1\n\n");
+  exchange->finish();
+  EXPECT_EQ(c.read_response_header().header("access-control-allow-origin"), "*");
+  EXPECT_EQ(c.next_event(), "1");
+}
+
+TEST_F(HttpServerTest, ListedOriginsAreEchoedWithVaryAndOthersGetNoAllowOrigin) {
+  ServerOptions options;
+  options.allowed_origins = {"https://app.example"};
+  options.allow_credentials = true;
+  start(options);
+  const auto listed = http_request(server_->port(), "GET", "/vary", {}, {kOrigin});
+  EXPECT_EQ(listed.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(listed.header("vary"), "Accept-Encoding, Origin");
+  EXPECT_EQ(listed.header("access-control-allow-credentials"), "true");
+  const auto other = http_request(server_->port(), "GET", "/a", {}, {"Origin: https://evil.example"});
+  EXPECT_EQ(other.status, 200);
+  EXPECT_FALSE(other.has_header("access-control-allow-origin"));
+  EXPECT_FALSE(other.has_header("vary"));
+}
+
+// ---- root path (vLLM's --root-path) ----
+
+TEST_F(HttpServerTest, TheRootPathIsStrippedAndUnprefixedPathsStillWork) {
+  ServerOptions options;
+  options.root_path = "/api";
+  start(options);
+  const std::pair<const char*, const char*> cases[] = {
+      {"/api/v1/models?x=1", "/v1/models?x=1"},
+      {"/v1/models", "/v1/models"},
+      {"/api", "/"},
+      {"/api?x=1", "/?x=1"},
+      {"/apiary/v1", "/apiary/v1"},  // not under /api
+      {"/api/api/v1", "/api/v1"},    // stripped once
+  };
+  HttpConnection c(server_->port());
+  for (const auto& [sent, seen] : cases) {
+    c.send_request("GET", sent);
+    EXPECT_EQ(c.read_response().body, std::string("GET ") + seen + " ") << sent;
+  }
+}
+
+TEST_F(HttpServerTest, ARootPathThatCouldNeverMatchIsRefusedByName) {
+  for (const char* root_path : {"api", "/api/", "/", "/api?x"}) {
+    ServerOptions options;
+    options.root_path = root_path;
+    try {
+      Server refused(options, [](std::shared_ptr<Exchange>) {});
+      ADD_FAILURE() << root_path << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string("root_path '") + root_path + "' must begin with '/'"));
+    }
+  }
 }
 
 }  // namespace

@@ -2,14 +2,18 @@
 
 // Before Asio: Boost 1.74's headers use std::exchange without including <utility>.
 #include <algorithm>
-#include <boost/asio/connect.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cctype>
 #include <stdexcept>
 #include <utility>
@@ -20,7 +24,9 @@ namespace {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
+namespace ssl = boost::asio::ssl;
 using tcp = net::ip::tcp;
+using Socket = net::generic::stream_protocol::socket;
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -43,8 +49,30 @@ bool HttpReply::has_header(std::string_view name) const {
 
 class HttpConnection::Impl {
  public:
-  Impl(std::uint16_t port, std::chrono::milliseconds timeout) : socket_(context_), timeout_(timeout) {
-    socket_.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  explicit Impl(const ClientOptions& options) : timeout_(options.timeout) {
+    Socket socket(context_);
+    if (options.uds.empty()) {
+      socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), options.port));
+    } else {
+      socket.connect(net::local::stream_protocol::endpoint(options.uds));
+    }
+    if (!options.tls) {
+      plain_.emplace(std::move(socket));
+      return;
+    }
+    tls_context_.emplace(ssl::context::tls_client);
+    if (!options.ca_file.empty()) {
+      tls_context_->load_verify_file(options.ca_file);
+      tls_context_->set_verify_mode(ssl::verify_peer);
+    }
+    if (!options.certificate_file.empty()) {
+      tls_context_->use_certificate_chain_file(options.certificate_file);
+      tls_context_->use_private_key_file(options.key_file, ssl::context::pem);
+    }
+    auto& tls = tls_.emplace(std::move(socket), *tls_context_);
+    if (!options.ca_file.empty()) tls.set_verify_callback(ssl::host_name_verification("127.0.0.1"));
+    const auto ec = run([&](auto handler) { tls.async_handshake(ssl::stream_base::client, handler); });
+    if (ec) throw std::runtime_error("TLS handshake failed: " + ec.message());
   }
 
   // Runs one asynchronous operation to completion or until the timeout, which closes the socket and throws.
@@ -52,7 +80,7 @@ class HttpConnection::Impl {
   beast::error_code run(Start&& start) {
     beast::error_code result;
     bool done = false;
-    start([&](const beast::error_code& ec, std::size_t) {
+    start([&](const beast::error_code& ec, auto&&...) {
       result = ec;
       done = true;
     });
@@ -60,7 +88,7 @@ class HttpConnection::Impl {
     context_.run_for(timeout_);
     if (!done) {
       beast::error_code ignored;
-      socket_.close(ignored);
+      socket().close(ignored);
       context_.restart();
       context_.run();
       throw std::runtime_error("the server did not answer in time");
@@ -68,8 +96,22 @@ class HttpConnection::Impl {
     return result;
   }
 
+  // Calls `fn` with the stream: the TLS one, or the socket itself.
+  template <typename Fn>
+  void on_stream(Fn&& fn) {
+    if (tls_) {
+      fn(*tls_);
+    } else {
+      fn(*plain_);
+    }
+  }
+
+  Socket& socket() { return tls_ ? tls_->next_layer() : *plain_; }
+
   void send(std::string_view raw) {
-    const auto ec = run([&](auto handler) { net::async_write(socket_, net::buffer(raw.data(), raw.size()), handler); });
+    const auto ec = run([&](auto handler) {
+      on_stream([&](auto& stream) { net::async_write(stream, net::buffer(raw.data(), raw.size()), handler); });
+    });
     if (ec) throw std::runtime_error("write failed: " + ec.message());
   }
 
@@ -92,7 +134,8 @@ class HttpConnection::Impl {
 
   HttpReply read_response() {
     new_parser();
-    const auto ec = run([&](auto handler) { bhttp::async_read(socket_, buffer_, *parser_, handler); });
+    const auto ec = run(
+        [&](auto handler) { on_stream([&](auto& stream) { bhttp::async_read(stream, buffer_, *parser_, handler); }); });
     if (ec) throw std::runtime_error("reading the response failed: " + ec.message());
     HttpReply r = reply();
     r.body = parser_->get().body();
@@ -101,7 +144,9 @@ class HttpConnection::Impl {
 
   HttpReply read_response_header() {
     new_parser();
-    const auto ec = run([&](auto handler) { bhttp::async_read_header(socket_, buffer_, *parser_, handler); });
+    const auto ec = run([&](auto handler) {
+      on_stream([&](auto& stream) { bhttp::async_read_header(stream, buffer_, *parser_, handler); });
+    });
     if (ec) throw std::runtime_error("reading the response header failed: " + ec.message());
     return reply();
   }
@@ -120,7 +165,9 @@ class HttpConnection::Impl {
         if (consumed_ != body.size()) throw std::runtime_error("the stream ended inside an event");
         return std::nullopt;
       }
-      const auto ec = run([&](auto handler) { bhttp::async_read_some(socket_, buffer_, *parser_, handler); });
+      const auto ec = run([&](auto handler) {
+        on_stream([&](auto& stream) { bhttp::async_read_some(stream, buffer_, *parser_, handler); });
+      });
       if (ec && !parser_->is_done()) throw std::runtime_error("reading the stream failed: " + ec.message());
     }
   }
@@ -129,31 +176,43 @@ class HttpConnection::Impl {
     char scratch[4096];
     try {
       for (;;) {
-        const auto ec = run([&](auto handler) { socket_.async_read_some(net::buffer(scratch), handler); });
-        if (ec) return ec == net::error::eof || ec == net::error::connection_reset;
+        const auto ec = run([&](auto handler) {
+          on_stream([&](auto& stream) { stream.async_read_some(net::buffer(scratch), handler); });
+        });
+        if (ec) {
+          // Over TLS, end of stream means close_notify came; a TCP close without it reads as truncated.
+          close_notify_ = tls_ && ec == net::error::eof;
+          return ec == net::error::eof || ec == net::error::connection_reset || ec == ssl::error::stream_truncated;
+        }
       }
     } catch (const std::runtime_error&) {
       return false;
     }
   }
 
+  bool closed_with_close_notify() const { return close_notify_; }
+
   void close() {
     beast::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    socket().shutdown(Socket::shutdown_both, ignored);
+    socket().close(ignored);
   }
 
  private:
   net::io_context context_;
-  tcp::socket socket_;
   std::chrono::milliseconds timeout_;
+  std::optional<ssl::context> tls_context_;
+  std::optional<Socket> plain_;  // exactly one of these two
+  std::optional<beast::ssl_stream<Socket>> tls_;
+  bool close_notify_ = false;
   beast::flat_buffer buffer_;
   std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
   std::size_t consumed_ = 0;  // body bytes next_event() has returned
 };
 
 HttpConnection::HttpConnection(std::uint16_t port, std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<Impl>(port, timeout)) {}
+    : HttpConnection(ClientOptions{.port = port, .timeout = timeout}) {}
+HttpConnection::HttpConnection(const ClientOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 HttpConnection::~HttpConnection() = default;
 
 void HttpConnection::send(std::string_view raw) {
@@ -183,13 +242,21 @@ std::optional<std::string> HttpConnection::next_event() {
 bool HttpConnection::wait_closed() {
   return impl_->wait_closed();
 }
+bool HttpConnection::closed_with_close_notify() const {
+  return impl_->closed_with_close_notify();
+}
 void HttpConnection::close() {
   impl_->close();
 }
 
 HttpReply http_request(std::uint16_t port, std::string_view method, std::string_view target, std::string_view body,
                        const std::vector<std::string>& headers) {
-  HttpConnection connection(port);
+  return http_request(ClientOptions{.port = port}, method, target, body, headers);
+}
+
+HttpReply http_request(const ClientOptions& options, std::string_view method, std::string_view target,
+                       std::string_view body, const std::vector<std::string>& headers) {
+  HttpConnection connection(options);
   connection.send_request(method, target, body, headers);
   return connection.read_response();
 }
