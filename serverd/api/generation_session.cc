@@ -90,6 +90,7 @@ void GenerationSession::start(std::vector<SequenceSpec> sequences) {
     choices_.emplace_back(ChoiceOutput(tokenizer_, spec.stops, spec.config));
     choices_.back().prompt = spec.prompt;
     choices_.back().max_tokens = spec.request.max_tokens;
+    if (settings_.parsing.make_parser) choices_.back().parser = settings_.parsing.make_parser();
     if (spec.request.max_tokens > 0) ++unrecorded_.at(spec.prompt);
   }
   submitted_ = unrecorded_;
@@ -200,6 +201,7 @@ void GenerationSession::process(Event& event) {
     choice.generator_done = true;
     if (!choice.out.finished()) {  // else a stop string ended it already
       choice.out.finish(event.reason, event.stop_token);
+      parse_new_text(choice);
       finished(choice, event.at);
     }
     record(choice, event.timings);
@@ -214,10 +216,52 @@ void GenerationSession::process(Event& event) {
   }
   choice.last_token = event.at;
   choice.dirty = true;
-  if (choice.out.add_tokens(event.tokens)) {
+  if (add_tokens(choice, event.tokens)) {
     if (choice.handle) generator_.cancel(*choice.handle);  // a stop string: the sequence is no longer needed
     finished(choice, event.at);
   }
+}
+
+bool GenerationSession::add_tokens(Choice& choice, std::span<const GeneratedToken> tokens) {
+  if (!choice.parser) return choice.out.add_tokens(tokens);
+  // One token at a time, so the reasoning parser knows which tokens decoded reasoning.
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const bool stopped = choice.out.add_tokens(tokens.subspan(i, 1));
+    ++choice.unparsed_tokens;
+    parse_new_text(choice);
+    if (stopped) return true;
+  }
+  return false;
+}
+
+void GenerationSession::parse_new_text(Choice& choice) {
+  if (!choice.parser) return;
+  const auto append = [&choice](parsers::ChoiceDelta delta) {
+    choice.parsed.reasoning += delta.reasoning;
+    choice.parsed.content += delta.content;
+    choice.parsed.tool_calls.insert(choice.parsed.tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
+  };
+  const std::string text = choice.out.take_text();
+  if (!text.empty()) {
+    append(choice.parser->feed(text, std::exchange(choice.unparsed_tokens, 0)));
+  }
+  if (choice.out.finished()) append(choice.parser->finish());
+}
+
+std::string_view GenerationSession::finish_reason(const Choice& choice) const {
+  const std::string_view reason = choice.out.finish_reason();
+  // vLLM: a whole response that made calls says "tool_calls" whatever ended it; a stream only when the
+  // sequence stopped (not on length).
+  const bool called = settings_.parsing.auto_tools && choice.parser && choice.parser->made_tool_calls();
+  if (called && (!settings_.stream || reason == "stop")) return "tool_calls";
+  return reason;
+}
+
+std::optional<std::size_t> GenerationSession::reasoning_usage() const {
+  if (!settings_.parsing.reasoning) return std::nullopt;
+  std::size_t total = 0;
+  for (const Choice& choice : choices_) total += choice.parser ? choice.parser->reasoning_tokens() : 0;
+  return total;
 }
 
 void GenerationSession::finished(Choice& choice, Clock::time_point at) {
@@ -263,7 +307,7 @@ std::string GenerationSession::role_chunk(std::size_t index) {
   return w.take();
 }
 
-std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::string text, bool finish) {
+std::string GenerationSession::chunk(std::size_t index, Choice& choice, parsers::ChoiceDelta delta, bool finish) {
   const bool chat = settings_.kind == ApiKind::kChat;
   std::vector<LogprobRecord> logprobs;
   if (settings_.logprobs) logprobs = choice.out.take_logprobs();
@@ -272,11 +316,16 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::str
   w.key("choices").begin_array().begin_object();
   w.key("index").value(static_cast<std::uint64_t>(index));
   if (chat) {
-    w.key("delta").begin_object();
-    if (!text.empty() || !finish) w.key("content").value(text);
-    w.end_object();
+    w.key("delta");
+    if (choice.parser) {
+      write_delta(w, delta);
+    } else {
+      w.begin_object();
+      if (!delta.content.empty() || !finish) w.key("content").value(delta.content);
+      w.end_object();
+    }
   } else {
-    w.key("text").value(text);
+    w.key("text").value(delta.content);
   }
   w.key("logprobs");
   if (settings_.logprobs) {
@@ -290,7 +339,7 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::str
   }
   w.key("finish_reason");
   if (finish) {
-    w.value(choice.out.finish_reason());
+    w.value(finish_reason(choice));
   } else {
     w.null();
   }
@@ -308,16 +357,21 @@ void GenerationSession::send_chunks() {
     Choice& choice = choices_[i];
     if (!choice.dirty || choice.final_sent) continue;
     choice.dirty = false;
-    std::string text = choice.out.take_text();
+    parsers::ChoiceDelta delta;
+    if (choice.parser) {
+      delta = std::exchange(choice.parsed, {});
+    } else {
+      delta.content = choice.out.take_text();
+    }
     if (!choice.echo_sent) {
       choice.echo_sent = true;
-      if (choice.prompt < settings_.echo.size()) text = settings_.echo[choice.prompt] + text;
+      if (choice.prompt < settings_.echo.size()) delta.content = settings_.echo[choice.prompt] + delta.content;
     }
     const bool finish = choice.out.finished();
     const bool has_logprobs = settings_.logprobs && choice.out.has_new_logprobs();
-    if (text.empty() && !finish && !has_logprobs) continue;  // everything new is held back
+    if (delta.empty() && !finish && !has_logprobs) continue;  // everything new is held back
     if (finish) choice.final_sent = true;
-    out += sse_event(chunk(i, choice, std::move(text), finish));
+    out += sse_event(chunk(i, choice, std::move(delta), finish));
   }
   if (!out.empty()) exchange_->write(std::move(out));
 }
@@ -339,7 +393,7 @@ std::string GenerationSession::usage_chunk() const {
   begin_json(w, settings_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
   w.key("choices").begin_array().end_array();
   w.key("usage");
-  write_usage(w, prompt_total(), completion_total());
+  write_usage(w, prompt_total(), completion_total(), reasoning_usage());
   w.end_object();
   return w.take();
 }
@@ -351,18 +405,21 @@ std::string GenerationSession::full_response() const {
   w.key("choices").begin_array();
   for (std::size_t i = 0; i < choices_.size(); ++i) {
     const Choice& choice = choices_[i];
-    const std::string text =
-        (choice.prompt < settings_.echo.size() ? settings_.echo[choice.prompt] : std::string()) + choice.out.text();
+    const std::string echo = choice.prompt < settings_.echo.size() ? settings_.echo[choice.prompt] : std::string();
     w.begin_object();
     w.key("index").value(static_cast<std::uint64_t>(i));
     if (chat) {
-      w.key("message").begin_object();
-      w.key("role").value("assistant");
-      w.key("content").value(text);
-      w.key("refusal").null();
-      w.end_object();
+      parsers::ChoiceResult message;
+      if (choice.parser) {
+        message = choice.parser->result();
+        if (!echo.empty()) message.content = echo + message.content.value_or("");
+      } else {
+        message.content = echo + choice.out.text();
+      }
+      w.key("message");
+      write_message(w, message);
     } else {
-      w.key("text").value(text);
+      w.key("text").value(echo + choice.out.text());
     }
     w.key("logprobs");
     if (settings_.logprobs) {
@@ -375,7 +432,7 @@ std::string GenerationSession::full_response() const {
     } else {
       w.null();
     }
-    w.key("finish_reason").value(choice.out.finish_reason());
+    w.key("finish_reason").value(finish_reason(choice));
     w.key("stop_reason");
     write_stop_reason(w, choice.out.stop_reason());
     if (!chat) w.key("prompt_logprobs").null();
@@ -383,7 +440,7 @@ std::string GenerationSession::full_response() const {
   }
   w.end_array();
   w.key("usage");
-  write_usage(w, prompt_total(), completion_total());
+  write_usage(w, prompt_total(), completion_total(), reasoning_usage());
   w.end_object();
   return w.take();
 }

@@ -12,9 +12,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "serverd/api/chat_parsing.h"
 #include "serverd/api/choice_output.h"
 #include "serverd/api/generator.h"
 #include "serverd/api/json_io.h"
@@ -42,6 +44,7 @@ struct SessionSettings {
   std::vector<std::size_t> prompt_tokens;  // per prompt
   std::vector<std::string> echo;           // per prompt: text the choices start with (echo); may be empty
   std::vector<http::Header> headers;       // sent with the response (X-Request-Id)
+  ChatParsing parsing;                     // chat: reasoning and tool calls; completions: none
 };
 
 // One sequence to submit: choice `index` of prompt `prompt`.
@@ -93,6 +96,10 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     std::chrono::steady_clock::time_point submitted;
     std::optional<std::chrono::steady_clock::time_point> last_token;
     std::chrono::steady_clock::time_point finished_at;  // when the response's choice ended
+    // With a reasoning or tool-call parser: what it made of the text so far and has not been streamed yet.
+    std::unique_ptr<parsers::ChoiceParser> parser;
+    parsers::ChoiceDelta parsed;
+    std::size_t unparsed_tokens = 0;  // tokens whose text the stop strings still hold back
   };
 
   void drain();
@@ -100,12 +107,19 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void abort_locked();
   void end_load();  // the response is over: the session no longer counts in /load
   void process(Event& event);
+  // The tokens into the choice's text (and through its parser). True when a stop string ended it.
+  bool add_tokens(Choice& choice, std::span<const GeneratedToken> tokens);
+  // The text taken from the choice's output since the last call, through its parser (finished with it).
+  void parse_new_text(Choice& choice);
+  std::string_view finish_reason(const Choice& choice) const;
+  // usage.completion_tokens_details.reasoning_tokens; nullopt without a reasoning parser.
+  std::optional<std::size_t> reasoning_usage() const;
   void finished(Choice& choice, std::chrono::steady_clock::time_point at);
   // The generator is done with the choice: /metrics records it, and its prompt once all of its choices are.
   void record(const Choice& choice, const SequenceTimings& timings);
   void send_chunks();
   void complete();
-  std::string chunk(std::size_t index, Choice& choice, std::string text, bool finish);
+  std::string chunk(std::size_t index, Choice& choice, parsers::ChoiceDelta delta, bool finish);
   std::string role_chunk(std::size_t index);
   std::string usage_chunk() const;
   std::string full_response() const;

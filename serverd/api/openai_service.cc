@@ -305,12 +305,15 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
                                      const rapidjson::Document& body) {
   const auto served = require_served();
   const ModelInfo& model = served->model;
-  const ChatRequest request = parse_chat_request(body, options_.limits);
+  ChatRequest request = parse_chat_request(body, options_.limits);
   check_model(request.common.model, model);
+  check_tool_choice(request, options_.parsers);
+  // vLLM keeps special tokens when the tool-call parser's markers are special tokens.
+  if (parser_needs_special_tokens(request, options_.parsers)) request.common.skip_special_tokens = false;
 
   ChatPromptInputs inputs;
   inputs.messages = &request.messages;
-  inputs.tools_json = request.tools_json;
+  inputs.tools_json = template_tools(request, options_.parsers);
   inputs.template_kwargs_json = request.template_kwargs_json;
   inputs.add_generation_prompt = request.add_generation_prompt;
   inputs.continue_final_message = request.continue_final_message;
@@ -325,6 +328,7 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   const std::string id = "chatcmpl-" + request_id;
   SessionSettings settings = settings_for(ApiKind::kChat, id, request.common, model, logprobs, headers);
   settings.prompt_tokens.push_back(prompt.tokens.size());
+  settings.parsing = chat_parsing(request, options_.parsers, prompt.text);
   // vLLM's echo for chat: the reply starts with the last message when that is the assistant's.
   if (request.common.echo && request.messages.last_role == "assistant" && request.messages.last_content) {
     settings.echo.push_back(*request.messages.last_content);

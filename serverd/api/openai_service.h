@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "serverd/api/chat_parsing.h"
 #include "serverd/api/endpoints.h"
 #include "serverd/api/generation_session.h"
 #include "serverd/api/generator.h"
@@ -32,6 +33,7 @@ struct ApiOptions {
   ParseLimits limits;
   std::size_t max_active_sequences = 16384;  // sequences in flight beyond which requests get 503
   int retry_after_seconds = 1;
+  ChatParserOptions parsers;  // tool calling and reasoning in chat completions
 };
 
 class OpenAiService {

@@ -268,6 +268,55 @@ std::optional<std::string> message_text(const Value& content) {
   return joined;
 }
 
+// A replayed call's arguments as the template gets them: JSON text parsed into its value, as vLLM does
+// (templates write them with tojson); text that is not JSON, null and other types become {} as in vLLM.
+void write_call_arguments(JsonWriter& w, const Value* arguments) {
+  if (arguments != nullptr && (arguments->IsObject() || arguments->IsArray())) {
+    w.value(*arguments);
+    return;
+  }
+  if (arguments != nullptr && arguments->IsString()) {
+    rapidjson::Document parsed;
+    parsed.Parse(arguments->GetString(), arguments->GetStringLength());
+    if (!parsed.HasParseError()) {
+      w.value(static_cast<const Value&>(parsed));
+      return;
+    }
+  }
+  w.begin_object().end_object();
+}
+
+void write_tool_calls(JsonWriter& w, const Value& calls) {
+  if (!calls.IsArray()) throw_bad_request("An assistant message's 'tool_calls' must be an array", "messages");
+  w.begin_array();
+  for (const auto& call : calls.GetArray()) {
+    if (!call.IsObject()) throw_bad_request("Each of a message's 'tool_calls' must be an object", "messages");
+    const auto* function = field(call, "function");
+    if (function == nullptr || !function->IsObject()) {
+      throw_bad_request("Each of a message's 'tool_calls' needs a 'function' object", "messages");
+    }
+    w.begin_object();
+    for (const auto& member : call.GetObject()) {
+      const std::string_view name(member.name.GetString(), member.name.GetStringLength());
+      w.key(name);
+      if (name != "function") {
+        w.value(member.value);
+        continue;
+      }
+      w.begin_object();
+      for (const auto& part : function->GetObject()) {
+        const std::string_view part_name(part.name.GetString(), part.name.GetStringLength());
+        if (part_name != "arguments") w.key(part_name).value(part.value);
+      }
+      w.key("arguments");
+      write_call_arguments(w, field(*function, "arguments"));
+      w.end_object();
+    }
+    w.end_object();
+  }
+  w.end_array();
+}
+
 ChatMessages parse_messages(const Value& body) {
   const auto* messages = field(body, "messages");
   if (messages == nullptr) throw_bad_request("'messages' is required", "messages");
@@ -283,20 +332,27 @@ ChatMessages parse_messages(const Value& body) {
     out.last_role = text(*role);
     out.last_content.reset();
     w.begin_object();
+    bool wrote_content = false;
     for (const auto& member : message.GetObject()) {
       const std::string_view name(member.name.GetString(), member.name.GetStringLength());
+      if (name == "tool_calls") {
+        // vLLM drops an empty or null list, so the template takes its plain assistant path.
+        if (member.value.IsNull() || (member.value.IsArray() && member.value.Empty())) continue;
+        w.key(name);
+        write_tool_calls(w, member.value);
+        continue;
+      }
       w.key(name);
       if (name == "content") {
+        // vLLM's templates get text content: null (an assistant message that only made calls) is "".
         out.last_content = message_text(member.value);
-        if (out.last_content) {
-          w.value(*out.last_content);
-        } else {
-          w.null();
-        }
+        w.value(out.last_content.value_or(""));
+        wrote_content = true;
       } else {
         w.value(member.value);
       }
     }
+    if (!wrote_content) w.key("content").value("");
     w.end_object();
   }
   w.end_array();
@@ -308,7 +364,7 @@ constexpr std::string_view kUntrustedTemplate =
     "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with "
     "untrusted chat template.";
 
-std::string template_kwargs(const Value& body) {
+std::string template_kwargs(const Value& body, std::optional<bool>* enable_thinking = nullptr) {
   if (field(body, "chat_template") != nullptr) throw_bad_request(std::string(kUntrustedTemplate), "chat_template");
   const auto* kwargs = field(body, "chat_template_kwargs");
   if (kwargs == nullptr) return {};
@@ -316,33 +372,40 @@ std::string template_kwargs(const Value& body) {
   if (field(*kwargs, "chat_template") != nullptr) {
     throw_bad_request(std::string(kUntrustedTemplate), "chat_template_kwargs");
   }
+  if (enable_thinking != nullptr) *enable_thinking = bool_field(*kwargs, "enable_thinking");
   return to_json(*kwargs);
 }
 
-// Tools are passed to the template; only tool_choice "none" can be honoured (the others need a tool-call
-// parser or structured outputs).
-std::string tools(const Value& body) {
+// The tools the template is shown.
+std::string tool_list(const Value& body) {
   const auto* list = field(body, "tools");
+  if (list == nullptr) return {};
+  if (!list->IsArray()) throw_bad_request("'tools' must be an array", "tools");
+  if (list->Empty()) {
+    throw_bad_request(
+        "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.", "tools");
+  }
+  return to_json(*list);
+}
+
+// tool_choice with vLLM's checks and messages. Whether "auto" can be honoured depends on the server's flags
+// (chat_parsing.h checks it).
+ToolChoice tool_choice(const Value& body, bool has_tools) {
   const auto* choice = field(body, "tool_choice");
-  if (list != nullptr) {
-    if (!list->IsArray()) throw_bad_request("'tools' must be an array", "tools");
-    if (list->Empty()) {
-      throw_bad_request(
-          "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.", "tools");
-    }
+  if (choice == nullptr) return has_tools ? ToolChoice::kAuto : ToolChoice::kNone;
+  if (choice->IsString() && text(*choice) == "none") return ToolChoice::kNone;
+  if (!has_tools) throw_bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+  if (choice->IsObject()) {
+    unsupported("tool_choice", "a named function needs structured outputs, which this server does not have");
   }
-  const std::string mode = choice == nullptr    ? (list != nullptr ? "auto" : "none")
-                           : choice->IsString() ? text(*choice)
-                                                : "named";
-  if (mode != "none" && list == nullptr) {
-    throw_bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+  const std::string mode = choice->IsString() ? text(*choice) : to_json(*choice);
+  if (mode == "auto") return ToolChoice::kAuto;
+  if (mode == "required") {
+    unsupported("tool_choice", "'required' needs structured outputs, which this server does not have");
   }
-  if (mode == "auto") {
-    throw_bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
-                      "tool_choice");
-  }
-  if (mode != "none") unsupported("tool_choice", "'" + mode + "' needs structured outputs");
-  return list == nullptr ? std::string() : to_json(*list);
+  throw_bad_request("Invalid value for `tool_choice`: " + mode +
+                        "! Only named tools, \"none\", \"auto\" or \"required\" are supported.",
+                    "tool_choice");
 }
 
 void parse_generation_prompt(const Value& body, bool& add_generation_prompt, bool& continue_final_message) {
@@ -387,8 +450,10 @@ ChatRequest parse_chat_request(const Value& body, const ParseLimits& limits) {
   r.common = parse_common(body, limits, Endpoint::kChat);
   r.messages = parse_messages(body);
   if (field(body, "documents") != nullptr) unsupported("documents");
-  r.tools_json = tools(body);
-  r.template_kwargs_json = template_kwargs(body);
+  r.tools_json = tool_list(body);
+  r.tool_choice = tool_choice(body, !r.tools_json.empty());
+  r.parallel_tool_calls = bool_field(body, "parallel_tool_calls").value_or(true);
+  r.template_kwargs_json = template_kwargs(body, &r.enable_thinking);
   parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
   r.logprobs = bool_field(body, "logprobs").value_or(false);
   if (const auto top = int_field(body, "top_logprobs")) {
@@ -407,7 +472,7 @@ TokenizeRequest parse_tokenize_request(const Value& body) {
   if (field(body, "messages") != nullptr) {
     r.chat = true;
     r.messages = parse_messages(body);
-    r.tools_json = tools(body);
+    r.tools_json = tool_list(body);  // vLLM's tokenize takes no tool_choice
     r.template_kwargs_json = template_kwargs(body);
     parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
     r.add_special_tokens = bool_field(body, "add_special_tokens").value_or(false);

@@ -70,11 +70,17 @@ struct ChatMessages {
   std::optional<std::string> last_content;
 };
 
+// The request's tool_choice ("required" and named functions are refused: they need structured outputs).
+enum class ToolChoice { kNone, kAuto };
+
 struct ChatRequest {
   CommonFields common;
   ChatMessages messages;
-  std::string tools_json;            // empty: no tools
-  std::string template_kwargs_json;  // empty: none
+  std::string tools_json;                      // empty: no tools
+  ToolChoice tool_choice = ToolChoice::kNone;  // "auto" when tools are given without a tool_choice
+  bool parallel_tool_calls = true;
+  std::string template_kwargs_json;     // empty: none
+  std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking, for the reasoning parser
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   bool logprobs = false;

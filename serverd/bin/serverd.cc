@@ -31,6 +31,10 @@ serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& 
   o.http.port = static_cast<std::uint16_t>(options.port);
   o.api.api_key = options.api_key;
   o.api.version = MODELSERVE_VERSION;
+  o.api.parsers.enable_auto_tool_choice = options.enable_auto_tool_choice;
+  o.api.parsers.tool_call_parser = options.tool_call_parser;
+  o.api.parsers.reasoning_parser = options.reasoning_parser;
+  o.api.parsers.exclude_tools_when_tool_choice_none = options.exclude_tools_when_tool_choice_none;
   return o;
 }
 

@@ -1,11 +1,43 @@
 #include "serverd/options/server_options.h"
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "base/flags.h"
+#include "serverd/parsers/reasoning_parser.h"
+#include "serverd/parsers/tool_call_parser.h"
 
 namespace serverd {
+namespace {
+
+// Tool calling and reasoning flags, kept together so they read as one feature.
+void add_parser_flags(base::FlagParser& flags, ServerOptions& o) {
+  flags.add_switch("enable-auto-tool-choice", "Let the model call tools when a request's tool_choice is \"auto\"",
+                   &o.enable_auto_tool_choice);
+  flags.add_string("tool-call-parser", "NAME", "How tool calls are read from the output: hermes, llama3_json, ...",
+                   &o.tool_call_parser);
+  flags.add_string("reasoning-parser", "NAME", "How reasoning is split off the output: qwen3, deepseek_r1",
+                   &o.reasoning_parser);
+  flags.add_switch("exclude-tools-when-tool-choice-none",
+                   "Do not show the chat template the tools when tool_choice is \"none\"",
+                   &o.exclude_tools_when_tool_choice_none);
+}
+
+// vLLM's start-up checks of the flags above.
+void check_parser_flags(const ServerOptions& o) {
+  if (o.enable_auto_tool_choice && o.tool_call_parser.empty()) {
+    throw base::UsageError("--enable-auto-tool-choice requires --tool-call-parser");
+  }
+  try {
+    if (!o.tool_call_parser.empty()) parsers::make_tool_call_parser(o.tool_call_parser);
+    if (!o.reasoning_parser.empty()) parsers::make_reasoning_parser(o.reasoning_parser);
+  } catch (const std::invalid_argument& e) {
+    throw base::UsageError(e.what());
+  }
+}
+
+}  // namespace
 
 std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
                                                   const std::optional<std::string>& api_key_env) {
@@ -38,12 +70,14 @@ std::optional<ServerOptions> parse_server_options(std::span<char* const> args,
   flags.add_string("fetchd", "ADDR", "fetchd's gRPC address (unix:PATH or HOST:PORT); default: start one",
                    &o.fetchd_address);
   flags.add_switch("verbose", "More detail in the logs", &o.verbose);
+  add_parser_flags(flags, o);
   if (!flags.parse(args)) {
     std::fputs(flags.help().c_str(), stdout);
     return std::nullopt;
   }
   if (o.model.empty()) throw base::UsageError("--model is required (see --help)");
   o.block_size = std::stoull(block_size);
+  check_parser_flags(o);
   if (o.api_key.empty() && api_key_env) o.api_key = *api_key_env;
   o.reference = fetchd::request::parse_model_reference(o.model);
   if (o.served_model_name.empty()) o.served_model_name = o.model;

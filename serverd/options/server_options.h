@@ -29,6 +29,13 @@ struct ServerOptions {
   std::string fetchd_address;  // empty: start fetchd as a child on a private Unix socket
   bool verbose = false;
 
+  // Tool calling and reasoning, as vLLM's --enable-auto-tool-choice, --tool-call-parser,
+  // --reasoning-parser and --exclude-tools-when-tool-choice-none (parser names checked at parse time).
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;  // empty: none
+  std::string reasoning_parser;  // empty: none
+  bool exclude_tools_when_tool_choice_none = false;
+
   fetchd::request::ModelReference reference;  // --model, classified
 };
 

@@ -1,15 +1,61 @@
-// The official `openai` npm client against a running serverd: node openai_client.mjs BASE_URL MODEL API_KEY
+// The official `openai` npm client against a running serverd: node openai_client.mjs BASE_URL MODEL API_KEY [SUITE]
 // Each check asserts and prints "ok <name>"; the first failure exits non-zero with the reason.
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 
-const [baseURL, model, apiKey] = process.argv.slice(2);
+const [baseURL, model, apiKey, suite] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
 
 async function check(name, body) {
   await body();
   console.log(`ok ${name}`);
 }
+
+// SUITE "tools": serverd runs with --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser
+// qwen3, and only these checks run. The random model's output decides whether it reasons or calls; the
+// shapes must be the client's either way.
+const weatherTool = {
+  type: "function",
+  function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+};
+const toolHistory = [
+  { role: "user", content: "Weather in Paris?" },
+  { role: "assistant", content: null, tool_calls: [{ id: "call-1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+  { role: "tool", tool_call_id: "call-1", content: "18C" },
+];
+
+if (suite === "tools") {
+  await check("tool calls and reasoning", async () => {
+  const r = await client.chat.completions.create({ model, messages: toolHistory, tools: [weatherTool], max_tokens: 8, temperature: 0 });
+  const message = r.choices[0].message;
+  assert.ok(Array.isArray(message.tool_calls));
+  assert.ok(message.reasoning === null || typeof message.reasoning === "string");
+  assert.ok(message.content === null || typeof message.content === "string");
+  assert.ok(["stop", "length", "tool_calls"].includes(r.choices[0].finish_reason));
+  assert.equal(typeof r.usage.completion_tokens_details.reasoning_tokens, "number");
+  for (const call of message.tool_calls) assert.equal(call.type, "function");
+
+  const stream = await client.chat.completions.create({
+    model, messages: toolHistory, tools: [weatherTool], tool_choice: "none", max_tokens: 8, temperature: 0,
+    stream: true, stream_options: { include_usage: true },
+  });
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    const delta = chunk.choices[0]?.delta;
+    assert.ok(delta?.reasoning === undefined || typeof delta.reasoning === "string");
+    assert.equal(delta?.tool_calls, undefined);  // tool_choice "none": no calls
+  }
+  assert.equal(typeof usage.completion_tokens_details.reasoning_tokens, "number");
+
+  await assert.rejects(
+    client.chat.completions.create({ model, messages: toolHistory, tools: [weatherTool], tool_choice: "required" }),
+    (e) => e.status === 400 && /structured outputs/.test(e.message),
+  );
+  });
+  process.exit(0);
+}
+
 
 await check("models", async () => {
   const list = await client.models.list();
