@@ -9,6 +9,7 @@
 #include "serverd/api/api_error.h"
 #include "serverd/api/json_io.h"
 #include "serverd/api/prompts.h"
+#include "serverd/api/responses_formatter.h"
 
 namespace serverd::api {
 namespace {
@@ -139,13 +140,16 @@ void OpenAiService::route(const std::shared_ptr<http::Exchange>& exchange, const
   http::Response response;
   switch (found->endpoint) {
     case Endpoint::kCompletions:
-    case Endpoint::kChatCompletions: {
+    case Endpoint::kChatCompletions:
+    case Endpoint::kResponses: {
       rapidjson::Document body;
       parse_request_body(request.body, body);
       if (found->endpoint == Endpoint::kCompletions) {
         completions(exchange, headers, request_id, body);
-      } else {
+      } else if (found->endpoint == Endpoint::kChatCompletions) {
         chat_completions(exchange, headers, request_id, body);
+      } else {
+        responses(exchange, headers, request_id, body);
       }
       return;
     }
@@ -255,6 +259,40 @@ void add_sequences(const SequencePlan& p, const std::string& id, std::size_t pro
   }
 }
 
+ChatPromptInputs chat_prompt_inputs(const ChatRequest& request) {
+  ChatPromptInputs inputs;
+  inputs.messages = &request.messages;
+  inputs.tools_json = request.tools_json;
+  inputs.template_kwargs_json = request.template_kwargs_json;
+  inputs.add_generation_prompt = request.add_generation_prompt;
+  inputs.continue_final_message = request.continue_final_message;
+  inputs.add_special_tokens = request.common.add_special_tokens;
+  inputs.truncate_prompt_tokens = request.common.truncate_prompt_tokens;
+  return inputs;
+}
+
+// The parsers one choice's text goes through: the server's reasoning parser, and its tool-call parser when
+// the request lets the model call tools.
+// A tool-call parser whose markers are special tokens needs them decoded (vLLM turns skip_special_tokens off).
+std::unique_ptr<parsers::ChoiceParser> choice_parser(const OutputParsers& configured, bool parse_tool_calls,
+                                                     bool parallel_tool_calls, const PreparedPrompt& prompt,
+                                                     CommonFields& fields) {
+  std::unique_ptr<parsers::ReasoningParser> reasoning;
+  if (!configured.reasoning_parser.empty()) {
+    parsers::ReasoningOptions options;
+    options.prompt_closes_reasoning = parsers::prompt_closes_reasoning(prompt.text);
+    reasoning = parsers::make_reasoning_parser(configured.reasoning_parser, options);
+  }
+  std::unique_ptr<parsers::ToolCallParser> tools;
+  if (parse_tool_calls) {
+    parsers::ToolCallOptions options;
+    options.parallel_tool_calls = parallel_tool_calls;
+    tools = parsers::make_tool_call_parser(configured.tool_call_parser, options);
+    if (tools->needs_special_tokens()) fields.skip_special_tokens = false;
+  }
+  return std::make_unique<parsers::ChoiceParser>(std::move(reasoning), std::move(tools));
+}
+
 SessionSettings settings_for(ApiKind kind, std::string id, const CommonFields& fields, const ModelInfo& model,
                              std::optional<int> logprobs, const std::vector<http::Header>& headers) {
   SessionSettings s;
@@ -308,15 +346,7 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   const ChatRequest request = parse_chat_request(body, options_.limits);
   check_model(request.common.model, model);
 
-  ChatPromptInputs inputs;
-  inputs.messages = &request.messages;
-  inputs.tools_json = request.tools_json;
-  inputs.template_kwargs_json = request.template_kwargs_json;
-  inputs.add_generation_prompt = request.add_generation_prompt;
-  inputs.continue_final_message = request.continue_final_message;
-  inputs.add_special_tokens = request.common.add_special_tokens;
-  inputs.truncate_prompt_tokens = request.common.truncate_prompt_tokens;
-  const PreparedPrompt prompt = build_chat_prompt(inputs, model);
+  const PreparedPrompt prompt = build_chat_prompt(chat_prompt_inputs(request), model);
   const std::size_t max_tokens =
       resolve_max_tokens(request.common.max_tokens, std::nullopt, prompt.tokens.size(), model);
   const std::optional<int> logprobs = request.logprobs ? std::optional<int>(request.top_logprobs) : std::nullopt;
@@ -331,6 +361,43 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   }
   std::vector<SequenceSpec> sequences;
   add_sequences(p, id, 0, prompt.tokens, max_tokens, sequences);
+  check_capacity(sequences.size());
+  auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, served->metrics, exchange,
+                                                     *model.tokenizer, *served->generator);
+  session->start(std::move(sequences));
+}
+
+void OpenAiService::responses(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
+                              const std::string& request_id, const rapidjson::Document& body) {
+  const auto served = require_served();
+  const ModelInfo& model = served->model;
+  ResponsesRequest request = parse_responses_request(body, options_.limits, options_.parsers);
+  ChatRequest& chat = request.chat;
+  check_model(chat.common.model, model);
+  const PreparedPrompt prompt = build_chat_prompt(chat_prompt_inputs(chat), model);
+  check_prompt_fits(prompt.tokens.size(), model);
+  // vLLM caps max_output_tokens at what the context leaves rather than refusing it.
+  if (chat.common.max_tokens) {
+    chat.common.max_tokens = std::min(*chat.common.max_tokens, model.max_model_len - prompt.tokens.size());
+  }
+  const std::size_t max_tokens = resolve_max_tokens(chat.common.max_tokens, std::nullopt, prompt.tokens.size(), model);
+  auto parser =
+      choice_parser(options_.parsers, request.parse_tool_calls, request.parallel_tool_calls, prompt, chat.common);
+  const SequencePlan p = plan(chat.common, model, std::nullopt);
+
+  const std::string id = "resp_" + request_id;
+  SessionSettings settings = settings_for(ApiKind::kResponses, id, chat.common, model, std::nullopt, headers);
+  settings.prompt_tokens.push_back(prompt.tokens.size());
+  ResponseEcho echo;
+  echo.id = id;
+  echo.created_at = settings.created;
+  echo.model = model.served_name;
+  echo.temperature = p.sampling.temperature;
+  echo.top_p = p.sampling.top_p;
+  echo.max_output_tokens = max_tokens;
+  std::vector<SequenceSpec> sequences;
+  add_sequences(p, id, 0, prompt.tokens, max_tokens, sequences);
+  settings.formatter = std::make_shared<ResponsesFormatter>(std::move(request), std::move(echo), std::move(parser));
   check_capacity(sequences.size());
   auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, served->metrics, exchange,
                                                      *model.tokenizer, *served->generator);

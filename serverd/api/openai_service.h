@@ -1,7 +1,8 @@
 #pragma once
 
 // The OpenAI-compatible API as vLLM serves it, over the HTTP server's exchanges:
-//   POST /v1/completions, POST /v1/chat/completions, GET /v1/models   (--api-key checked on /v1/*)
+//   POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, GET /v1/models
+//   (--api-key checked on /v1/*)
 //   GET /health, GET|POST /ping, GET /load, GET /metrics, GET /version, POST /tokenize, POST /detokenize,
 //   POST /invocations (completions or chat completions, by the body's shape)
 // and vLLM's other endpoints refused by name (endpoints.h). Every response carries X-Request-Id (the
@@ -22,6 +23,7 @@
 #include "serverd/api/http_metrics.h"
 #include "serverd/api/metrics.h"
 #include "serverd/api/protocol.h"
+#include "serverd/api/responses_api.h"
 #include "serverd/http/http_server.h"
 
 namespace serverd::api {
@@ -32,6 +34,7 @@ struct ApiOptions {
   ParseLimits limits;
   std::size_t max_active_sequences = 16384;  // sequences in flight beyond which requests get 503
   int retry_after_seconds = 1;
+  OutputParsers parsers;  // the tool-call and reasoning parsers generated text goes through
 };
 
 class OpenAiService {
@@ -73,6 +76,8 @@ class OpenAiService {
                    const std::string& request_id, const rapidjson::Document& body);
   void chat_completions(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
                         const std::string& request_id, const rapidjson::Document& body);
+  void responses(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
+                 const std::string& request_id, const rapidjson::Document& body);
   void invocations(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
                    const std::string& request_id);
   http::Response models() const;
