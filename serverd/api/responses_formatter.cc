@@ -140,8 +140,9 @@ std::string ResponsesFormatter::apply(const parsers::ChoiceDelta& delta) {
 
 std::string ResponsesFormatter::begin() {
   const std::string initial = response_json(echo_, "in_progress", {}, std::nullopt);
-  return event("response.created", "\"response\":" + initial) +
-         event("response.in_progress", "\"response\":" + initial);
+  std::string out = event("response.created", "\"response\":" + initial);  // its own statement: numbered first
+  out += event("response.in_progress", "\"response\":" + initial);
+  return out;
 }
 
 std::string ResponsesFormatter::feed(std::string_view text, std::size_t tokens) {
