@@ -126,14 +126,16 @@ void GenerationSession::start(std::vector<SequenceSpec> sequences) {
     head.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
     head.headers.push_back({"Cache-Control", "no-cache"});
     exchange_->start_stream(std::move(head));
-    if (settings_.kind == ApiKind::kChat) {
+    if (settings_.formatter) {
+      exchange_->write(settings_.formatter->begin());
+    } else if (settings_.kind == ApiKind::kChat) {
       // vLLM opens every chat choice with a chunk carrying the role.
       std::string first;
       for (std::size_t i = 0; i < choices_.size(); ++i) first += sse_event(role_chunk(i));
       exchange_->write(std::move(first));
     }
-    send_chunks();
   }
+  send_chunks();
   if (finished_ == choices_.size()) complete();
 }
 
@@ -163,7 +165,7 @@ void GenerationSession::drain() {
     try {
       for (Event& event : batch) process(event);
       if (!aborted_) {
-        if (settings_.stream) send_chunks();
+        send_chunks();
         if (finished_ == choices_.size()) complete();
       }
     } catch (const std::exception& e) {
@@ -351,7 +353,28 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, parsers:
   return w.take();
 }
 
+void GenerationSession::send_formatted() {
+  std::string out;
+  for (Choice& choice : choices_) {
+    if (!choice.dirty || choice.final_sent) continue;
+    choice.dirty = false;
+    const std::size_t tokens = choice.out.token_count() - choice.tokens_fed;
+    choice.tokens_fed = choice.out.token_count();
+    out += settings_.formatter->feed(choice.out.take_text(), tokens);
+    if (choice.out.finished()) {
+      choice.final_sent = true;
+      out += settings_.formatter->finish(choice.out, prompt_total());
+    }
+  }
+  if (settings_.stream && !out.empty()) exchange_->write(std::move(out));
+}
+
 void GenerationSession::send_chunks() {
+  if (settings_.formatter) {
+    send_formatted();  // a whole response is built from the same pieces, so it runs in both modes
+    return;
+  }
+  if (!settings_.stream) return;
   std::string out;
   for (std::size_t i = 0; i < choices_.size(); ++i) {
     Choice& choice = choices_[i];
@@ -449,6 +472,12 @@ void GenerationSession::complete() {
   if (completed_) return;
   completed_ = true;
   end_load();
+  if (settings_.stream && settings_.formatter) {
+    if (const std::string_view end = settings_.formatter->stream_end(); !end.empty())
+      exchange_->write(std::string(end));
+    exchange_->finish();
+    return;
+  }
   if (settings_.stream) {
     std::string tail;
     if (settings_.include_usage) tail += sse_event(usage_chunk());
@@ -460,7 +489,8 @@ void GenerationSession::complete() {
   http::Response response;
   response.headers = settings_.headers;
   response.headers.push_back({"Content-Type", "application/json"});
-  response.body = full_response();
+  response.body =
+      settings_.formatter ? settings_.formatter->whole(choices_.front().out, prompt_total()) : full_response();
   exchange_->respond(std::move(response));
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 
-// One completions or chat completions request in flight: its sequences submitted to the Generator, what the
-// sinks receive queued and handled on the server's I/O threads (never on the engine thread), choices built
-// as tokens arrive, and the response sent whole or as server-sent events. A client that goes away cancels
-// every sequence of the request; a stop string cancels its sequence.
+// One completions, chat completions or Responses API request in flight: its sequences submitted to the Generator, what
+// the sinks receive queued and handled on the server's I/O threads (never on the engine thread), choices built as
+// tokens arrive, and the response sent whole or as server-sent events. A client that goes away cancels every sequence
+// of the request; a stop string cancels its sequence.
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +21,7 @@
 #include "serverd/api/generator.h"
 #include "serverd/api/json_io.h"
 #include "serverd/api/metrics.h"
+#include "serverd/api/output_formatter.h"
 #include "serverd/http/http_server.h"
 
 namespace serverd::api {
@@ -31,7 +32,7 @@ struct ServiceCounters {
   std::atomic<std::size_t> active_requests{0};  // sessions whose response is not over yet (/load)
 };
 
-enum class ApiKind { kCompletion, kChat };
+enum class ApiKind { kCompletion, kChat, kResponses };
 
 struct SessionSettings {
   ApiKind kind = ApiKind::kCompletion;
@@ -45,6 +46,8 @@ struct SessionSettings {
   std::vector<std::string> echo;           // per prompt: text the choices start with (echo); may be empty
   std::vector<http::Header> headers;       // sent with the response (X-Request-Id)
   ChatParsing parsing;                     // chat: reasoning and tool calls; completions: none
+  // kResponses: writes the body or the events of its one choice (the chat kinds write their own).
+  std::shared_ptr<OutputFormatter> formatter;
 };
 
 // One sequence to submit: choice `index` of prompt `prompt`.
@@ -92,6 +95,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     bool echo_sent = false;
     bool dirty = false;
     std::size_t text_offset = 0;
+    std::size_t tokens_fed = 0;  // kResponses: tokens whose text the formatter has
     std::size_t max_tokens = 0;
     std::chrono::steady_clock::time_point submitted;
     std::optional<std::chrono::steady_clock::time_point> last_token;
@@ -118,6 +122,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   // The generator is done with the choice: /metrics records it, and its prompt once all of its choices are.
   void record(const Choice& choice, const SequenceTimings& timings);
   void send_chunks();
+  void send_formatted();  // kResponses: the choice's new text through the formatter
   void complete();
   std::string chunk(std::size_t index, Choice& choice, parsers::ChoiceDelta delta, bool finish);
   std::string role_chunk(std::size_t index);

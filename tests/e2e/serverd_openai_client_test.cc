@@ -71,7 +71,7 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   for (const char* check :
        {"models", "completions", "chat", "chat streaming with usage", "n > 1", "logprobs", "stop strings",
         "seed reproducibility", "errors", "64 concurrent streams match their runs alone",
-        "a client that disconnects mid-stream is cancelled"}) {
+        "a client that disconnects mid-stream is cancelled", "responses", "responses streaming"}) {
     EXPECT_THAT(output, HasSubstr(std::string("ok ") + check + "\n")) << output;
   }
 

@@ -244,3 +244,57 @@ await check("a client that disconnects mid-stream is cancelled", async () => {
   await metricBecomes("vllm:num_requests_running", 0);
   await metricBecomes("vllm:kv_cache_usage_perc", 0);
 });
+
+await check("responses", async () => {
+  const r = await client.responses.create({
+    model,
+    instructions: "Be brief.",
+    input: [{ role: "user", content: [{ type: "input_text", text: "Name a river." }] }],
+    max_output_tokens: 12,
+    temperature: 0,
+    store: false,
+    metadata: { suite: "e2e" },
+  });
+  assert.equal(r.object, "response");
+  assert.ok(r.id.startsWith("resp_"), r.id);
+  assert.equal(r.model, model);
+  assert.ok(["completed", "incomplete"].includes(r.status), r.status);
+  assert.equal(r.instructions, "Be brief.");
+  assert.deepEqual(r.metadata, { suite: "e2e" });
+  assert.equal(r.output.length, 1);
+  assert.equal(r.output[0].type, "message");
+  assert.equal(r.output[0].role, "assistant");
+  assert.equal(r.output[0].content[0].type, "output_text");
+  assert.equal(typeof r.output_text, "string");  // the client's own join of the output_text parts
+  assert.equal(r.output_text, r.output[0].content[0].text);
+  assert.ok(r.usage.input_tokens > 5);
+  assert.ok(r.usage.output_tokens >= 1 && r.usage.output_tokens <= 12);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+  if (r.status === "incomplete") assert.equal(r.incomplete_details.reason, "max_output_tokens");
+});
+
+await check("responses streaming", async () => {
+  const body = { model, input: "Count to five.", max_output_tokens: 10, temperature: 0 };
+  const stream = await client.responses.create({ ...body, stream: true });
+  const types = [];
+  let text = "";
+  let completed = null;
+  for await (const event of stream) {
+    assert.equal(event.sequence_number, types.length);
+    types.push(event.type);
+    if (event.type === "response.output_text.delta") text += event.delta;
+    if (event.type === "response.completed") completed = event.response;
+  }
+  assert.deepEqual(types.slice(0, 4), [
+    "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+  ]);
+  assert.deepEqual(types.slice(-4), [
+    "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed",
+  ]);
+  assert.ok(completed, "no response.completed");
+  assert.equal(completed.output[0].content[0].text, text);
+  assert.ok(completed.usage.output_tokens >= 1 && completed.usage.output_tokens <= 10);
+  const whole = await client.responses.create(body);
+  assert.equal(whole.output[0].content[0].text, text);
+  assert.equal(whole.usage.output_tokens, completed.usage.output_tokens);
+});
