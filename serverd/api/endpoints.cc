@@ -6,8 +6,10 @@
 namespace serverd::api {
 namespace {
 
-constexpr std::string_view kResponsesRefusal =
-    "The Responses API (/v1/responses) is not implemented by serverd; use POST /v1/chat/completions.";
+// vLLM keeps no responses unless VLLM_ENABLE_RESPONSES_API_STORE is set; serverd has no store at all.
+constexpr std::string_view kStoredResponsesRefusal =
+    "serverd stores no responses (as vLLM without VLLM_ENABLE_RESPONSES_API_STORE), so there is no response to "
+    "retrieve or cancel; POST /v1/responses answers each request whole or streamed.";
 constexpr std::string_view kPoolingRefusal =
     "serverd serves generative models only: vLLM's pooling endpoints (/v1/embeddings, /pooling, /classify, "
     "/score, /rerank) are not implemented; use POST /v1/completions or /v1/chat/completions.";
@@ -33,9 +35,9 @@ constexpr Route kRoutes[] = {
     {"/v1/models/{model:path}", "", Endpoint::kRefused, 404,
      "GET /v1/models/{model} is not an endpoint of vLLM's server, nor of serverd; GET /v1/models lists the "
      "served model."},
-    {"/v1/responses", "", Endpoint::kRefused, 501, kResponsesRefusal},
-    {"/v1/responses/{response_id}", "", Endpoint::kRefused, 501, kResponsesRefusal},
-    {"/v1/responses/{response_id}/cancel", "", Endpoint::kRefused, 501, kResponsesRefusal},
+    {"/v1/responses", "POST", Endpoint::kResponses, 0, {}},
+    {"/v1/responses/{response_id}", "", Endpoint::kRefused, 404, kStoredResponsesRefusal},
+    {"/v1/responses/{response_id}/cancel", "", Endpoint::kRefused, 404, kStoredResponsesRefusal},
     {"/v1/embeddings", "", Endpoint::kRefused, 501, kPoolingRefusal},
     {"/pooling", "", Endpoint::kRefused, 501, kPoolingRefusal},
     {"/classify", "", Endpoint::kRefused, 501, kPoolingRefusal},

@@ -17,6 +17,7 @@ enum class Endpoint {
   kModels,
   kCompletions,
   kChatCompletions,
+  kResponses,
   kTokenize,
   kDetokenize,
   kInvocations,

@@ -109,6 +109,7 @@ void GenerationSession::start(std::vector<SequenceSpec> sequences) {
     choices_.emplace_back(ChoiceOutput(tokenizer_, spec.stops, spec.config));
     choices_.back().prompt = spec.prompt;
     choices_.back().max_tokens = spec.request.max_tokens;
+    if (settings_.parsing.make_parser) choices_.back().parser = settings_.parsing.make_parser();
     // Submitted (and so recorded in /metrics): what generates, or scores its prompt.
     if (spec.request.max_tokens > 0 || spec.request.prompt_logprobs) ++unrecorded_.at(spec.prompt);
     if (spec.request.prompt_logprobs) prompts_.at(spec.prompt).scorer = i;
@@ -146,14 +147,16 @@ void GenerationSession::start(std::vector<SequenceSpec> sequences) {
     head.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
     head.headers.push_back({"Cache-Control", "no-cache"});
     exchange_->start_stream(std::move(head));
-    if (settings_.kind == ApiKind::kChat) {
+    if (settings_.formatter) {
+      exchange_->write(settings_.formatter->begin());
+    } else if (settings_.kind == ApiKind::kChat) {
       // vLLM opens every chat choice with a chunk carrying the role.
       std::string first;
       for (std::size_t i = 0; i < choices_.size(); ++i) first += sse_event(role_chunk(i));
       exchange_->write(std::move(first));
     }
-    send_chunks();
   }
+  send_chunks();
   if (finished_ == choices_.size()) complete();
 }
 
@@ -183,7 +186,7 @@ void GenerationSession::drain() {
     try {
       for (Event& event : batch) process(event);
       if (!aborted_) {
-        if (settings_.stream) send_chunks();
+        send_chunks();
         if (finished_ == choices_.size()) complete();
       }
     } catch (const std::exception& e) {
@@ -239,6 +242,7 @@ void GenerationSession::process(Event& event) {
     if (prompts_.at(choice.prompt).scorer == event.choice) touch_prompt();
     if (!choice.out.finished()) {  // else a stop string ended it already
       choice.out.finish(event.reason, event.stop_token);
+      parse_new_text(choice);
       finished(choice, event.at);
     }
     record(choice, event.timings);
@@ -253,10 +257,62 @@ void GenerationSession::process(Event& event) {
   }
   choice.last_token = event.at;
   choice.dirty = true;
-  if (choice.out.add_tokens(event.tokens)) {
+  if (add_tokens(choice, event.tokens)) {
     if (choice.handle) generator_.cancel(*choice.handle);  // a stop string: the sequence is no longer needed
     finished(choice, event.at);
   }
+}
+
+bool GenerationSession::add_tokens(Choice& choice, std::span<const GeneratedToken> tokens) {
+  if (!choice.parser && !settings_.formatter) return choice.out.add_tokens(tokens);
+  // One token at a time, so the reasoning parser knows which tokens decoded reasoning, however the engine's
+  // tokens happen to be batched into events.
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const bool stopped = choice.out.add_tokens(tokens.subspan(i, 1));
+    ++choice.unparsed_tokens;
+    if (settings_.formatter) {
+      feed_formatter(choice);
+    } else {
+      parse_new_text(choice);
+    }
+    if (stopped) return true;
+  }
+  return false;
+}
+
+void GenerationSession::feed_formatter(Choice& choice) {
+  const std::string text = choice.out.take_text();
+  if (!text.empty()) formatted_ += settings_.formatter->feed(text, std::exchange(choice.unparsed_tokens, 0));
+}
+
+void GenerationSession::parse_new_text(Choice& choice) {
+  if (!choice.parser) return;
+  const auto append = [&choice](parsers::ChoiceDelta delta) {
+    choice.parsed.reasoning += delta.reasoning;
+    choice.parsed.content += delta.content;
+    choice.parsed.tool_calls.insert(choice.parsed.tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
+  };
+  const std::string text = choice.out.take_text();
+  if (!text.empty()) {
+    append(choice.parser->feed(text, std::exchange(choice.unparsed_tokens, 0)));
+  }
+  if (choice.out.finished()) append(choice.parser->finish());
+}
+
+std::string_view GenerationSession::finish_reason(const Choice& choice) const {
+  const std::string_view reason = choice.out.finish_reason();
+  // vLLM: a whole response that made calls says "tool_calls" whatever ended it; a stream only when the
+  // sequence stopped (not on length).
+  const bool called = settings_.parsing.auto_tools && choice.parser && choice.parser->made_tool_calls();
+  if (called && (!settings_.stream || reason == "stop")) return "tool_calls";
+  return reason;
+}
+
+std::optional<std::size_t> GenerationSession::reasoning_usage() const {
+  if (!settings_.parsing.reasoning) return std::nullopt;
+  std::size_t total = 0;
+  for (const Choice& choice : choices_) total += choice.parser ? choice.parser->reasoning_tokens() : 0;
+  return total;
 }
 
 void GenerationSession::finished(Choice& choice, Clock::time_point at) {
@@ -314,7 +370,7 @@ std::vector<LogprobRecord> GenerationSession::echoed_records(const Choice& choic
   return prompt_records(settings_.first_prompt_tokens.at(choice.prompt), prompts_.at(choice.prompt).entries);
 }
 
-std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::string text,
+std::string GenerationSession::chunk(std::size_t index, Choice& choice, parsers::ChoiceDelta delta,
                                      std::vector<LogprobRecord> logprobs, bool finish) {
   const bool chat = settings_.kind == ApiKind::kChat;
   JsonWriter w;
@@ -322,11 +378,16 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::str
   w.key("choices").begin_array().begin_object();
   w.key("index").value(static_cast<std::uint64_t>(index));
   if (chat) {
-    w.key("delta").begin_object();
-    if (!text.empty() || !finish) w.key("content").value(text);
-    w.end_object();
+    w.key("delta");
+    if (choice.parser) {
+      write_delta(w, delta);
+    } else {
+      w.begin_object();
+      if (!delta.content.empty() || !finish) w.key("content").value(delta.content);
+      w.end_object();
+    }
   } else {
-    w.key("text").value(text);
+    w.key("text").value(delta.content);
   }
   w.key("logprobs");
   if (settings_.logprobs) {
@@ -341,7 +402,7 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::str
   }
   w.key("finish_reason");
   if (finish) {
-    w.value(choice.out.finish_reason());
+    w.value(finish_reason(choice));
   } else {
     w.null();
   }
@@ -353,7 +414,26 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, std::str
   return w.take();
 }
 
+void GenerationSession::send_formatted() {
+  for (Choice& choice : choices_) {
+    if (!choice.dirty || choice.final_sent) continue;
+    choice.dirty = false;
+    feed_formatter(choice);  // text the stop strings held back until the choice finished
+    if (choice.out.finished()) {
+      choice.final_sent = true;
+      formatted_ += settings_.formatter->finish(choice.out, prompt_total());
+    }
+  }
+  std::string out = std::exchange(formatted_, {});
+  if (settings_.stream && !out.empty()) exchange_->write(std::move(out));
+}
+
 void GenerationSession::send_chunks() {
+  if (settings_.formatter) {
+    send_formatted();  // a whole response is built from the same pieces, so it runs in both modes
+    return;
+  }
+  if (!settings_.stream) return;
   std::string out;
   for (std::size_t i = 0; i < choices_.size(); ++i) {
     Choice& choice = choices_[i];
@@ -361,11 +441,16 @@ void GenerationSession::send_chunks() {
     // The first chunk of an echo with logprobs carries the prompt's: it waits for them (dirty meanwhile).
     if (!choice.echo_sent && settings_.echo_prompt_logprobs && !prompt_scored(choice.prompt)) continue;
     choice.dirty = false;
-    std::string text = choice.out.take_text();
+    parsers::ChoiceDelta delta;
+    if (choice.parser) {
+      delta = std::exchange(choice.parsed, {});
+    } else {
+      delta.content = choice.out.take_text();
+    }
     std::vector<LogprobRecord> logprobs;
     if (!choice.echo_sent) {
       choice.echo_sent = true;
-      if (choice.prompt < settings_.echo.size()) text = settings_.echo[choice.prompt] + text;
+      if (choice.prompt < settings_.echo.size()) delta.content = settings_.echo[choice.prompt] + delta.content;
       logprobs = echoed_records(choice);
     }
     if (settings_.logprobs) {
@@ -374,9 +459,9 @@ void GenerationSession::send_chunks() {
                       std::make_move_iterator(generated.end()));
     }
     const bool finish = choice.out.finished();
-    if (text.empty() && !finish && logprobs.empty()) continue;  // everything new is held back
+    if (delta.empty() && !finish && logprobs.empty()) continue;  // everything new is held back
     if (finish) choice.final_sent = true;
-    out += sse_event(chunk(i, choice, std::move(text), std::move(logprobs), finish));
+    out += sse_event(chunk(i, choice, std::move(delta), std::move(logprobs), finish));
   }
   if (!out.empty()) exchange_->write(std::move(out));
 }
@@ -417,7 +502,7 @@ std::string GenerationSession::usage_chunk() const {
   begin_json(w, settings_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
   w.key("choices").begin_array().end_array();
   w.key("usage");
-  write_usage(w, prompt_total(), completion_total(), cached_tokens());
+  write_usage(w, prompt_total(), completion_total(), cached_tokens(), reasoning_usage());
   w.end_object();
   return w.take();
 }
@@ -429,18 +514,21 @@ std::string GenerationSession::full_response() const {
   w.key("choices").begin_array();
   for (std::size_t i = 0; i < choices_.size(); ++i) {
     const Choice& choice = choices_[i];
-    const std::string text =
-        (choice.prompt < settings_.echo.size() ? settings_.echo[choice.prompt] : std::string()) + choice.out.text();
+    const std::string echo = choice.prompt < settings_.echo.size() ? settings_.echo[choice.prompt] : std::string();
     w.begin_object();
     w.key("index").value(static_cast<std::uint64_t>(i));
     if (chat) {
-      w.key("message").begin_object();
-      w.key("role").value(settings_.role);
-      w.key("content").value(text);
-      w.key("refusal").null();
-      w.end_object();
+      parsers::ChoiceResult message;
+      if (choice.parser) {
+        message = choice.parser->result();
+        if (!echo.empty()) message.content = echo + message.content.value_or("");
+      } else {
+        message.content = echo + choice.out.text();
+      }
+      w.key("message");
+      write_message(w, settings_.role, message);
     } else {
-      w.key("text").value(text);
+      w.key("text").value(echo + choice.out.text());
     }
     w.key("logprobs");
     if (settings_.logprobs) {
@@ -455,7 +543,7 @@ std::string GenerationSession::full_response() const {
     } else {
       w.null();
     }
-    w.key("finish_reason").value(choice.out.finish_reason());
+    w.key("finish_reason").value(finish_reason(choice));
     w.key("stop_reason");
     write_stop_reason(w, choice.out.stop_reason());
     if (!chat) write_prompt_logprobs_field(w, choice.prompt);
@@ -463,7 +551,7 @@ std::string GenerationSession::full_response() const {
   }
   w.end_array();
   w.key("usage");
-  write_usage(w, prompt_total(), completion_total(), cached_tokens());
+  write_usage(w, prompt_total(), completion_total(), cached_tokens(), reasoning_usage());
   if (chat) write_prompt_logprobs_field(w, 0);  // vLLM puts the chat prompt's on the response
   w.end_object();
   return w.take();
@@ -473,6 +561,12 @@ void GenerationSession::complete() {
   if (completed_) return;
   completed_ = true;
   end_load();
+  if (settings_.stream && settings_.formatter) {
+    if (const std::string_view end = settings_.formatter->stream_end(); !end.empty())
+      exchange_->write(std::string(end));
+    exchange_->finish();
+    return;
+  }
   if (settings_.stream) {
     std::string tail;
     if (settings_.include_usage) tail += sse_event(usage_chunk());
@@ -484,7 +578,8 @@ void GenerationSession::complete() {
   http::Response response;
   response.headers = settings_.headers;
   response.headers.push_back({"Content-Type", "application/json"});
-  response.body = full_response();
+  response.body =
+      settings_.formatter ? settings_.formatter->whole(choices_.front().out, prompt_total()) : full_response();
   exchange_->respond(std::move(response));
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 
-// One completions or chat completions request in flight: its sequences submitted to the Generator, what the
-// sinks receive queued and handled on the server's I/O threads (never on the engine thread), choices built
-// as tokens arrive, and the response sent whole or as server-sent events. A client that goes away cancels
-// every sequence of the request; a stop string cancels its sequence.
+// One completions, chat completions or Responses API request in flight: its sequences submitted to the Generator, what
+// the sinks receive queued and handled on the server's I/O threads (never on the engine thread), choices built as
+// tokens arrive, and the response sent whole or as server-sent events. A client that goes away cancels every sequence
+// of the request; a stop string cancels its sequence.
 
 #include <atomic>
 #include <chrono>
@@ -12,13 +12,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "serverd/api/chat_parsing.h"
 #include "serverd/api/choice_output.h"
 #include "serverd/api/generator.h"
 #include "serverd/api/json_io.h"
 #include "serverd/api/metrics.h"
+#include "serverd/api/output_formatter.h"
 #include "serverd/http/http_server.h"
 
 namespace serverd::api {
@@ -29,7 +32,7 @@ struct ServiceCounters {
   std::atomic<std::size_t> active_requests{0};  // sessions whose response is not over yet (/load)
 };
 
-enum class ApiKind { kCompletion, kChat };
+enum class ApiKind { kCompletion, kChat, kResponses };
 
 struct SessionSettings {
   ApiKind kind = ApiKind::kCompletion;
@@ -51,6 +54,9 @@ struct SessionSettings {
   bool prompt_logprobs_field = false;
   bool echo_prompt_logprobs = false;
   std::vector<std::int32_t> first_prompt_tokens;  // per prompt: its first token, which nothing predicts
+  ChatParsing parsing;                            // chat: reasoning and tool calls; completions: none
+  // kResponses: writes the body or the events of its one choice (the chat kinds write their own).
+  std::shared_ptr<OutputFormatter> formatter;
 };
 
 // One sequence to submit: choice `index` of prompt `prompt`.
@@ -105,6 +111,10 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     std::chrono::steady_clock::time_point submitted;
     std::optional<std::chrono::steady_clock::time_point> last_token;
     std::chrono::steady_clock::time_point finished_at;  // when the response's choice ended
+    // With a reasoning or tool-call parser: what it made of the text so far and has not been streamed yet.
+    std::unique_ptr<parsers::ChoiceParser> parser;
+    parsers::ChoiceDelta parsed;
+    std::size_t unparsed_tokens = 0;  // tokens whose text the stop strings still hold back
   };
 
   // A prompt's log-probabilities as they arrive from the sequence that scores it.
@@ -118,12 +128,22 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void abort_locked();
   void end_load();  // the response is over: the session no longer counts in /load
   void process(Event& event);
+  // The tokens into the choice's text (and through its parser). True when a stop string ended it.
+  bool add_tokens(Choice& choice, std::span<const GeneratedToken> tokens);
+  // The text taken from the choice's output since the last call, through its parser (finished with it).
+  void parse_new_text(Choice& choice);
+  std::string_view finish_reason(const Choice& choice) const;
+  // usage.completion_tokens_details.reasoning_tokens; nullopt without a reasoning parser.
+  std::optional<std::size_t> reasoning_usage() const;
   void finished(Choice& choice, std::chrono::steady_clock::time_point at);
   // The generator is done with the choice: /metrics records it, and its prompt once all of its choices are.
   void record(const Choice& choice, const SequenceTimings& timings);
   void send_chunks();
+  void send_formatted();  // kResponses: the choices' new text through the formatter
+  // kResponses: the choice's new text to the formatter, what it writes kept in formatted_.
+  void feed_formatter(Choice& choice);
   void complete();
-  std::string chunk(std::size_t index, Choice& choice, std::string text, std::vector<LogprobRecord> logprobs,
+  std::string chunk(std::size_t index, Choice& choice, parsers::ChoiceDelta delta, std::vector<LogprobRecord> logprobs,
                     bool finish);
   // Whether a prompt's log-probabilities are all in (or will never all come: its scorer has finished).
   bool prompt_scored(std::size_t prompt) const;
@@ -158,6 +178,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::size_t finished_ = 0;
   bool aborted_ = false;
   bool completed_ = false;
+  std::string formatted_;  // kResponses: what the formatter wrote and the stream has not sent
   bool counted_in_load_ = true;
 };
 

@@ -9,6 +9,7 @@
 #include "serverd/api/api_error.h"
 #include "serverd/api/json_io.h"
 #include "serverd/api/prompts.h"
+#include "serverd/api/responses_formatter.h"
 
 namespace serverd::api {
 namespace {
@@ -141,13 +142,16 @@ void OpenAiService::route(const std::shared_ptr<http::Exchange>& exchange, const
   http::Response response;
   switch (found->endpoint) {
     case Endpoint::kCompletions:
-    case Endpoint::kChatCompletions: {
+    case Endpoint::kChatCompletions:
+    case Endpoint::kResponses: {
       rapidjson::Document body;
       parse_request_body(request.body, body);
       if (found->endpoint == Endpoint::kCompletions) {
         completions(exchange, headers, request_id, body);
-      } else {
+      } else if (found->endpoint == Endpoint::kChatCompletions) {
         chat_completions(exchange, headers, request_id, body);
+      } else {
+        responses(exchange, headers, request_id, body);
       }
       return;
     }
@@ -280,6 +284,19 @@ void add_sequences(const SequencePlan& p, const std::string& id, std::size_t pro
   }
 }
 
+ChatPromptInputs chat_prompt_inputs(const ChatRequest& request, const ChatParserOptions& parsers) {
+  ChatPromptInputs inputs;
+  inputs.messages = &request.messages;
+  inputs.tools_json = template_tools(request, parsers);
+  inputs.template_kwargs_json = request.template_kwargs_json;
+  inputs.request_template = &request.chat_template;
+  inputs.add_generation_prompt = request.add_generation_prompt;
+  inputs.continue_final_message = request.continue_final_message;
+  inputs.add_special_tokens = request.common.add_special_tokens;
+  inputs.truncate_prompt_tokens = request.common.truncate_prompt_tokens;
+  return inputs;
+}
+
 SessionSettings settings_for(ApiKind kind, std::string id, const CommonFields& fields, const ModelInfo& model,
                              const LogprobPlan& logprobs, const std::vector<http::Header>& headers,
                              const ApiOptions& options) {
@@ -341,19 +358,13 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
                                      const rapidjson::Document& body) {
   const auto served = require_served();
   const ModelInfo& model = served->model;
-  const ChatRequest request = parse_chat_request(body, options_.limits);
+  ChatRequest request = parse_chat_request(body, options_.limits);
   check_model(request.common.model, model);
+  check_tool_choice(request, options_.parsers);
+  // vLLM keeps special tokens when the tool-call parser's markers are special tokens.
+  if (parser_needs_special_tokens(request, options_.parsers)) request.common.skip_special_tokens = false;
 
-  ChatPromptInputs inputs;
-  inputs.messages = &request.messages;
-  inputs.tools_json = request.tools_json;
-  inputs.template_kwargs_json = request.template_kwargs_json;
-  inputs.request_template = &request.chat_template;
-  inputs.add_generation_prompt = request.add_generation_prompt;
-  inputs.continue_final_message = request.continue_final_message;
-  inputs.add_special_tokens = request.common.add_special_tokens;
-  inputs.truncate_prompt_tokens = request.common.truncate_prompt_tokens;
-  const PreparedPrompt prompt = build_chat_prompt(inputs, model, options_.chat);
+  const PreparedPrompt prompt = build_chat_prompt(chat_prompt_inputs(request, options_.parsers), model, options_.chat);
   const std::size_t max_tokens =
       resolve_max_tokens(request.common.max_tokens, std::nullopt, prompt.tokens.size(), model);
   const LogprobPlan logprobs = plan_chat_logprobs(request, options_.logprobs, model);
@@ -364,6 +375,7 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   settings.role = response_role(options_.chat, request.add_generation_prompt, request.messages);
   settings.prompt_tokens.push_back(prompt.tokens.size());
   settings.first_prompt_tokens.push_back(prompt.tokens.front());
+  settings.parsing = chat_parsing(request, options_.parsers, prompt.text);
   // vLLM's echo for chat: the reply starts with the last message when that is the assistant's.
   if (request.common.echo && request.messages.last_role == "assistant" && request.messages.last_content) {
     settings.echo.push_back(*request.messages.last_content);
@@ -373,6 +385,46 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   check_capacity(sequences.size());
   seed_unseeded(sequences);
   log_request(id, settings.prompt_tokens, max_tokens, request.common.n);
+  auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, served->metrics, exchange,
+                                                     *model.tokenizer, *served->generator);
+  session->start(std::move(sequences));
+}
+
+void OpenAiService::responses(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
+                              const std::string& request_id, const rapidjson::Document& body) {
+  const auto served = require_served();
+  const ModelInfo& model = served->model;
+  ResponsesRequest request = parse_responses_request(body, options_.limits, options_.parsers);
+  ChatRequest& chat = request.chat;
+  check_model(chat.common.model, model);
+  if (parser_needs_special_tokens(chat, options_.parsers)) chat.common.skip_special_tokens = false;
+  const PreparedPrompt prompt = build_chat_prompt(chat_prompt_inputs(chat, options_.parsers), model, options_.chat);
+  check_prompt_fits(prompt.tokens.size(), model);
+  // vLLM caps max_output_tokens at what the context leaves rather than refusing it.
+  if (chat.common.max_tokens) {
+    chat.common.max_tokens = std::min(*chat.common.max_tokens, model.max_model_len - prompt.tokens.size());
+  }
+  const std::size_t max_tokens = resolve_max_tokens(chat.common.max_tokens, std::nullopt, prompt.tokens.size(), model);
+  // The same parsers as chat completions: one choice, so one parser (content as it is without any).
+  const ChatParsing parsing = chat_parsing(chat, options_.parsers, prompt.text);
+  auto parser = parsing.make_parser ? parsing.make_parser() : std::make_unique<parsers::ChoiceParser>(nullptr, nullptr);
+  const LogprobPlan no_logprobs;  // the Responses API asks for none (top_logprobs > 0 is refused)
+  const SequencePlan p = plan(chat.common, model, no_logprobs);
+
+  const std::string id = "resp_" + request_id;
+  SessionSettings settings = settings_for(ApiKind::kResponses, id, chat.common, model, no_logprobs, headers, options_);
+  settings.prompt_tokens.push_back(prompt.tokens.size());
+  ResponseEcho echo;
+  echo.id = id;
+  echo.created_at = settings.created;
+  echo.model = model.served_name;
+  echo.temperature = p.sampling.temperature;
+  echo.top_p = p.sampling.top_p;
+  echo.max_output_tokens = max_tokens;
+  std::vector<SequenceSpec> sequences;
+  add_sequences(p, id, 0, prompt.tokens, max_tokens, sequences);
+  settings.formatter = std::make_shared<ResponsesFormatter>(std::move(request), std::move(echo), std::move(parser));
+  check_capacity(sequences.size());
   auto session = std::make_shared<GenerationSession>(std::move(settings), counters_, served->metrics, exchange,
                                                      *model.tokenizer, *served->generator);
   session->start(std::move(sequences));

@@ -1,7 +1,8 @@
 #pragma once
 
 // The OpenAI-compatible API as vLLM serves it, over the HTTP server's exchanges:
-//   POST /v1/completions, POST /v1/chat/completions, GET /v1/models   (--api-key checked on /v1/*)
+//   POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, GET /v1/models
+//   (--api-key checked on /v1/*)
 //   GET /health, GET|POST /ping, GET /load, GET /metrics, GET /version, POST /tokenize, POST /detokenize,
 //   POST /invocations (completions or chat completions, by the body's shape)
 // and vLLM's other endpoints refused by name (endpoints.h). Every response carries X-Request-Id (the
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "base/splitmix64.h"
+#include "serverd/api/chat_parsing.h"
 #include "serverd/api/endpoints.h"
 #include "serverd/api/generation_session.h"
 #include "serverd/api/generator.h"
@@ -29,6 +31,7 @@
 #include "serverd/api/metrics.h"
 #include "serverd/api/prompts.h"
 #include "serverd/api/protocol.h"
+#include "serverd/api/responses_api.h"
 #include "serverd/http/http_server.h"
 
 namespace serverd::api {
@@ -46,6 +49,7 @@ struct ApiOptions {
   LogprobLimits logprobs;                    // --max-logprobs, --return-tokens-as-token-ids
   std::size_t max_active_sequences = 16384;  // sequences in flight beyond which requests get 503
   int retry_after_seconds = 1;
+  ChatParserOptions parsers;  // tool calling and reasoning in chat completions
 };
 
 class OpenAiService {
@@ -87,6 +91,8 @@ class OpenAiService {
                    const std::string& request_id, const rapidjson::Document& body);
   void chat_completions(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
                         const std::string& request_id, const rapidjson::Document& body);
+  void responses(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
+                 const std::string& request_id, const rapidjson::Document& body);
   void invocations(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
                    const std::string& request_id);
   http::Response models() const;

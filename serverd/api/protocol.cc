@@ -300,6 +300,55 @@ void write_content(const std::optional<std::vector<std::string>>& parts, bool to
   as_parts.end_array();
 }
 
+// A replayed call's arguments as the template gets them: JSON text parsed into its value, as vLLM does
+// (templates write them with tojson); text that is not JSON, null and other types become {} as in vLLM.
+void write_call_arguments(JsonWriter& w, const Value* arguments) {
+  if (arguments != nullptr && (arguments->IsObject() || arguments->IsArray())) {
+    w.value(*arguments);
+    return;
+  }
+  if (arguments != nullptr && arguments->IsString()) {
+    rapidjson::Document parsed;
+    parsed.Parse(arguments->GetString(), arguments->GetStringLength());
+    if (!parsed.HasParseError()) {
+      w.value(static_cast<const Value&>(parsed));
+      return;
+    }
+  }
+  w.begin_object().end_object();
+}
+
+void write_tool_calls(JsonWriter& w, const Value& calls) {
+  if (!calls.IsArray()) throw_bad_request("An assistant message's 'tool_calls' must be an array", "messages");
+  w.begin_array();
+  for (const auto& call : calls.GetArray()) {
+    if (!call.IsObject()) throw_bad_request("Each of a message's 'tool_calls' must be an object", "messages");
+    const auto* function = field(call, "function");
+    if (function == nullptr || !function->IsObject()) {
+      throw_bad_request("Each of a message's 'tool_calls' needs a 'function' object", "messages");
+    }
+    w.begin_object();
+    for (const auto& member : call.GetObject()) {
+      const std::string_view name(member.name.GetString(), member.name.GetStringLength());
+      w.key(name);
+      if (name != "function") {
+        w.value(member.value);
+        continue;
+      }
+      w.begin_object();
+      for (const auto& part : function->GetObject()) {
+        const std::string_view part_name(part.name.GetString(), part.name.GetStringLength());
+        if (part_name != "arguments") w.key(part_name).value(part.value);
+      }
+      w.key("arguments");
+      write_call_arguments(w, field(*function, "arguments"));
+      w.end_object();
+    }
+    w.end_object();
+  }
+  w.end_array();
+}
+
 ChatMessages parse_messages(const Value& body) {
   const auto* messages = field(body, "messages");
   if (messages == nullptr) throw_bad_request("'messages' is required", "messages");
@@ -325,6 +374,16 @@ ChatMessages parse_messages(const Value& body) {
     for (const auto& member : message.GetObject()) {
       const std::string_view name(member.name.GetString(), member.name.GetStringLength());
       if (name == "role" || name == "content") continue;
+      if (name == "tool_calls") {
+        // vLLM drops an empty or null list, so the template takes its plain assistant path; string
+        // arguments reach the template as the JSON they hold.
+        if (member.value.IsNull() || (member.value.IsArray() && member.value.Empty())) continue;
+        for (auto* w : {&as_string, &as_parts}) {
+          w->key(name);
+          write_tool_calls(*w, member.value);
+        }
+        continue;
+      }
       for (auto* w : {&as_string, &as_parts}) w->key(name).value(member.value);
     }
     as_string.end_object();
@@ -337,9 +396,8 @@ ChatMessages parse_messages(const Value& body) {
   return out;
 }
 
-// chat_template_kwargs as template variables, and the request's own template (from "chat_template" or the
-// kwargs' "chat_template", which is no variable); the service renders it only when the server trusts it.
-std::string template_kwargs(const Value& body, std::optional<std::string>& chat_template) {
+std::string template_kwargs(const Value& body, std::optional<std::string>& chat_template,
+                            std::optional<bool>* enable_thinking = nullptr) {
   chat_template = string_field(body, "chat_template");
   const auto* kwargs = field(body, "chat_template_kwargs");
   if (kwargs == nullptr) return {};
@@ -357,34 +415,41 @@ std::string template_kwargs(const Value& body, std::optional<std::string>& chat_
     }
     w.key(name).value(member.value);
   }
+  if (enable_thinking != nullptr) *enable_thinking = bool_field(*kwargs, "enable_thinking");
   w.end_object();
   return w.take();
 }
 
-// Tools are passed to the template; only tool_choice "none" can be honoured (the others need a tool-call
-// parser or structured outputs).
-std::string tools(const Value& body) {
+// The tools the template is shown.
+std::string tool_list(const Value& body) {
   const auto* list = field(body, "tools");
+  if (list == nullptr) return {};
+  if (!list->IsArray()) throw_bad_request("'tools' must be an array", "tools");
+  if (list->Empty()) {
+    throw_bad_request(
+        "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.", "tools");
+  }
+  return to_json(*list);
+}
+
+// tool_choice with vLLM's checks and messages. Whether "auto" can be honoured depends on the server's flags
+// (chat_parsing.h checks it).
+ToolChoice tool_choice(const Value& body, bool has_tools) {
   const auto* choice = field(body, "tool_choice");
-  if (list != nullptr) {
-    if (!list->IsArray()) throw_bad_request("'tools' must be an array", "tools");
-    if (list->Empty()) {
-      throw_bad_request(
-          "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.", "tools");
-    }
+  if (choice == nullptr) return has_tools ? ToolChoice::kAuto : ToolChoice::kNone;
+  if (choice->IsString() && text(*choice) == "none") return ToolChoice::kNone;
+  if (!has_tools) throw_bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+  if (choice->IsObject()) {
+    unsupported("tool_choice", "a named function needs structured outputs, which this server does not have");
   }
-  const std::string mode = choice == nullptr    ? (list != nullptr ? "auto" : "none")
-                           : choice->IsString() ? text(*choice)
-                                                : "named";
-  if (mode != "none" && list == nullptr) {
-    throw_bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+  const std::string mode = choice->IsString() ? text(*choice) : to_json(*choice);
+  if (mode == "auto") return ToolChoice::kAuto;
+  if (mode == "required") {
+    unsupported("tool_choice", "'required' needs structured outputs, which this server does not have");
   }
-  if (mode == "auto") {
-    throw_bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
-                      "tool_choice");
-  }
-  if (mode != "none") unsupported("tool_choice", "'" + mode + "' needs structured outputs");
-  return list == nullptr ? std::string() : to_json(*list);
+  throw_bad_request("Invalid value for `tool_choice`: " + mode +
+                        "! Only named tools, \"none\", \"auto\" or \"required\" are supported.",
+                    "tool_choice");
 }
 
 void parse_generation_prompt(const Value& body, bool& add_generation_prompt, bool& continue_final_message) {
@@ -422,8 +487,10 @@ ChatRequest parse_chat_request(const Value& body, const ParseLimits& limits) {
   r.common = parse_common(body, limits, Endpoint::kChat);
   r.messages = parse_messages(body);
   if (field(body, "documents") != nullptr) unsupported("documents");
-  r.tools_json = tools(body);
-  r.template_kwargs_json = template_kwargs(body, r.chat_template);
+  r.tools_json = tool_list(body);
+  r.tool_choice = tool_choice(body, !r.tools_json.empty());
+  r.parallel_tool_calls = bool_field(body, "parallel_tool_calls").value_or(true);
+  r.template_kwargs_json = template_kwargs(body, r.chat_template, &r.enable_thinking);
   parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
   r.logprobs = bool_field(body, "logprobs").value_or(false);
   if (const auto top = int_field(body, "top_logprobs")) {
@@ -442,7 +509,7 @@ TokenizeRequest parse_tokenize_request(const Value& body) {
   if (field(body, "messages") != nullptr) {
     r.chat = true;
     r.messages = parse_messages(body);
-    r.tools_json = tools(body);
+    r.tools_json = tool_list(body);  // vLLM's tokenize takes no tool_choice
     r.template_kwargs_json = template_kwargs(body, r.chat_template);
     parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
     r.add_special_tokens = bool_field(body, "add_special_tokens").value_or(false);

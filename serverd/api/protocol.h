@@ -77,11 +77,17 @@ struct ChatMessages {
   std::optional<std::string> last_content;  // the final message's text; nullopt when it had none
 };
 
+// The request's tool_choice ("required" and named functions are refused: they need structured outputs).
+enum class ToolChoice { kNone, kAuto };
+
 struct ChatRequest {
   CommonFields common;
   ChatMessages messages;
-  std::string tools_json;            // empty: no tools
-  std::string template_kwargs_json;  // empty: none
+  std::string tools_json;                      // empty: no tools
+  ToolChoice tool_choice = ToolChoice::kNone;  // "auto" when tools are given without a tool_choice
+  bool parallel_tool_calls = true;
+  std::string template_kwargs_json;     // empty: none
+  std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking, for the reasoning parser
   // The request's own template ("chat_template", or chat_template_kwargs' "chat_template"), which the
   // server renders only with --trust-request-chat-template.
   std::optional<std::string> chat_template;

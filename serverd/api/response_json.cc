@@ -37,7 +37,7 @@ void write_bytes(JsonWriter& w, std::string_view text) {
 }  // namespace
 
 void write_usage(JsonWriter& w, std::size_t prompt_tokens, std::size_t completion_tokens,
-                 std::optional<std::size_t> cached_tokens) {
+                 std::optional<std::size_t> cached_tokens, std::optional<std::size_t> reasoning_tokens) {
   w.begin_object();
   w.key("prompt_tokens").value(static_cast<std::uint64_t>(prompt_tokens));
   w.key("total_tokens").value(static_cast<std::uint64_t>(prompt_tokens + completion_tokens));
@@ -47,6 +47,59 @@ void write_usage(JsonWriter& w, std::size_t prompt_tokens, std::size_t completio
     w.begin_object().key("cached_tokens").value(static_cast<std::uint64_t>(*cached_tokens)).end_object();
   } else {
     w.null();
+  }
+  if (reasoning_tokens) {
+    w.key("completion_tokens_details").begin_object();
+    w.key("reasoning_tokens").value(static_cast<std::uint64_t>(*reasoning_tokens));
+    w.end_object();
+  }
+  w.end_object();
+}
+
+void write_message(JsonWriter& w, std::string_view role, const parsers::ChoiceResult& message) {
+  const auto optional_text = [&w](const std::optional<std::string>& text) {
+    if (text) {
+      w.value(*text);
+    } else {
+      w.null();
+    }
+  };
+  w.begin_object();
+  w.key("role").value(role);
+  w.key("content");
+  optional_text(message.content);
+  w.key("refusal").null();
+  w.key("tool_calls").begin_array();
+  for (const parsers::ToolCall& call : message.calls) {
+    w.begin_object();
+    w.key("id").value(call.id);
+    w.key("type").value("function");
+    w.key("function").begin_object().key("name").value(call.name).key("arguments").value(call.arguments).end_object();
+    w.end_object();
+  }
+  w.end_array();
+  w.key("reasoning");
+  optional_text(message.reasoning);
+  w.end_object();
+}
+
+void write_delta(JsonWriter& w, const parsers::ChoiceDelta& delta) {
+  w.begin_object();
+  if (!delta.content.empty()) w.key("content").value(delta.content);
+  if (!delta.reasoning.empty()) w.key("reasoning").value(delta.reasoning);
+  if (!delta.tool_calls.empty()) {
+    w.key("tool_calls").begin_array();
+    for (const parsers::ToolCallDelta& piece : delta.tool_calls) {
+      w.begin_object();
+      w.key("index").value(piece.index);
+      if (piece.starts_call()) w.key("id").value(piece.id).key("type").value("function");
+      w.key("function").begin_object();
+      if (piece.starts_call()) w.key("name").value(piece.name);
+      if (!piece.arguments.empty()) w.key("arguments").value(piece.arguments);
+      w.end_object();
+      w.end_object();
+    }
+    w.end_array();
   }
   w.end_object();
 }

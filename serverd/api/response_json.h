@@ -15,6 +15,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "serverd/api/choice_output.h"
 #include "serverd/api/json_io.h"
+#include "serverd/parsers/choice_parser.h"
 
 namespace serverd::api {
 
@@ -23,8 +24,15 @@ inline constexpr double kMinLogprob = -9999.0;
 
 // `cached_tokens`: prompt tokens the prefix cache served, written as prompt_tokens_details when given and
 // not zero (vLLM's --enable-prompt-tokens-details); otherwise prompt_tokens_details is null.
+// `reasoning_tokens` (a reasoning parser is on) adds completion_tokens_details, as vLLM does.
 void write_usage(JsonWriter& w, std::size_t prompt_tokens, std::size_t completion_tokens,
-                 std::optional<std::size_t> cached_tokens = std::nullopt);
+                 std::optional<std::size_t> cached_tokens = std::nullopt,
+                 std::optional<std::size_t> reasoning_tokens = std::nullopt);
+// A whole chat response's message: role, content, refusal, tool_calls and reasoning, in vLLM's order.
+void write_message(JsonWriter& w, std::string_view role, const parsers::ChoiceResult& message);
+// A parsed stream chunk's delta: content, reasoning and tool_calls, each only when it has something (vLLM
+// leaves unset fields out of chunks).
+void write_delta(JsonWriter& w, const parsers::ChoiceDelta& delta);
 void write_stop_reason(JsonWriter& w, const StopReason& reason);
 
 // The completions "logprobs" object for `records`. `text_offset` is where the first token's text starts; it

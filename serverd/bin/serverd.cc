@@ -44,6 +44,10 @@ serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& 
   }
   o.api.logprobs = {options.max_logprobs ? static_cast<int>(*options.max_logprobs) : -1,
                     options.return_tokens_as_token_ids};
+  o.api.parsers.enable_auto_tool_choice = options.enable_auto_tool_choice;
+  o.api.parsers.tool_call_parser = options.tool_call_parser;
+  o.api.parsers.reasoning_parser = options.reasoning_parser;
+  o.api.parsers.exclude_tools_when_tool_choice_none = options.exclude_tools_when_tool_choice_none;
   return o;
 }
 

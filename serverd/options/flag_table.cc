@@ -16,9 +16,6 @@ constexpr std::string_view kListenerNext =
 constexpr std::string_view kCorsNext =
     "is parsed, but serverd sends no CORS headers yet (the listener work wires them next); leave it at its "
     "default, or add the headers in a proxy in front of serverd";
-constexpr std::string_view kToolsNext =
-    "is parsed, but serverd parses no tool calls or reasoning yet (the tool-call work wires them next); leave it "
-    "out: requests with tool_choice other than \"none\" are refused by name";
 constexpr std::string_view kOneDevice =
     "serverd runs a model on one device; use a GPU with room for the weights, a smaller quantization "
     "(org/repo:Q4_K_M), or several serverd replicas behind a load balancer";
@@ -540,25 +537,23 @@ const FlagRow kRows[] = {
      .refusal = kCorsNext},
     {.name = "enable-auto-tool-choice",
      .kind = K::kBool,
-     .status = S::kParsedOnly,
      .text = "Let the model decide when to call tools (tool_choice \"auto\"); needs --tool-call-parser",
      .target = &O::enable_auto_tool_choice,
-     .example = "true",
-     .refusal = kToolsNext},
+     .example = "true"},
     {.name = "tool-call-parser",
-     .status = S::kParsedOnly,
      .value_name = "NAME",
-     .text = "How tool calls are read from the model's text (hermes, llama3_json, ...)",
+     .text = "How tool calls are read from the model's text (hermes, llama3_json, mistral, pythonic)",
      .target = &O::tool_call_parser,
-     .example = "hermes",
-     .refusal = kToolsNext},
+     .example = "hermes"},
     {.name = "reasoning-parser",
-     .status = S::kParsedOnly,
      .value_name = "NAME",
-     .text = "How reasoning is split from the answer (qwen3, deepseek_r1, ...)",
+     .text = "How reasoning is split from the answer (qwen3, deepseek_r1)",
      .target = &O::reasoning_parser,
-     .example = "qwen3",
-     .refusal = kToolsNext},
+     .example = "qwen3"},
+    {.name = "exclude-tools-when-tool-choice-none",
+     .kind = K::kSwitch,
+     .text = "The chat template is not shown the tools when a request's tool_choice is \"none\"",
+     .target = &O::exclude_tools_when_tool_choice_none},
     // ---- refused --------------------------------------------------------------------------------------
     {.name = "lora-modules",
      .kind = K::kList,

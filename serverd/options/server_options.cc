@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -15,9 +16,24 @@
 #include "base/flags.h"
 #include "serverd/options/flag_table.h"
 #include "serverd/options/generation_override.h"
+#include "serverd/parsers/reasoning_parser.h"
+#include "serverd/parsers/tool_call_parser.h"
 
 namespace serverd {
 namespace {
+
+// vLLM's start-up checks of the tool-call and reasoning flags.
+void check_parser_flags(const ServerOptions& o) {
+  if (o.enable_auto_tool_choice && o.tool_call_parser.empty()) {
+    throw base::UsageError("--enable-auto-tool-choice requires --tool-call-parser");
+  }
+  try {
+    if (!o.tool_call_parser.empty()) parsers::make_tool_call_parser(o.tool_call_parser);
+    if (!o.reasoning_parser.empty()) parsers::make_reasoning_parser(o.reasoning_parser);
+  } catch (const std::invalid_argument& e) {
+    throw base::UsageError(e.what());
+  }
+}
 
 using base::UsageError;
 
@@ -350,6 +366,7 @@ std::optional<ServerOptions> read_server_flags(std::span<char* const> args) {
   }
   if (o.model.empty()) throw UsageError("a model is required: serverd serve MODEL [options] (see --help)");
   if (!o.override_generation_config.empty()) apply_generation_override({}, o.override_generation_config);
+  check_parser_flags(o);
   o.reference = fetchd::request::parse_model_reference(o.model);
   if (o.served_model_name.empty()) o.served_model_name = {o.model};
   o.notes = reader.take_notes();

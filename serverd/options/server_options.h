@@ -75,9 +75,6 @@ struct ServerOptions {
   std::vector<std::string> allowed_methods{"*"};
   std::vector<std::string> allowed_headers{"*"};
   bool allow_credentials = false;
-  bool enable_auto_tool_choice = false;
-  std::string tool_call_parser;
-  std::string reasoning_parser;
 
   // From the environment.
   bool allow_long_max_model_len = false;  // VLLM_ALLOW_LONG_MAX_MODEL_LEN
@@ -87,6 +84,13 @@ struct ServerOptions {
   // whether tokens in them are written "token_id:ID".
   std::optional<std::uint64_t> max_logprobs = 20;
   bool return_tokens_as_token_ids = false;
+
+  // Tool calling and reasoning, as vLLM's --enable-auto-tool-choice, --tool-call-parser,
+  // --reasoning-parser and --exclude-tools-when-tool-choice-none (parser names checked at parse time).
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;  // empty: none
+  std::string reasoning_parser;  // empty: none
+  bool exclude_tools_when_tool_choice_none = false;
 
   fetchd::request::ModelReference reference;  // --model, classified
   // One line for each flag taken as it is because serverd already behaves so; main logs them.

@@ -71,13 +71,53 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   for (const char* check :
        {"models", "completions", "chat", "chat streaming with usage", "n > 1", "logprobs", "stop strings",
         "seed reproducibility", "errors", "64 concurrent streams match their runs alone",
-        "a client that disconnects mid-stream is cancelled"}) {
+        "a client that disconnects mid-stream is cancelled", "responses", "responses streaming"}) {
     EXPECT_THAT(output, HasSubstr(std::string("ok ") + check + "\n")) << output;
   }
 
   serverd.signal(SIGTERM);
   EXPECT_EQ(serverd.wait(), 0) << serverd.err();
   EXPECT_THAT(serverd.err(), HasSubstr("fetchd: SIGTERM, stopping"));
+}
+
+// Tool calling and reasoning flags: a replayed tool history (content null, arguments as JSON text, a tool
+// message) and chat replies through the parsers, in the shapes the official client reads.
+TEST(ServerdOpenAiClient, ToolCallAndReasoningParsersServeTheOpenAiClient) {
+  TempDir dir;
+  engine::tools::ModelWriterOptions model;
+  model.arch = engine::model::Architecture::Qwen3;
+  model.out_dir = dir / "model";
+  model.seed = 22;
+  engine::tools::write_model(model);
+  testing_support::TestHub hub;
+  hub.add_repository_from_folder("demo/tiny", dir / "model");
+
+  ChildProcess serverd({serverd_binary(), "--model", "demo/tiny", "--device", testing_support::engine_test_device(),
+                        "--host", "127.0.0.1", "--port", "0", "--enable-auto-tool-choice", "--tool-call-parser",
+                        "hermes", "--reasoning-parser", "qwen3"},
+                       serverd_environment(dir, hub));
+  std::smatch match;
+  const std::regex serving("serving 'demo/tiny' on 127\\.0\\.0\\.1:([0-9]+)");
+  std::string err;
+  ASSERT_TRUE(testing_support::eventually(
+      [&] {
+        err = serverd.err();
+        return std::regex_search(err, match, serving) || !serverd.running();
+      },
+      std::chrono::seconds(120)))
+      << serverd.err();
+  ASSERT_FALSE(match.empty()) << "serverd exited before serving: " << serverd.err();
+
+  std::string output;
+  const int status =
+      testing_support::run_command("'" + testing_support::env_or("NODE_EXECUTABLE", NODE_EXECUTABLE) + "' '" +
+                                       testing_support::env_or("OPENAI_CLIENT_SCRIPT", OPENAI_CLIENT_SCRIPT) +
+                                       "' http://127.0.0.1:" + match[1].str() + "/v1 demo/tiny none tools",
+                                   output);
+  EXPECT_EQ(status, 0) << output << serverd.err();
+  EXPECT_THAT(output, HasSubstr("ok tool calls and reasoning\n")) << output;
+  serverd.signal(SIGTERM);
+  EXPECT_EQ(serverd.wait(), 0) << serverd.err();
 }
 
 // --revision names a branch other than main and --download-dir a cache outside HF_HOME: serverd serves the

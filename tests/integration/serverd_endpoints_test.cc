@@ -79,9 +79,8 @@ TEST_F(EndpointsTest, EndpointsServerdDoesNotServeAreRefusedByName) {
   const std::vector<Case> cases = {
       {"GET", "/v1/models/test-model", 404, "NotFoundError", "GET /v1/models/{model} is not an endpoint"},
       {"GET", "/v1/models/org/name", 404, "NotFoundError", "GET /v1/models lists the served model"},
-      {"POST", "/v1/responses", 501, "NotImplementedError", "The Responses API (/v1/responses) is not implemented"},
-      {"GET", "/v1/responses/resp-1", 501, "NotImplementedError", "use POST /v1/chat/completions"},
-      {"POST", "/v1/responses/resp-1/cancel", 501, "NotImplementedError", "Responses API"},
+      {"GET", "/v1/responses/resp-1", 404, "NotFoundError", "serverd stores no responses"},
+      {"POST", "/v1/responses/resp-1/cancel", 404, "NotFoundError", "no response to retrieve or cancel"},
       {"POST", "/v1/embeddings", 501, "NotImplementedError", "serverd serves generative models only"},
       {"POST", "/pooling", 501, "NotImplementedError", "pooling endpoints"},
       {"POST", "/classify", 501, "NotImplementedError", "pooling endpoints"},

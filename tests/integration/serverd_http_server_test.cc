@@ -1,8 +1,6 @@
 // serverd's HTTP/1.1 server over loopback: keep-alive, limits, timeouts, pipelining, 100-continue, chunked
 // streaming from other threads, client-disconnect detection and graceful shutdown; a Unix socket listener,
 // CORS as Starlette answers it, and the root path. TLS: serverd_http_tls_test.cc.
-#include "serverd/http/http_server.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -14,6 +12,7 @@
 #include <future>
 #include <thread>
 
+#include "serverd/http/http_server.h"
 #include "tests/support/serverd/echo_server.h"
 #include "tests/support/serverd/http_test_client.h"
 #include "tests/support/temp_dir.h"

@@ -1,15 +1,61 @@
-// The official `openai` npm client against a running serverd: node openai_client.mjs BASE_URL MODEL API_KEY
+// The official `openai` npm client against a running serverd: node openai_client.mjs BASE_URL MODEL API_KEY [SUITE]
 // Each check asserts and prints "ok <name>"; the first failure exits non-zero with the reason.
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 
-const [baseURL, model, apiKey] = process.argv.slice(2);
+const [baseURL, model, apiKey, suite] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
 
 async function check(name, body) {
   await body();
   console.log(`ok ${name}`);
 }
+
+// SUITE "tools": serverd runs with --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser
+// qwen3, and only these checks run. The random model's output decides whether it reasons or calls; the
+// shapes must be the client's either way.
+const weatherTool = {
+  type: "function",
+  function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+};
+const toolHistory = [
+  { role: "user", content: "Weather in Paris?" },
+  { role: "assistant", content: null, tool_calls: [{ id: "call-1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+  { role: "tool", tool_call_id: "call-1", content: "18C" },
+];
+
+if (suite === "tools") {
+  await check("tool calls and reasoning", async () => {
+  const r = await client.chat.completions.create({ model, messages: toolHistory, tools: [weatherTool], max_tokens: 8, temperature: 0 });
+  const message = r.choices[0].message;
+  assert.ok(Array.isArray(message.tool_calls));
+  assert.ok(message.reasoning === null || typeof message.reasoning === "string");
+  assert.ok(message.content === null || typeof message.content === "string");
+  assert.ok(["stop", "length", "tool_calls"].includes(r.choices[0].finish_reason));
+  assert.equal(typeof r.usage.completion_tokens_details.reasoning_tokens, "number");
+  for (const call of message.tool_calls) assert.equal(call.type, "function");
+
+  const stream = await client.chat.completions.create({
+    model, messages: toolHistory, tools: [weatherTool], tool_choice: "none", max_tokens: 8, temperature: 0,
+    stream: true, stream_options: { include_usage: true },
+  });
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    const delta = chunk.choices[0]?.delta;
+    assert.ok(delta?.reasoning === undefined || typeof delta.reasoning === "string");
+    assert.equal(delta?.tool_calls, undefined);  // tool_choice "none": no calls
+  }
+  assert.equal(typeof usage.completion_tokens_details.reasoning_tokens, "number");
+
+  await assert.rejects(
+    client.chat.completions.create({ model, messages: toolHistory, tools: [weatherTool], tool_choice: "required" }),
+    (e) => e.status === 400 && /structured outputs/.test(e.message),
+  );
+  });
+  process.exit(0);
+}
+
 
 await check("models", async () => {
   const list = await client.models.list();
@@ -197,4 +243,58 @@ await check("a client that disconnects mid-stream is cancelled", async () => {
   assert.ok(chunks >= 3 && chunks < 100, `${chunks} chunks after the abort`);
   await metricBecomes("vllm:num_requests_running", 0);
   await metricBecomes("vllm:kv_cache_usage_perc", 0);
+});
+
+await check("responses", async () => {
+  const r = await client.responses.create({
+    model,
+    instructions: "Be brief.",
+    input: [{ role: "user", content: [{ type: "input_text", text: "Name a river." }] }],
+    max_output_tokens: 12,
+    temperature: 0,
+    store: false,
+    metadata: { suite: "e2e" },
+  });
+  assert.equal(r.object, "response");
+  assert.ok(r.id.startsWith("resp_"), r.id);
+  assert.equal(r.model, model);
+  assert.ok(["completed", "incomplete"].includes(r.status), r.status);
+  assert.equal(r.instructions, "Be brief.");
+  assert.deepEqual(r.metadata, { suite: "e2e" });
+  assert.equal(r.output.length, 1);
+  assert.equal(r.output[0].type, "message");
+  assert.equal(r.output[0].role, "assistant");
+  assert.equal(r.output[0].content[0].type, "output_text");
+  assert.equal(typeof r.output_text, "string");  // the client's own join of the output_text parts
+  assert.equal(r.output_text, r.output[0].content[0].text);
+  assert.ok(r.usage.input_tokens > 5);
+  assert.ok(r.usage.output_tokens >= 1 && r.usage.output_tokens <= 12);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+  if (r.status === "incomplete") assert.equal(r.incomplete_details.reason, "max_output_tokens");
+});
+
+await check("responses streaming", async () => {
+  const body = { model, input: "Count to five.", max_output_tokens: 10, temperature: 0 };
+  const stream = await client.responses.create({ ...body, stream: true });
+  const types = [];
+  let text = "";
+  let completed = null;
+  for await (const event of stream) {
+    assert.equal(event.sequence_number, types.length);
+    types.push(event.type);
+    if (event.type === "response.output_text.delta") text += event.delta;
+    if (event.type === "response.completed") completed = event.response;
+  }
+  assert.deepEqual(types.slice(0, 4), [
+    "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+  ]);
+  assert.deepEqual(types.slice(-4), [
+    "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed",
+  ]);
+  assert.ok(completed, "no response.completed");
+  assert.equal(completed.output[0].content[0].text, text);
+  assert.ok(completed.usage.output_tokens >= 1 && completed.usage.output_tokens <= 10);
+  const whole = await client.responses.create(body);
+  assert.equal(whole.output[0].content[0].text, text);
+  assert.equal(whole.usage.output_tokens, completed.usage.output_tokens);
 });

@@ -158,6 +158,10 @@ class HttpConnection::Impl {
       if (end != std::string::npos) {
         std::string event = body.substr(consumed_, end - consumed_);
         consumed_ = end + 2;
+        // The Responses API names each event ("event: TYPE" before its data); the data says the type too.
+        if (event.rfind("event: ", 0) == 0 && event.find('\n') != std::string::npos) {
+          event.erase(0, event.find('\n') + 1);
+        }
         if (event.rfind("data: ", 0) != 0) throw std::runtime_error("not a data event: " + event);
         return event.substr(6);
       }

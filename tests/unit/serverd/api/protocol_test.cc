@@ -250,8 +250,6 @@ TEST(ParseChat, RefusalsNameTheirField) {
        "`top_logprobs` must be a positive value or -1."},
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 2, "stream": true})", "prompt_logprobs",
        "`prompt_logprobs` are not available when `stream=True`."},
-      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
-       "tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}],
            "tool_choice": "required"})",
        "tool_choice", "not supported"},
@@ -290,6 +288,43 @@ TEST(ParseChat, ToolChoiceNoneSendsToolsToTheTemplate) {
   EXPECT_EQ(r.top_logprobs, 3);
   EXPECT_FALSE(r.add_generation_prompt);  // continue_final_message alone turns it off
   EXPECT_EQ(r.template_kwargs_json, R"({"enable_thinking":false})");
+  EXPECT_EQ(r.enable_thinking, false);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kNone);
+  EXPECT_TRUE(r.parallel_tool_calls);
+}
+
+TEST(ParseChat, ToolsWithoutToolChoiceMeanAuto) {
+  const auto r = parse_chat_request(
+      parse(
+          R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+                "parallel_tool_calls": false})"),
+      {});
+  EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);  // the service decides whether it can be honoured
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.enable_thinking, std::nullopt);
+  EXPECT_EQ(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}]})"), {}).tool_choice,
+            ToolChoice::kNone);
+}
+
+// The history as vLLM hands it to the template: null or missing content is "", arguments given as JSON text
+// are parsed, anything else becomes {}, and an empty tool_calls list is dropped.
+TEST(ParseChat, ReplayedToolCallsReachTheTemplateAsVllmGivesThem) {
+  const auto r = parse_chat_request(parse(R"({"messages": [
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"x\": [1, 2]}"}},
+        {"id": "b", "type": "function", "function": {"arguments": "not json", "name": "g"}},
+        {"id": "c", "type": "function", "function": {"name": "h"}}]},
+      {"role": "tool", "tool_call_id": "a"},
+      {"role": "assistant", "content": "done", "tool_calls": []}]})"),
+                                    {});
+  EXPECT_EQ(r.messages.json, R"([{"role":"assistant","content":"","tool_calls":[)"
+                             R"({"id":"a","type":"function","function":{"name":"f","arguments":{"x":[1,2]}}},)"
+                             R"({"id":"b","type":"function","function":{"name":"g","arguments":{}}},)"
+                             R"({"id":"c","type":"function","function":{"name":"h","arguments":{}}}]},)"
+                             R"({"role":"tool","content":"","tool_call_id":"a"},)"
+                             R"({"role":"assistant","content":"done"}])");
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "a"}]}]})").message,
+            "Each of a message's 'tool_calls' needs a 'function' object");
 }
 
 class PromptsTest : public ::testing::Test {

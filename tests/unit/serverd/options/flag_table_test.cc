@@ -47,6 +47,8 @@ std::optional<ServerOptions> parse(const FlagRow& row, std::string_view value, b
   std::vector<std::string> args = {"serve"};
   if (row.name != "model") args.emplace_back("org/model");
   for (auto& a : flag_args(row, value)) args.push_back(std::move(a));
+  // vLLM refuses --enable-auto-tool-choice without a parser (ServerOptions.ToolFlagsRefusedAsVllmRefusesThem).
+  if (row.name == "enable-auto-tool-choice") args.insert(args.end(), {"--tool-call-parser", "hermes"});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   return full ? parse_server_options(argv, {}) : read_server_flags(argv);

@@ -262,5 +262,29 @@ TEST(ServerOptions, LogprobFlags) {
   }
 }
 
+TEST(ServerOptions, ToolAndReasoningFlagsAsVllm) {
+  const auto o = parse({"--model", "a/b", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+                        "--reasoning-parser", "qwen3", "--exclude-tools-when-tool-choice-none"});
+  ASSERT_TRUE(o);
+  EXPECT_TRUE(o->enable_auto_tool_choice);
+  EXPECT_EQ(o->tool_call_parser, "hermes");
+  EXPECT_EQ(o->reasoning_parser, "qwen3");
+  EXPECT_TRUE(o->exclude_tools_when_tool_choice_none);
+  const auto defaults = parse({"--model", "a/b"});
+  EXPECT_FALSE(defaults->enable_auto_tool_choice);
+  EXPECT_TRUE(defaults->tool_call_parser.empty());
+  EXPECT_TRUE(defaults->reasoning_parser.empty());
+  // A parser alone is allowed (vLLM starts with it too).
+  EXPECT_TRUE(parse({"--model", "a/b", "--tool-call-parser", "mistral"}));
+}
+
+TEST(ServerOptions, ToolFlagsRefusedAsVllmRefusesThem) {
+  EXPECT_EQ(refusal({"--model", "a/b", "--enable-auto-tool-choice"}),
+            "--enable-auto-tool-choice requires --tool-call-parser");
+  EXPECT_THAT(refusal({"--model", "a/b", "--tool-call-parser", "nope"}), HasSubstr("hermes"));
+  EXPECT_THAT(refusal({"--model", "a/b", "--tool-call-parser", "nope"}), HasSubstr("nope"));
+  EXPECT_THAT(refusal({"--model", "a/b", "--reasoning-parser", "nope"}), HasSubstr("deepseek_r1"));
+}
+
 }  // namespace
 }  // namespace serverd
