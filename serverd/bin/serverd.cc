@@ -29,6 +29,17 @@ serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& 
   // A few I/O threads: they parse, tokenize and format; the engine has the cores.
   o.http.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency() / 4, 2, 8);
   o.http.port = static_cast<std::uint16_t>(options.port);
+  o.http.uds = options.uds;
+  o.http.ssl_certfile = options.ssl_certfile;
+  o.http.ssl_keyfile = options.ssl_keyfile;
+  o.http.ssl_ca_certs = options.ssl_ca_certs;
+  o.http.ssl_cert_reqs = static_cast<int>(options.ssl_cert_reqs);
+  o.http.allowed_origins = options.allowed_origins;
+  o.http.allowed_methods = options.allowed_methods;
+  o.http.allowed_headers = options.allowed_headers;
+  o.http.allow_credentials = options.allow_credentials;
+  o.http.root_path = options.root_path;
+  o.http.verbose = options.verbose;
   o.api.api_keys = options.api_key;
   o.api.version = MODELSERVE_VERSION;
   o.api.chat.content_format = serverd::api::parse_content_format(options.chat_template_content_format)
@@ -86,8 +97,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     server.serve(model->info(), model->generator());
-    std::cerr << "serverd: serving '" << base::printable(options->served_model_name.front()) << "' on " << options->host
-              << ':' << server.port() << '\n';
+    const std::string where =
+        !options->uds.empty() ? "unix:" + options->uds : options->host + ':' + std::to_string(server.port());
+    std::cerr << "serverd: serving '" << base::printable(options->served_model_name.front()) << "' on "
+              << base::printable(where) << (options->ssl_certfile.empty() ? "" : " (TLS)") << '\n';
     stopped.wait();
     std::cerr << "serverd: shutting down\n";
     server.shutdown(kShutdownGrace);

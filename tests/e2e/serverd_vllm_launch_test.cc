@@ -18,6 +18,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/environment.h"
 #include "tests/support/serverd/http_test_client.h"
+#include "tests/support/serverd/test_certificates.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -221,10 +222,62 @@ TEST_F(ServerdVllmLaunch, FlagsItCannotHonourStopItAtStart) {
   EXPECT_THAT(err, HasSubstr("serverd: --tensor-parallel-size 2: serverd runs a model on one device"));
   EXPECT_EQ(refused({"--lora-modules", "sql=/adapters/sql"}, err), 2);
   EXPECT_THAT(err, HasSubstr("serverd: --lora-modules: serverd serves no LoRA adapters"));
-  EXPECT_EQ(refused({"--ssl-keyfile", "/tls/key.pem"}, err), 2);
-  EXPECT_THAT(err, HasSubstr("--ssl-keyfile is parsed, but serverd's listener does not use it yet"));
+  EXPECT_NE(refused({"--ssl-keyfile", "/tls/key.pem"}, err), 0);  // a key without a certificate
+  EXPECT_THAT(err, HasSubstr("ssl_certfile"));
   EXPECT_EQ(refused({"--dtype", "bfloat16"}, err), 2);  // the tiny model is float32
   EXPECT_THAT(err, HasSubstr("--dtype bfloat16: the checkpoint's weights are float32"));
+}
+
+// Waits for serverd's "serving" line; false when it exits first.
+bool wait_serving(ChildProcess& serverd) {
+  return testing_support::eventually(
+             [&] { return serverd.err().find("serving '") != std::string::npos || !serverd.running(); },
+             std::chrono::seconds(120)) &&
+         serverd.running();
+}
+
+// The listener flags: a Unix socket under a root path, CORS preflights, and TLS with vLLM's --ssl-* flags.
+TEST_F(ServerdVllmLaunch, ListenerFlagsServeOverAUnixSocketAndTls) {
+  const std::string socket = (dir_ / "serverd.sock").string();
+  {
+    ChildProcess serverd({serverd_binary(), "serve", model_dir(), "--device", testing_support::engine_test_device(),
+                          "--uds", socket, "--root-path", "/llm", "--allowed-origins", R"(["https://ui.example"])"},
+                         environment());
+    ASSERT_TRUE(wait_serving(serverd)) << serverd.err();
+    EXPECT_THAT(serverd.err(), HasSubstr("on unix:" + socket));
+    serverd_test::ClientOptions uds;
+    uds.uds = socket;
+    EXPECT_EQ(serverd_test::http_request(uds, "GET", "/llm/v1/models").status, 200);
+    EXPECT_EQ(serverd_test::http_request(uds, "GET", "/v1/models").status, 200);  // unprefixed paths keep working
+    const auto allowed =
+        serverd_test::http_request(uds, "OPTIONS", "/llm/v1/chat/completions", {},
+                                   {"Origin: https://ui.example", "Access-Control-Request-Method: POST"});
+    EXPECT_EQ(allowed.status, 200);
+    EXPECT_EQ(allowed.header("access-control-allow-origin"), "https://ui.example");
+    const auto refused_origin = serverd_test::http_request(
+        uds, "OPTIONS", "/v1/models", {}, {"Origin: https://other.example", "Access-Control-Request-Method: GET"});
+    EXPECT_EQ(refused_origin.status, 400);
+    serverd.signal(SIGTERM);
+    EXPECT_EQ(serverd.wait(), 0) << serverd.err();
+  }
+  EXPECT_FALSE(std::filesystem::exists(socket));  // removed at shutdown
+
+  const auto certificates = serverd_test::write_test_certificates(dir_.path());
+  ChildProcess serverd(
+      {serverd_binary(), "serve", model_dir(), "--device", testing_support::engine_test_device(), "--host", "127.0.0.1",
+       "--port", "0", "--ssl-certfile", certificates.server_certificate, "--ssl-keyfile", certificates.server_key},
+      environment());
+  ASSERT_TRUE(wait_serving(serverd)) << serverd.err();
+  std::smatch match;
+  const std::string err = serverd.err();
+  ASSERT_TRUE(std::regex_search(err, match, std::regex("on 127\\.0\\.0\\.1:([0-9]+) \\(TLS\\)"))) << err;
+  serverd_test::ClientOptions tls;
+  tls.port = static_cast<std::uint16_t>(std::stoi(match[1].str()));
+  tls.tls = true;
+  tls.ca_file = certificates.ca_certificate;
+  EXPECT_EQ(serverd_test::http_request(tls, "GET", "/v1/models").status, 200);
+  serverd.signal(SIGTERM);
+  EXPECT_EQ(serverd.wait(), 0) << serverd.err();
 }
 
 TEST_F(ServerdVllmLaunch, ALongerContextThanTrainedNeedsTheEnvironment) {
