@@ -353,7 +353,7 @@ std::string GenerationSession::role_chunk(std::size_t index) {
   w.key("logprobs").null();
   w.key("finish_reason").null();
   w.end_object().end_array();
-  if (settings_.include_usage) w.key("usage").null();
+  write_chunk_usage(w, choices_.at(index).prompt, 0);
   w.end_object();
   return w.take();
 }
@@ -409,7 +409,7 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, parsers:
   w.key("stop_reason");
   write_stop_reason(w, choice.out.stop_reason());
   w.end_object().end_array();
-  if (settings_.include_usage) w.key("usage").null();
+  write_chunk_usage(w, choice.prompt, choice.out.token_count());
   w.end_object();
   return w.take();
 }
@@ -495,6 +495,16 @@ std::optional<std::size_t> GenerationSession::cached_tokens() const {
     if (choice.prompt == last_prompt) return choice.cached_prompt_tokens;
   }
   return std::nullopt;
+}
+
+void GenerationSession::write_chunk_usage(JsonWriter& w, std::size_t prompt, std::size_t completion_tokens) const {
+  if (!settings_.include_usage) return;
+  w.key("usage");
+  if (settings_.continuous_usage) {
+    write_usage(w, settings_.prompt_tokens.at(prompt), completion_tokens);
+  } else {
+    w.null();
+  }
 }
 
 std::string GenerationSession::usage_chunk() const {

@@ -41,6 +41,7 @@ struct SessionSettings {
   std::string model_name;
   bool stream = false;
   bool include_usage = false;              // a stream ends with a usage chunk
+  bool continuous_usage = false;           // and every chunk carries the usage so far (vLLM's continuous_usage_stats)
   bool prompt_tokens_details = false;      // usage carries prompt_tokens_details.cached_tokens
   std::string role = "assistant";          // chat: the role of the reply
   std::optional<std::size_t> logprobs;     // top log-probabilities per token; nullopt: no logprobs
@@ -151,6 +152,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::vector<LogprobRecord> echoed_records(const Choice& choice) const;
   std::string role_chunk(std::size_t index);
   std::string usage_chunk() const;
+  // A chunk's "usage": null, or (continuous usage) the choice's counts so far.
+  void write_chunk_usage(JsonWriter& w, std::size_t prompt, std::size_t completion_tokens) const;
   std::string full_response() const;
   void write_prompt_logprobs_field(JsonWriter& w, std::size_t prompt) const;
   void begin_json(JsonWriter& w, std::string_view object) const;

@@ -307,6 +307,7 @@ SessionSettings settings_for(ApiKind kind, std::string id, const CommonFields& f
   s.model_name = model.served_name;
   s.stream = fields.stream;
   s.include_usage = fields.include_usage || (fields.stream && options.force_include_usage);
+  s.continuous_usage = s.include_usage && fields.continuous_usage;
   s.prompt_tokens_details = options.prompt_tokens_details;
   s.logprobs = logprobs.sampled;
   s.headers = headers;

@@ -173,6 +173,7 @@ CommonFields parse_common(const Value& body, const ParseLimits& limits, Endpoint
       throw_bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
     }
     c.include_usage = bool_field(*options, "include_usage").value_or(false);
+    c.continuous_usage = bool_field(*options, "continuous_usage_stats").value_or(false);
   }
 
   c.temperature = float_field(body, "temperature");

@@ -29,7 +29,8 @@ struct CommonFields {
   std::size_t n = 1;
   std::optional<std::size_t> max_tokens;  // as requested (max_completion_tokens wins for chat)
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage in every chunk
   std::optional<float> temperature;
   std::optional<float> top_p;
   std::optional<int> top_k;

@@ -79,6 +79,32 @@ TEST_F(OpenAiApiTest, StreamUsageComesInAFinalChunk) {
   EXPECT_TRUE(s.events.front()["usage"].IsNull());  // the others carry "usage": null
 }
 
+// vLLM's stream_options.continuous_usage_stats: every chunk carries its choice's usage so far (the chat role
+// chunk none generated yet), and the final usage chunk still comes.
+TEST_F(OpenAiApiTest, ContinuousUsageStatsPutUsageInEveryChunk) {
+  start();
+  const auto s = stream("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "stream": true,
+      "stream_options": {"include_usage": true, "continuous_usage_stats": true}})");
+  ASSERT_GE(s.events.size(), 3u);
+  const int prompt = s.events.back()["usage"]["prompt_tokens"].GetInt();
+  EXPECT_EQ(s.events.front()["usage"]["completion_tokens"].GetInt(), 0);  // the role chunk
+  int last_seen = 0;
+  for (std::size_t i = 0; i + 1 < s.events.size(); ++i) {
+    const auto& usage = s.events[i]["usage"];
+    ASSERT_TRUE(usage.IsObject()) << i;
+    EXPECT_EQ(usage["prompt_tokens"].GetInt(), prompt);
+    EXPECT_GE(usage["completion_tokens"].GetInt(), last_seen);  // it only grows
+    last_seen = usage["completion_tokens"].GetInt();
+    EXPECT_EQ(usage["total_tokens"].GetInt(), prompt + last_seen);
+  }
+  EXPECT_EQ(last_seen, 10);  // "Hi there!" and the EOS, by the end
+  EXPECT_EQ(s.events.back()["usage"]["completion_tokens"].GetInt(), 10);
+  // Without include_usage it changes nothing, as in vLLM.
+  const auto plain = stream("/v1/completions", R"({"prompt": "Hello", "stream": true,
+      "stream_options": {"continuous_usage_stats": true}})");
+  for (const auto& e : plain.events) EXPECT_FALSE(e.HasMember("usage"));
+}
+
 TEST_F(OpenAiApiTest, SeveralPromptsWithNChoicesEach) {
   start();
   const auto d = json(post("/v1/completions", R"({"prompt": ["ab", "cde"], "n": 2, "seed": 5})").body);

@@ -207,18 +207,42 @@ TEST(ServerOptions, ARepeatedAcceptedFlagLogsOneLine) {
   EXPECT_EQ(o->notes.size(), 1u);
 }
 
-TEST(ServerOptions, UnwiredFlagsAreStoredThenRefusedWhenTheyWouldChangeBehaviour) {
-  std::vector<std::string> args = {"a/b", "--ssl-keyfile", "/k.pem", "--allowed-origins", "[\"https://x\"]"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  const auto stored = read_server_flags(argv);
-  ASSERT_TRUE(stored);
-  EXPECT_EQ(stored->ssl_keyfile, "/k.pem");
-  EXPECT_THAT(stored->allowed_origins, ElementsAre("https://x"));
-  EXPECT_THAT(refusal(args), HasSubstr("--ssl-keyfile is parsed, but serverd's listener does not use it yet"));
-  // Their defaults change nothing, so they start.
-  EXPECT_TRUE(parse({"a/b", "--allowed-origins", "[\"*\"]", "--ssl-cert-reqs", "0", "--no-enable-auto-tool-choice",
-                     "--no-allow-credentials"}));
+// The listener flags are vLLM's; they reach the HTTP server's options (serverd_vllm_launch_tests serves
+// through them).
+TEST(ServerOptions, ListenerFlagsAreStoredAsVllmSpellsThem) {
+  const auto o = parse({"a/b",
+                        "--ssl-keyfile",
+                        "/k.pem",
+                        "--ssl-certfile",
+                        "/c.pem",
+                        "--ssl-ca-certs",
+                        "/ca.pem",
+                        "--ssl-cert-reqs",
+                        "2",
+                        "--uds",
+                        "/run/s.sock",
+                        "--root-path",
+                        "/llm",
+                        "--allowed-origins",
+                        "[\"https://x\"]",
+                        "--allowed-methods",
+                        "[\"POST\"]",
+                        "--allowed-headers",
+                        "[\"Authorization\"]",
+                        "--allow-credentials"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->ssl_keyfile, "/k.pem");
+  EXPECT_EQ(o->ssl_certfile, "/c.pem");
+  EXPECT_EQ(o->ssl_ca_certs, "/ca.pem");
+  EXPECT_EQ(o->ssl_cert_reqs, 2u);
+  EXPECT_EQ(o->uds, "/run/s.sock");
+  EXPECT_EQ(o->root_path, "/llm");
+  EXPECT_THAT(o->allowed_origins, ElementsAre("https://x"));
+  EXPECT_THAT(o->allowed_methods, ElementsAre("POST"));
+  EXPECT_THAT(o->allowed_headers, ElementsAre("Authorization"));
+  EXPECT_TRUE(o->allow_credentials);
+  EXPECT_TRUE(o->notes.empty());
+  EXPECT_THAT(refusal({"a/b", "--ssl-cert-reqs", "3"}), HasSubstr("--ssl-cert-reqs"));
   EXPECT_THAT(refusal({"a/b", "--allowed-methods", "POST"}), HasSubstr("--allowed-methods takes a JSON list"));
 }
 
