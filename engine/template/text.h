@@ -10,11 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"
+
 namespace engine::template_::text {
 
 std::u32string decode(std::string_view utf8);
 std::string encode(std::u32string_view code_points);
-void append_utf8(std::string& out, char32_t cp);
+using base::append_utf8;  // one UTF-8 encoder (base/utf8.h)
 bool valid_utf8(std::string_view bytes);
 std::size_t length(std::string_view utf8);  // in code points, as Python's len()
 bool is_ascii(std::string_view bytes);

@@ -9,6 +9,8 @@
 
 // UTF-8 and Unicode helpers for the tokenizer: validation, lossy decoding, normalization forms, the
 // byte-level alphabet of GPT-2 style tokenizers, and the few character properties the pipeline needs.
+#include "base/utf8.h"
+
 namespace engine::tokenizer::unicode {
 
 inline constexpr char32_t kReplacement = 0xFFFD;
@@ -19,7 +21,7 @@ char32_t next_char(std::string_view text, std::size_t& pos);
 inline std::size_t char_length(unsigned char lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? (lead < 0xC0 ? 1 : 2) : lead < 0xF0 ? 3 : 4;
 }
-void append_utf8(std::string& out, char32_t c);
+using base::append_utf8;  // one UTF-8 encoder (base/utf8.h)
 
 bool is_valid_utf8(std::string_view text);
 // Appends `bytes` to `out` with each maximal invalid subsequence replaced by U+FFFD, as Rust's

@@ -8,27 +8,10 @@
 #include <optional>
 
 #include "base/flags.h"
+#include "base/utf8.h"
 
 namespace serverd {
 namespace {
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // `digits` hex digits at `at`, or nullopt when there are fewer.
 std::optional<std::uint32_t> hex(std::string_view text, std::size_t at, std::size_t digits) {
@@ -69,7 +52,7 @@ std::string decode_escapes(std::string_view text) {
         const auto cp = hex(text, i + 1, digits);
         if (!cp || *cp > 0x10FFFF)
           throw base::UsageError("--chat-template: a truncated \\" + std::string(1, c) + " escape");
-        append_utf8(out, *cp);
+        base::append_utf8(out, *cp);
         i += digits;
         break;
       }
@@ -79,7 +62,7 @@ std::string decode_escapes(std::string_view text) {
           for (int k = 0; k < 2 && i + 1 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '7'; ++k) {
             value = value * 8 + static_cast<std::uint32_t>(text[++i] - '0');
           }
-          append_utf8(out, value);
+          base::append_utf8(out, value);
         } else {
           out += '\\';
           out += c;

@@ -13,6 +13,7 @@
 #include "tests/hub/test_hub.h"
 #include "tests/support/child_process.h"
 #include "tests/support/environment.h"
+#include "tests/support/serverd/serving_wait.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -48,19 +49,11 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   ChildProcess serverd({serverd_binary(), "--model", "demo/tiny", "--device", testing_support::engine_test_device(),
                         "--host", "127.0.0.1", "--port", "0", "--api-key", "sk-test"},
                        serverd_environment(dir, hub));
-  std::smatch match;
-  const std::regex serving("serving 'demo/tiny' on 127\\.0\\.0\\.1:([0-9]+)");
-  std::string err;
-  ASSERT_TRUE(testing_support::eventually(
-      [&] {
-        err = serverd.err();
-        return std::regex_search(err, match, serving) || !serverd.running();
-      },
-      std::chrono::seconds(120)))
-      << serverd.err();
-  ASSERT_FALSE(match.empty()) << "serverd exited before serving: " << serverd.err();
+  const auto port = serverd_test::wait_until_serving(serverd, "demo/tiny");
+  ASSERT_TRUE(port) << "serverd exited before serving: " << serverd.err();
+  const std::string err = serverd.err();
   EXPECT_THAT(err, HasSubstr("through fetchd at unix:"));
-  const std::string base = "http://127.0.0.1:" + match[1].str() + "/v1";
+  const std::string base = "http://127.0.0.1:" + std::to_string(*port) + "/v1";
 
   std::string output;
   const int status = testing_support::run_command(
@@ -96,23 +89,15 @@ TEST(ServerdOpenAiClient, ToolCallAndReasoningParsersServeTheOpenAiClient) {
                         "--host", "127.0.0.1", "--port", "0", "--enable-auto-tool-choice", "--tool-call-parser",
                         "hermes", "--reasoning-parser", "qwen3"},
                        serverd_environment(dir, hub));
-  std::smatch match;
-  const std::regex serving("serving 'demo/tiny' on 127\\.0\\.0\\.1:([0-9]+)");
-  std::string err;
-  ASSERT_TRUE(testing_support::eventually(
-      [&] {
-        err = serverd.err();
-        return std::regex_search(err, match, serving) || !serverd.running();
-      },
-      std::chrono::seconds(120)))
-      << serverd.err();
-  ASSERT_FALSE(match.empty()) << "serverd exited before serving: " << serverd.err();
+  const auto port = serverd_test::wait_until_serving(serverd, "demo/tiny");
+  ASSERT_TRUE(port) << "serverd exited before serving: " << serverd.err();
+  const std::string err = serverd.err();
 
   std::string output;
   const int status =
       testing_support::run_command("'" + testing_support::env_or("NODE_EXECUTABLE", NODE_EXECUTABLE) + "' '" +
                                        testing_support::env_or("OPENAI_CLIENT_SCRIPT", OPENAI_CLIENT_SCRIPT) +
-                                       "' http://127.0.0.1:" + match[1].str() + "/v1 demo/tiny none tools",
+                                       "' http://127.0.0.1:" + std::to_string(*port) + "/v1 demo/tiny none tools",
                                    output);
   EXPECT_EQ(status, 0) << output << serverd.err();
   EXPECT_THAT(output, HasSubstr("ok tool calls and reasoning\n")) << output;

@@ -18,6 +18,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/environment.h"
 #include "tests/support/serverd/http_test_client.h"
+#include "tests/support/serverd/serving_wait.h"
 #include "tests/support/serverd/test_certificates.h"
 #include "tests/support/temp_dir.h"
 
@@ -138,18 +139,10 @@ TEST_F(ServerdVllmLaunch, AFullVllmLaunchLineServes) {
                         "--enable-prompt-tokens-details",
                         "--trust-request-chat-template"},
                        environment());
-  std::smatch match;
-  const std::regex serving("serving 'tiny' on 127\\.0\\.0\\.1:([0-9]+)");
-  std::string err;
-  ASSERT_TRUE(testing_support::eventually(
-      [&] {
-        err = serverd.err();
-        return std::regex_search(err, match, serving) || !serverd.running();
-      },
-      std::chrono::seconds(120)))
-      << serverd.err();
-  ASSERT_FALSE(match.empty()) << "serverd exited before serving: " << serverd.err();
-  const auto port = static_cast<std::uint16_t>(std::stoi(match[1].str()));
+  const auto serving_port = serverd_test::wait_until_serving(serverd, "tiny");
+  ASSERT_TRUE(serving_port) << "serverd exited before serving: " << serverd.err();
+  const std::uint16_t port = *serving_port;
+  const std::string err = serverd.err();
   // One line for each flag taken as it is, and for the checked ones the checkpoint agrees with.
   for (const char* line : {"serverd: --tensor-parallel-size 1: serverd runs the model on one device\n",
                            "serverd: --trust-remote-code: serverd never runs code from a model repository",
@@ -267,12 +260,11 @@ TEST_F(ServerdVllmLaunch, ListenerFlagsServeOverAUnixSocketAndTls) {
       {serverd_binary(), "serve", model_dir(), "--device", testing_support::engine_test_device(), "--host", "127.0.0.1",
        "--port", "0", "--ssl-certfile", certificates.server_certificate, "--ssl-keyfile", certificates.server_key},
       environment());
-  ASSERT_TRUE(wait_serving(serverd)) << serverd.err();
-  std::smatch match;
-  const std::string err = serverd.err();
-  ASSERT_TRUE(std::regex_search(err, match, std::regex("on 127\\.0\\.0\\.1:([0-9]+) \\(TLS\\)"))) << err;
+  const auto tls_port = serverd_test::wait_until_serving(serverd, "[^']*");  // named after its path
+  ASSERT_TRUE(tls_port) << serverd.err();
+  EXPECT_THAT(serverd.err(), HasSubstr(" (TLS)"));
   serverd_test::ClientOptions tls;
-  tls.port = static_cast<std::uint16_t>(std::stoi(match[1].str()));
+  tls.port = *tls_port;
   tls.tls = true;
   tls.ca_file = certificates.ca_certificate;
   EXPECT_EQ(serverd_test::http_request(tls, "GET", "/v1/models").status, 200);
