@@ -1,7 +1,7 @@
 // A replayed tool-call history as clients send it (an assistant message with content null and tool_calls
 // whose arguments are JSON text, then the tool's answer) through the request parser and the real Qwen3 chat
-// template and a Llama 3.1 style one: the template gets "" for null content and the arguments as a JSON
-// value, as vLLM gives them.
+// template, a Llama 3.1 style one and a Mistral style one: the template gets "" for null content and the
+// arguments as a JSON value, as vLLM gives them.
 #include "serverd/api/prompts.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +88,28 @@ TEST(ToolHistory, Llama31StyleTemplateGetsTheCallAsParameters) {
   EXPECT_NE(prompt.find("<|start_header_id|>assistant<|end_header_id|>\n\n"
                         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>"
                         "<|start_header_id|>ipython<|end_header_id|>\n\n18C<|eot_id|>"),
+            std::string::npos)
+      << prompt;
+}
+
+// Mistral's templates take the calls with their 9-character ids and the tool's answer by call id.
+TEST(ToolHistory, MistralStyleTemplateGetsTheCallsAndResultsByTheirIds) {
+  const std::string body = std::string(R"({"tools": [)") + std::string(kTool) + R"(], "messages": [
+      {"role": "user", "content": "Weather in Paris and Rome?"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "a1B2c3D4e", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+        {"id": "f5G6h7I8j", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Rome\"}"}}]},
+      {"role": "tool", "tool_call_id": "a1B2c3D4e", "content": "18C"},
+      {"role": "tool", "tool_call_id": "f5G6h7I8j", "content": "21C"}]})";
+  const std::string prompt = render("mistral_tools.jinja", body);
+  EXPECT_NE(prompt.find(std::string("[AVAILABLE_TOOLS] [") + std::string(kTool) +
+                        "][/AVAILABLE_TOOLS][INST] Weather in Paris and Rome?[/INST][TOOL_CALLS] ["
+                        R"({"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}, )"
+                        R"({"name": "get_weather", "arguments": {"city": "Rome"}, "id": "f5G6h7I8j"}])"),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find(R"([TOOL_RESULTS] {"content": "18C", "call_id": "a1B2c3D4e"}[/TOOL_RESULTS])"
+                        R"([TOOL_RESULTS] {"content": "21C", "call_id": "f5G6h7I8j"}[/TOOL_RESULTS])"),
             std::string::npos)
       << prompt;
 }
