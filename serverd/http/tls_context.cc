@@ -43,33 +43,33 @@ std::string openssl_reasons() {
 
 void check_combination(const ServerOptions& o) {
   if (o.ssl_cert_reqs < 0 || o.ssl_cert_reqs > 2) {
-    throw std::invalid_argument("ssl_cert_reqs is " + std::to_string(o.ssl_cert_reqs) +
+    throw std::invalid_argument("--ssl-cert-reqs is " + std::to_string(o.ssl_cert_reqs) +
                                 "; it must be 0 (CERT_NONE: no client certificate), 1 (CERT_OPTIONAL) or 2 "
                                 "(CERT_REQUIRED)");
   }
   if (o.ssl_certfile.empty()) {
-    const char* orphan = !o.ssl_keyfile.empty()    ? "ssl_keyfile"
-                         : !o.ssl_ca_certs.empty() ? "ssl_ca_certs"
-                         : o.ssl_cert_reqs != 0    ? "ssl_cert_reqs"
+    const char* orphan = !o.ssl_keyfile.empty()    ? "--ssl-keyfile"
+                         : !o.ssl_ca_certs.empty() ? "--ssl-ca-certs"
+                         : o.ssl_cert_reqs != 0    ? "--ssl-cert-reqs"
                                                    : nullptr;
     if (orphan) {
       throw std::invalid_argument(std::string(orphan) +
-                                  " is set but ssl_certfile is empty: TLS needs the server's certificate "
-                                  "chain; set ssl_certfile, or drop " +
+                                  " is set but --ssl-certfile is empty: TLS needs the server's certificate "
+                                  "chain; set --ssl-certfile, or drop " +
                                   orphan + " for plain HTTP");
     }
     return;
   }
   if (o.ssl_cert_reqs != 0 && o.ssl_ca_certs.empty()) {
-    throw std::invalid_argument("ssl_cert_reqs is " + std::to_string(o.ssl_cert_reqs) +
-                                ", which asks clients for a certificate, but ssl_ca_certs is empty: give the CA "
+    throw std::invalid_argument("--ssl-cert-reqs is " + std::to_string(o.ssl_cert_reqs) +
+                                ", which asks clients for a certificate, but --ssl-ca-certs is empty: give the CA "
                                 "certificates to verify them against");
   }
   if (o.ssl_cert_reqs == 0 && !o.ssl_ca_certs.empty()) {
     throw std::invalid_argument(
-        "ssl_ca_certs is set but ssl_cert_reqs is 0 (CERT_NONE), so no client "
-        "certificate would be asked for: set ssl_cert_reqs to 1 (optional) or 2 "
-        "(required), or drop ssl_ca_certs");
+        "--ssl-ca-certs is set but --ssl-cert-reqs is 0 (CERT_NONE), so no client "
+        "certificate would be asked for: set --ssl-cert-reqs to 1 (optional) or 2 "
+        "(required), or drop --ssl-ca-certs");
   }
 }
 
@@ -88,23 +88,23 @@ std::unique_ptr<ssl::context> make_tls_context(const ServerOptions& o) {
   SSL_CTX_set_default_passwd_cb(ctx, [](char*, int, int, void*) { return 0; });
 
   if (SSL_CTX_use_certificate_chain_file(ctx, o.ssl_certfile.c_str()) != 1) {
-    throw std::runtime_error("ssl_certfile " + quoted(o.ssl_certfile) +
+    throw std::runtime_error("--ssl-certfile " + quoted(o.ssl_certfile) +
                              ": cannot load a PEM certificate chain from it: " + openssl_reasons());
   }
   const std::string& key_file = o.ssl_keyfile.empty() ? o.ssl_certfile : o.ssl_keyfile;
-  const char* key_option = o.ssl_keyfile.empty() ? "ssl_certfile" : "ssl_keyfile";
+  const char* key_option = o.ssl_keyfile.empty() ? "--ssl-certfile" : "--ssl-keyfile";
   if (SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
     // Loading the key also checks it against the certificate loaded before it.
     const bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
     throw std::runtime_error(
         std::string(key_option) + " " + quoted(key_file) +
-        (mismatch ? ": the private key does not match the certificate in ssl_certfile " + quoted(o.ssl_certfile)
+        (mismatch ? ": the private key does not match the certificate in --ssl-certfile " + quoted(o.ssl_certfile)
                   : std::string(": cannot load an unencrypted PEM private key from it")) +
         ": " + openssl_reasons());
   }
   if (o.ssl_cert_reqs != 0) {
     if (SSL_CTX_load_verify_locations(ctx, o.ssl_ca_certs.c_str(), nullptr) != 1) {
-      throw std::runtime_error("ssl_ca_certs " + quoted(o.ssl_ca_certs) +
+      throw std::runtime_error("--ssl-ca-certs " + quoted(o.ssl_ca_certs) +
                                ": cannot load PEM CA certificates from it: " + openssl_reasons());
     }
     // CERT_OPTIONAL verifies a certificate the client sends; CERT_REQUIRED also refuses a client without one.

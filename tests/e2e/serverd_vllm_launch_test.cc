@@ -216,7 +216,7 @@ TEST_F(ServerdVllmLaunch, FlagsItCannotHonourStopItAtStart) {
   EXPECT_EQ(refused({"--lora-modules", "sql=/adapters/sql"}, err), 2);
   EXPECT_THAT(err, HasSubstr("serverd: --lora-modules: serverd serves no LoRA adapters"));
   EXPECT_NE(refused({"--ssl-keyfile", "/tls/key.pem"}, err), 0);  // a key without a certificate
-  EXPECT_THAT(err, HasSubstr("ssl_certfile"));
+  EXPECT_THAT(err, HasSubstr("--ssl-certfile is empty"));
   EXPECT_EQ(refused({"--dtype", "bfloat16"}, err), 2);  // the tiny model is float32
   EXPECT_THAT(err, HasSubstr("--dtype bfloat16: the checkpoint's weights are float32"));
 }

@@ -215,41 +215,41 @@ TEST_F(HttpTlsTest, FilesThatDoNotLoadStopStartUpNamingTheFileAndOpenSslsReason)
 
   auto options = tls_options();
   options.ssl_certfile = garbage.string();
-  expect_refusal<std::runtime_error>(options, {"ssl_certfile '" + garbage.string() + "'", "no start line"});
+  expect_refusal<std::runtime_error>(options, {"--ssl-certfile '" + garbage.string() + "'", "no start line"});
   options.ssl_certfile = missing;
-  expect_refusal<std::runtime_error>(options, {"ssl_certfile '" + missing + "'", "No such file"});
+  expect_refusal<std::runtime_error>(options, {"--ssl-certfile '" + missing + "'", "No such file"});
 
   options = tls_options();
   options.ssl_keyfile = garbage.string();
-  expect_refusal<std::runtime_error>(options, {"ssl_keyfile '" + garbage.string() + "'", "private key"});
+  expect_refusal<std::runtime_error>(options, {"--ssl-keyfile '" + garbage.string() + "'", "private key"});
   options.ssl_keyfile = certificates_.client_key;  // another certificate's key
-  expect_refusal<std::runtime_error>(options, {"ssl_keyfile '" + certificates_.client_key + "'",
+  expect_refusal<std::runtime_error>(options, {"--ssl-keyfile '" + certificates_.client_key + "'",
                                                "does not match the certificate", "key values mismatch"});
 
   options = tls_options();
   options.ssl_ca_certs = garbage.string();
   options.ssl_cert_reqs = 2;
-  expect_refusal<std::runtime_error>(options, {"ssl_ca_certs '" + garbage.string() + "'"});
+  expect_refusal<std::runtime_error>(options, {"--ssl-ca-certs '" + garbage.string() + "'"});
 }
 
 TEST_F(HttpTlsTest, OptionCombinationsThatCannotWorkAreRefusedByName) {
   ServerOptions key_only;
   key_only.ssl_keyfile = certificates_.server_key;
-  expect_refusal<std::invalid_argument>(key_only, {"ssl_keyfile is set but ssl_certfile is empty"});
+  expect_refusal<std::invalid_argument>(key_only, {"--ssl-keyfile is set but --ssl-certfile is empty"});
 
   ServerOptions ca_only;
   ca_only.ssl_ca_certs = certificates_.ca_certificate;
   ca_only.ssl_cert_reqs = 2;
-  expect_refusal<std::invalid_argument>(ca_only, {"ssl_ca_certs is set but ssl_certfile is empty"});
+  expect_refusal<std::invalid_argument>(ca_only, {"--ssl-ca-certs is set but --ssl-certfile is empty"});
 
   auto options = tls_options();
   options.ssl_cert_reqs = 3;
-  expect_refusal<std::invalid_argument>(options, {"ssl_cert_reqs is 3", "0 (CERT_NONE", "2 (CERT_REQUIRED)"});
+  expect_refusal<std::invalid_argument>(options, {"--ssl-cert-reqs is 3", "0 (CERT_NONE", "2 (CERT_REQUIRED)"});
   options.ssl_cert_reqs = 2;
-  expect_refusal<std::invalid_argument>(options, {"ssl_cert_reqs is 2", "ssl_ca_certs is empty"});
+  expect_refusal<std::invalid_argument>(options, {"--ssl-cert-reqs is 2", "--ssl-ca-certs is empty"});
   options.ssl_cert_reqs = 0;
   options.ssl_ca_certs = certificates_.ca_certificate;
-  expect_refusal<std::invalid_argument>(options, {"ssl_ca_certs is set but ssl_cert_reqs is 0"});
+  expect_refusal<std::invalid_argument>(options, {"--ssl-ca-certs is set but --ssl-cert-reqs is 0"});
 }
 
 }  // namespace
