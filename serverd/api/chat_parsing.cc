@@ -33,6 +33,7 @@ ChatParsing chat_parsing(const ChatRequest& request, const ChatParserOptions& op
   ChatParsing parsing;
   parsing.reasoning = !options.reasoning_parser.empty();
   parsing.auto_tools = parses_tools(request, options);
+  parsing.include_reasoning = request.include_reasoning;
   if (!parsing.reasoning && !parsing.auto_tools) return parsing;
 
   parsers::ReasoningOptions reasoning;

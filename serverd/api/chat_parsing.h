@@ -27,8 +27,9 @@ struct ChatParserOptions {
 struct ChatParsing {
   // A fresh parser for one choice; empty when the choices' text is content as it is.
   std::function<std::unique_ptr<parsers::ChoiceParser>()> make_parser;
-  bool reasoning = false;   // a reasoning parser is on: usage has completion_tokens_details
-  bool auto_tools = false;  // tool calls are parsed: finish_reason "tool_calls" when some were made
+  bool reasoning = false;         // a reasoning parser is on: usage has completion_tokens_details
+  bool include_reasoning = true;  // the request's include_reasoning: false drops the split-off reasoning
+  bool auto_tools = false;        // tool calls are parsed: finish_reason "tool_calls" when some were made
 };
 
 // Throws ApiException (400, vLLM's message) when the request's tool_choice is "auto" and the server was not

@@ -380,6 +380,7 @@ std::string GenerationSession::chunk(std::size_t index, Choice& choice, parsers:
   if (chat) {
     w.key("delta");
     if (choice.parser) {
+      if (!settings_.parsing.include_reasoning) delta.reasoning.clear();
       write_delta(w, delta);
     } else {
       w.begin_object();
@@ -531,6 +532,7 @@ std::string GenerationSession::full_response() const {
       parsers::ChoiceResult message;
       if (choice.parser) {
         message = choice.parser->result();
+        if (!settings_.parsing.include_reasoning) message.reasoning.reset();
         if (!echo.empty()) message.content = echo + message.content.value_or("");
       } else {
         message.content = echo + choice.out.text();

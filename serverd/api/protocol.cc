@@ -491,6 +491,7 @@ ChatRequest parse_chat_request(const Value& body, const ParseLimits& limits) {
   r.tools_json = tool_list(body);
   r.tool_choice = tool_choice(body, !r.tools_json.empty());
   r.parallel_tool_calls = bool_field(body, "parallel_tool_calls").value_or(true);
+  r.include_reasoning = bool_field(body, "include_reasoning").value_or(true);
   r.template_kwargs_json = template_kwargs(body, r.chat_template, &r.enable_thinking);
   parse_generation_prompt(body, r.add_generation_prompt, r.continue_final_message);
   r.logprobs = bool_field(body, "logprobs").value_or(false);

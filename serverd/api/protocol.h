@@ -87,6 +87,7 @@ struct ChatRequest {
   std::string tools_json;                      // empty: no tools
   ToolChoice tool_choice = ToolChoice::kNone;  // "auto" when tools are given without a tool_choice
   bool parallel_tool_calls = true;
+  bool include_reasoning = true;        // vLLM's include_reasoning: false leaves the reasoning out of the reply
   std::string template_kwargs_json;     // empty: none
   std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking, for the reasoning parser
   // The request's own template ("chat_template", or chat_template_kwargs' "chat_template"), which the

@@ -129,6 +129,20 @@ TEST_F(ToolCallsTest, WholeResponseHasReasoningAndEveryCall) {
   EXPECT_EQ(d["usage"]["completion_tokens_details"]["reasoning_tokens"].GetUint64(), 4u + 6u + 7u);
 }
 
+// vLLM's include_reasoning: false drops the reasoning from the reply, whole and streamed; the content and the
+// calls stay what they are without the think block.
+TEST_F(ToolCallsTest, IncludeReasoningFalseLeavesTheReasoningOut) {
+  start_with(std::string(kTwoCalls));
+  const auto d = whole(chat_body(R"("include_reasoning": false)"));
+  const auto& message = d["choices"][0]["message"];
+  EXPECT_TRUE(message["reasoning"].IsNull());
+  EXPECT_EQ(message["tool_calls"].Size(), 2u);
+  const auto s = stream(chat_body(R"("include_reasoning": false, "stream": true)"));
+  ASSERT_EQ(s.choices.size(), 1u);
+  EXPECT_EQ(s.choices.at(0).reasoning, "");
+  EXPECT_EQ(s.choices.at(0).tool_call_pieces.size(), 4u);
+}
+
 TEST_F(ToolCallsTest, StreamSendsReasoningThenEachCallsHeaderAndArguments) {
   start_with(std::string(kTwoCalls));
   const auto s = stream(chat_body(R"("stream": true, "stream_options": {"include_usage": true})"));

@@ -9,6 +9,7 @@
 namespace serverd::parsers {
 namespace {
 
+using testing::calls_only;
 using testing::expected_ids;
 using testing::seeded_options;
 using testing::whole_tool_calls;
@@ -17,10 +18,6 @@ const std::vector<std::string> kIds = expected_ids(CallIdStyle::kVllm, 3);
 
 ToolParserResult hermes(std::string_view text, ToolCallOptions options = seeded_options()) {
   return whole_tool_calls("hermes", text, std::move(options));
-}
-
-ToolParserResult calls_only(std::vector<ToolCall> calls) {
-  return ToolParserResult{std::nullopt, std::move(calls)};
 }
 
 // Qwen2.5-7B-Instruct's answer to "What's the temperature in San Francisco now and tomorrow?" with its

@@ -9,6 +9,7 @@
 namespace serverd::parsers {
 namespace {
 
+using testing::calls_only;
 using testing::expected_ids;
 using testing::seeded_options;
 using testing::whole_tool_calls;
@@ -17,10 +18,6 @@ const std::vector<std::string> kIds = expected_ids(CallIdStyle::kVllm, 3);
 
 ToolParserResult llama(std::string_view text, ToolCallOptions options = seeded_options()) {
   return whole_tool_calls("llama3_json", text, std::move(options));
-}
-
-ToolParserResult calls_only(std::vector<ToolCall> calls) {
-  return ToolParserResult{std::nullopt, std::move(calls)};
 }
 
 // Llama-3.1-8B-Instruct with vLLM's tool_chat_template_llama3.1_json.jinja: the answer is the object, with

@@ -12,6 +12,7 @@
 namespace serverd::parsers {
 namespace {
 
+using testing::calls_only;
 using testing::expected_ids;
 using testing::seeded_options;
 using testing::whole_tool_calls;
@@ -20,10 +21,6 @@ const std::vector<std::string> kIds = expected_ids(CallIdStyle::kMistral, 3);
 
 ToolParserResult mistral(std::string_view text, ToolCallOptions options = seeded_options()) {
   return whole_tool_calls("mistral", text, std::move(options));
-}
-
-ToolParserResult calls_only(std::vector<ToolCall> calls) {
-  return ToolParserResult{std::nullopt, std::move(calls)};
 }
 
 TEST(MistralToolParser, ReadsTheArrayAfterTheMarker) {

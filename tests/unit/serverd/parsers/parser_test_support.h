@@ -28,6 +28,11 @@ inline ToolCallOptions seeded_options(std::uint64_t seed = 7, bool parallel_tool
   return options;
 }
 
+// A whole response that made `calls` and wrote nothing else (content null, as vLLM returns it).
+inline ToolParserResult calls_only(std::vector<ToolCall> calls) {
+  return ToolParserResult{std::nullopt, std::move(calls)};
+}
+
 // `text` fed to a new parser `name` at once, then finished.
 inline ToolParserResult whole_tool_calls(std::string_view name, std::string_view text,
                                          ToolCallOptions options = seeded_options()) {

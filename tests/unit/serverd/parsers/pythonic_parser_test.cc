@@ -8,6 +8,7 @@
 namespace serverd::parsers {
 namespace {
 
+using testing::calls_only;
 using testing::expected_ids;
 using testing::seeded_options;
 using testing::whole_tool_calls;
@@ -16,10 +17,6 @@ const std::vector<std::string> kIds = expected_ids(CallIdStyle::kVllm, 3);
 
 ToolParserResult pythonic(std::string_view text, ToolCallOptions options = seeded_options()) {
   return whole_tool_calls("pythonic", text, std::move(options));
-}
-
-ToolParserResult calls_only(std::vector<ToolCall> calls) {
-  return ToolParserResult{std::nullopt, std::move(calls)};
 }
 
 // Llama-3.2-3B-Instruct with vLLM's tool_chat_template_llama3.2_pythonic.jinja.
