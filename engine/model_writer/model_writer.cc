@@ -114,7 +114,7 @@ Scales preset_scales(ModelPreset preset) {
   return {0.1f, 0.02f, 0.02f};
 }
 
-std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset preset) {
+std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset preset, bool scripted) {
   const Scales s = preset_scales(preset);
   const auto matrix_std = [&](std::uint64_t fan_in) {
     return s.matrix > 0 ? s.matrix : 1.0f / std::sqrt(static_cast<float>(fan_in));
@@ -130,7 +130,10 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
     // llama.cpp's converter stores Llama 3's per-frequency divisors as a tensor beside the metadata.
     add("", "rope_freqs.weight", {c.head_dim / 2}, Init::RopeFreqs, 0, 0);
   }
-  add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, Init::Normal, 0, s.embed);
+  // A scripted model's layers add nothing to the residual stream; its embedding and lm_head form the chain.
+  const Init embed = scripted ? Init::ScriptEmbedding : Init::Normal;
+  const Init output_projection = scripted ? Init::Zero : Init::Normal;
+  add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, embed, 0, s.embed);
   for (std::uint64_t l = 0; l < c.num_layers; ++l) {
     const std::string hf = "model.layers." + std::to_string(l) + ".";
     const std::string gg = "blk." + std::to_string(l) + ".";
@@ -150,19 +153,20 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
       add(hf + "self_attn.q_norm.weight", gg + "attn_q_norm.weight", {c.head_dim}, Init::NormWeight, 1, s.norm_noise);
       add(hf + "self_attn.k_norm.weight", gg + "attn_k_norm.weight", {c.head_dim}, Init::NormWeight, 1, s.norm_noise);
     }
-    add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {c.hidden_size, q_rows}, Init::Normal, 0,
+    add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {c.hidden_size, q_rows}, output_projection, 0,
         matrix_std(q_rows));
     add(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {c.hidden_size}, Init::NormWeight, 1,
         s.norm_noise);
     add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0,
         h_std);
     add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0, h_std);
-    add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {c.hidden_size, c.intermediate_size}, Init::Normal, 0,
+    add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {c.hidden_size, c.intermediate_size}, output_projection, 0,
         matrix_std(c.intermediate_size));
   }
   add("model.norm.weight", "output_norm.weight", {c.hidden_size}, Init::NormWeight, 1, s.norm_noise);
   if (!c.tie_word_embeddings) {
-    add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, Init::Normal, 0, s.lm_head);
+    add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, scripted ? Init::ScriptHead : Init::Normal, 0,
+        s.lm_head);
   }
   return out;
 }
@@ -360,7 +364,8 @@ std::unique_ptr<OutputFile> open_shard(const std::filesystem::path& path, const 
 
 // The tensors, a slice of rows at a time, into the current shard and every GGUF file.
 void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors, const ModelWriterOptions& options,
-                   WeightType dtype, const SafetensorsLayout& safetensors, std::vector<GgufOutput>& ggufs) {
+                   const detail::ScriptPlan& script, WeightType dtype, const SafetensorsLayout& safetensors,
+                   std::vector<GgufOutput>& ggufs) {
   const auto& [shard_of, shard_tensors, shard_paths] = safetensors;
   const std::vector<float> rope_divisors =
       result.config.rope_scaling ? llama3_rope_divisors(result.config) : std::vector<float>();
@@ -392,6 +397,8 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
       values.resize(n);
       if (t.init == Init::RopeFreqs) {
         std::copy(rope_divisors.begin(), rope_divisors.end(), values.begin());
+      } else if (t.init == Init::Zero || t.init == Init::ScriptEmbedding || t.init == Init::ScriptHead) {
+        detail::fill_script_rows(t.init, script, row, n_rows, cols, values);
       } else {
         stream.fill(values, t.mean, t.stddev);
       }
@@ -485,11 +492,12 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
 WrittenModel write_model(const ModelWriterOptions& options) {
   const WeightType dtype = checked_dtype(options);
 
-  const TokenizerSpec tokenizer =
-      options.tokenizer_dir ? tokenizer_from_directory(*options.tokenizer_dir) : generated_tokenizer(options.arch);
+  const TokenizerSpec tokenizer = options.tokenizer_dir ? tokenizer_from_directory(*options.tokenizer_dir)
+                                                        : generated_tokenizer(options.arch, options.script);
   const model::ModelConfig config = model_config(options, tokenizer);
+  const detail::ScriptPlan script = detail::plan_script(options, tokenizer, config);
 
-  const std::vector<TensorSpec> tensors = model_tensors(config, options.preset);
+  const std::vector<TensorSpec> tensors = model_tensors(config, options.preset, !script.pieces.empty());
   std::vector<const TensorSpec*> hf_tensors;
   for (const auto& t : tensors) {
     if (!t.hf_name.empty()) hf_tensors.push_back(&t);
@@ -517,7 +525,7 @@ WrittenModel write_model(const ModelWriterOptions& options) {
     ggufs.push_back(detail::open_gguf(type, dir / gguf_file_name(type), config, tokenizer, tensors));
   }
 
-  write_tensors(result, tensors, options, dtype, safetensors, ggufs);
+  write_tensors(result, tensors, options, script, dtype, safetensors, ggufs);
   for (auto& out : ggufs) {
     out.file->close();
     result.files.push_back(out.path);

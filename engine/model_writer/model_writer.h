@@ -34,6 +34,10 @@ struct ModelWriterOptions {
   std::vector<quant::WeightType> gguf_types;           // one model-TYPE.gguf each
   std::optional<std::filesystem::path> tokenizer_dir;  // a real tokenizer to copy instead of the generated one
   bool safetensors = true;                             // false: no .safetensors files (nor index)
+  // A scripted model (tiny preset, generated tokenizer, an untied lm_head): each piece becomes one added
+  // token, and the model's greedy reply to every prompt is the pieces in order, then the end of the turn.
+  // For tests that need the real binaries to emit a chosen text (a tool call, a reasoning block).
+  std::vector<std::string> script;
 };
 
 // A command line that cannot be followed; the message names the flag and the value.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/model/model_config.h"
+#include "engine/model_writer/model_writer.h"
 #include "engine/model_writer/model_writer_tokenizer.h"
 #include "engine/quant/quant.h"
 
@@ -49,7 +50,9 @@ std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple);
 
 // ---- the tensors ----------------------------------------------------------------------------------------
 
-enum class Init { Normal, NormWeight, RopeFreqs };
+// How a tensor's values are made: random (Normal, NormWeight), Llama 3's RoPE divisors, or a scripted
+// model's exact rows (model_writer_script.cc).
+enum class Init { Normal, NormWeight, RopeFreqs, Zero, ScriptEmbedding, ScriptHead };
 
 struct TensorSpec {
   std::string hf_name;               // empty for GGUF-only tensors
@@ -69,6 +72,22 @@ struct TensorSpec {
   std::uint64_t rows() const { return elements() / cols(); }
   bool is_matrix() const { return shape.size() == 2; }
 };
+
+// ---- scripted models (model_writer_script.cc) ------------------------------------------------------------
+
+struct ScriptPlan {
+  std::vector<std::int32_t> pieces;  // the reply's token ids, in order; empty: not a scripted model
+  std::int32_t end_id = 0;           // the end of turn after the last piece
+};
+
+// The pieces' ids in `tokenizer` (generated with options.script as its last added tokens). Throws UsageError
+// for a script the model cannot follow (an empty or repeated piece, one that is already a token, a tied
+// lm_head, more pieces than hidden dimensions).
+ScriptPlan plan_script(const ModelWriterOptions& options, const TokenizerSpec& tokenizer,
+                       const model::ModelConfig& config);
+// Rows [first_row, first_row + rows) of a Zero, ScriptEmbedding or ScriptHead tensor into `values`.
+void fill_script_rows(Init init, const ScriptPlan& plan, std::uint64_t first_row, std::uint64_t rows,
+                      std::uint64_t cols, std::span<float> values);
 
 // ---- output files ---------------------------------------------------------------------------------------
 

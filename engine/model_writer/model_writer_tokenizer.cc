@@ -160,9 +160,12 @@ void byte_level_step(Json& json) {
   json.EndObject();
 }
 
+// An added token: the family's special tokens, and a scripted model's pieces (not special: their text is
+// part of the reply).
 struct Special {
   std::string content;
   std::int32_t id;
+  bool special = true;
 };
 
 std::string generated_tokenizer_json(bool llama, const std::vector<std::string>& vocab,
@@ -191,7 +194,7 @@ std::string generated_tokenizer_json(bool llama, const std::vector<std::string>&
       json.Bool(false);
     }
     key(json, "special");
-    json.Bool(true);
+    json.Bool(s.special);
     json.EndObject();
   }
   json.EndArray();
@@ -349,7 +352,7 @@ std::string generated_tokenizer_config(bool llama, const std::vector<Special>& s
       json.Bool(false);
     }
     key(json, "special");
-    json.Bool(true);
+    json.Bool(s.special);
     json.EndObject();
   }
   json.EndObject();
@@ -471,7 +474,7 @@ std::string_view tokenizer_sample_text() {
   return kSampleText;
 }
 
-TokenizerSpec generated_tokenizer(model::Architecture arch) {
+TokenizerSpec generated_tokenizer(model::Architecture arch, std::span<const std::string> added_texts) {
   const bool llama = arch == model::Architecture::Llama;
   const auto raw_merges = learn_merges(kSampleText, kMerges);
 
@@ -501,6 +504,11 @@ TokenizerSpec generated_tokenizer(model::Architecture arch) {
     specials.push_back({text, static_cast<std::int32_t>(spec.tokens.size())});
     spec.tokens.push_back(text);
     spec.token_types.push_back(GgufTokenType::Control);
+  }
+  for (const auto& text : added_texts) {
+    specials.push_back({text, static_cast<std::int32_t>(spec.tokens.size()), false});
+    spec.tokens.push_back(text);
+    spec.token_types.push_back(GgufTokenType::UserDefined);
   }
 
   spec.chat_template = std::string(llama ? kLlama3Template : kChatMlTemplate);

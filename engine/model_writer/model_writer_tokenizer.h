@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,8 +40,9 @@ struct TokenizerSpec {
 // The generated tokenizer for `arch`: 256 byte tokens, a few hundred merges learnt from a fixed sample
 // text, and the family's special tokens (<|endoftext|>, <|im_start|>, <|im_end|> for Qwen;
 // <|begin_of_text|>, <|end_of_text|>, <|start_header_id|>, <|end_header_id|>, <|eot_id|> for Llama 3), with
-// the family's pre-tokenizer, post-processor and chat template.
-TokenizerSpec generated_tokenizer(model::Architecture arch);
+// the family's pre-tokenizer, post-processor and chat template; then `added_texts` as added tokens that are
+// not special (ids in order after the special ones).
+TokenizerSpec generated_tokenizer(model::Architecture arch, std::span<const std::string> added_texts = {});
 
 // A real tokenizer: `dir`/tokenizer.json and `dir`/tokenizer_config.json, copied as they are. Throws
 // std::runtime_error naming the file when it is not a byte-level BPE tokenizer GGUF can describe.

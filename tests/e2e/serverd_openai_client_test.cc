@@ -105,6 +105,47 @@ TEST(ServerdOpenAiClient, ToolCallAndReasoningParsersServeTheOpenAiClient) {
   EXPECT_EQ(serverd.wait(), 0) << serverd.err();
 }
 
+// A scripted model (its greedy reply to every prompt is a reasoning block and two hermes calls) makes the
+// real binary parse real calls: the official client reads them whole, streamed and through /v1/responses.
+TEST(ServerdOpenAiClient, RealToolCallsFromAScriptedModelReachTheOpenAiClient) {
+  TempDir dir;
+  engine::tools::ModelWriterOptions model;
+  model.arch = engine::model::Architecture::Qwen3;
+  model.out_dir = dir / "model";
+  model.script = {"<think>\n",
+                  "The user wants the weather in two cities.\n",
+                  "</think>\n\n",
+                  "<tool_call>\n",
+                  "{\"name\": \"get_weather\", ",
+                  "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n",
+                  "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>"};
+  engine::tools::write_model(model);
+  testing_support::TestHub hub;
+  hub.add_repository_from_folder("demo/scripted", dir / "model");
+
+  ChildProcess serverd({serverd_binary(), "serve", "demo/scripted", "--device", testing_support::engine_test_device(),
+                        "--host", "127.0.0.1", "--port", "0", "--enable-auto-tool-choice", "--tool-call-parser",
+                        "hermes", "--reasoning-parser", "qwen3"},
+                       serverd_environment(dir, hub));
+  const auto port = serverd_test::wait_until_serving(serverd, "demo/scripted");
+  ASSERT_TRUE(port) << "serverd exited before serving: " << serverd.err();
+
+  std::string output;
+  const int status = testing_support::run_command(
+      "'" + testing_support::env_or("NODE_EXECUTABLE", NODE_EXECUTABLE) + "' '" +
+          testing_support::env_or("OPENAI_CLIENT_SCRIPT", OPENAI_CLIENT_SCRIPT) +
+          "' http://127.0.0.1:" + std::to_string(*port) + "/v1 demo/scripted none scripted",
+      output);
+  EXPECT_EQ(status, 0) << output << serverd.err();
+  for (const char* check :
+       {"a real tool call, whole", "a real tool call, streamed", "parallel_tool_calls false keeps the first call",
+        "tool_choice none leaves the text as content", "a real tool call through responses"}) {
+    EXPECT_THAT(output, HasSubstr(std::string("ok ") + check + "\n")) << output;
+  }
+  serverd.signal(SIGTERM);
+  EXPECT_EQ(serverd.wait(), 0) << serverd.err();
+}
+
 // --revision names a branch other than main and --download-dir a cache outside HF_HOME: serverd serves the
 // branch's commit from that directory.
 TEST(ServerdOpenAiClient, RevisionAndDownloadDirCarryThrough) {
