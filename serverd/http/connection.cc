@@ -214,6 +214,8 @@ void Connection::on_read_error(const beast::error_code& ec) {
   if (ec == bhttp::error::header_limit) {
     reject(431, "Request header fields too large");
   } else if (ec == bhttp::error::body_limit) {
+    // The header was read whole (a Content-Length over the limit is found at its end): its Origin is known.
+    if (fields_.empty()) fields_ = header_fields(parser_->get());
     reject(413, "Request body too large");
   } else if (ec == bhttp::error::bad_content_length) {
     reject(400,
@@ -235,6 +237,7 @@ void Connection::dispatch() {
   request.method = text_of(message.method_string());
   request.target = strip_root_path(text_of(message.target()), server_->options().root_path);
   request.headers = std::move(fields_);  // read once, when the header was checked
+  fields_.clear();                       // a later request's refusal must not answer this one's Origin
   request.body = std::move(message.body());
   keep_alive_ = keep_alive_ && message.keep_alive() && !server_->draining();
   http10_ = message.version() < 11;
@@ -286,7 +289,14 @@ void Connection::reject(int status, std::string_view message) {
   // The request was not read to its end (or its end is in doubt), so the connection cannot carry another
   // one: after the response it closes, and what the client still sends is discarded.
   keep_alive_ = false;
-  respond_now(server_->error_response(status, message));
+  Response response = server_->error_response(status, message);
+  // A browser reads a refusal only when it carries the CORS headers every other answer carries; the header
+  // fields are known unless they were what failed (431, malformed), and then there is no Origin to answer.
+  Request request;
+  request.headers = std::move(fields_);
+  fields_.clear();
+  server_->cors().add_response_headers(request, response.headers);
+  respond_now(response);
 }
 
 void Connection::send_full(ExchangeImpl& exchange, Response response) {

@@ -74,6 +74,11 @@ TEST_F(HttpServerTest, OversizedBodyGets413) {
   EXPECT_EQ(c.read_response().status, 413);
   EXPECT_TRUE(c.wait_closed());
   EXPECT_EQ(http_request(server_->port(), "POST", "/echo", "ok").status, 200);
+  // The refusal carries CORS headers, so a browser's script can read it.
+  const auto cross_origin =
+      http_request(server_->port(), "POST", "/echo", std::string(2000, 'x'), {"Origin: https://app.example"});
+  EXPECT_EQ(cross_origin.status, 413);
+  EXPECT_EQ(cross_origin.header("access-control-allow-origin"), "*");
 }
 
 TEST_F(HttpServerTest, OversizedHeaderGets431AndMalformedRequestsGet400) {
