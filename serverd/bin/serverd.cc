@@ -9,6 +9,7 @@
 #include <future>
 #include <iostream>
 #include <span>
+#include <stop_token>
 #include <thread>
 
 #include "base/flags.h"
@@ -78,19 +79,32 @@ int main(int argc, char** argv) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // The signal also stops a download still loading the model (serverd::load_model), so that a pod
+    // deleted while it pulls stops within its grace period.
     std::promise<int> stop;
     auto stopped = stop.get_future();
-    std::thread([&signals, stop = std::move(stop)]() mutable {
+    std::stop_source stop_loading;
+    std::thread([&signals, stop = std::move(stop), stop_loading]() mutable {
       int signal = 0;
       sigwait(&signals, &signal);
       stop.set_value(signal);
+      stop_loading.request_stop();
     }).detach();
 
     serverd::api::ApiServer server(api_server_options(*options));
     server.start();
     server.set_phase("loading");
-    const auto model =
-        serverd::load_model(*options, [&server](std::string phase) { server.set_phase(std::move(phase)); });
+    std::unique_ptr<serverd::LoadedModel> model;
+    try {
+      model = serverd::load_model(
+          *options, [&server](std::string phase) { server.set_phase(std::move(phase)); }, stop_loading.get_token());
+    } catch (const std::exception&) {
+      if (!stop_loading.stop_requested()) throw;
+      std::cerr << "serverd: " << (stopped.get() == SIGINT ? "SIGINT" : "SIGTERM")
+                << " while loading the model; stopped\n";
+      server.shutdown(std::chrono::seconds(0));
+      return 0;
+    }
     if (!model) {
       std::cerr << "serverd: this build has no inference engine yet, so it cannot serve '"
                 << base::printable(options->model) << "'\n";

@@ -110,8 +110,12 @@ std::unique_ptr<FetchdChild> FetchdChild::start(const std::filesystem::path& bin
   return std::unique_ptr<FetchdChild>(new FetchdChild(pid, dir, address));
 }
 
-FetchdChild::~FetchdChild() {
+void FetchdChild::terminate() const {
   ::kill(pid_, SIGTERM);
+}
+
+FetchdChild::~FetchdChild() {
+  terminate();
   int status = 0;
   ::waitpid(pid_, &status, 0);
   std::error_code ec;

@@ -34,7 +34,8 @@ struct ResolveArgs {
 std::filesystem::path find_fetchd_binary();
 
 // `fetchd serve` as a child process on a Unix socket in a fresh private directory. The destructor stops
-// it (SIGTERM, then waits) and removes the directory.
+// it (SIGTERM, then waits) and removes the directory; terminate() asks it to stop sooner (its downloads in
+// flight are cancelled, their partial files kept for the next run).
 class FetchdChild {
  public:
   static std::unique_ptr<FetchdChild> start(const std::filesystem::path& binary);
@@ -43,6 +44,8 @@ class FetchdChild {
   FetchdChild& operator=(const FetchdChild&) = delete;
 
   const std::string& address() const { return address_; }
+  // Sends the child SIGTERM; callable from any thread, any number of times.
+  void terminate() const;
 
  private:
   FetchdChild(pid_t pid, std::filesystem::path dir, std::string address)

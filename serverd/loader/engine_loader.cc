@@ -105,8 +105,8 @@ class ProgressLog {
 // Where `name` (a local path or a hub name) is on disk: directly, or through fetchd (started as a child
 // the first time one is needed, unless --fetchd names a sidecar).
 std::filesystem::path resolve(const std::string& name, const std::string& revision, const ServerOptions& options,
-                              std::unique_ptr<fetch::FetchdChild>& child,
-                              const std::function<void(std::string)>& phase) {
+                              std::unique_ptr<fetch::FetchdChild>& child, const std::function<void(std::string)>& phase,
+                              std::stop_token stop) {
   const auto reference = fetchd::request::parse_model_reference(name);
   if (reference.is_local()) return reference.local_path;
   std::string address = options.fetchd_address;
@@ -117,6 +117,10 @@ std::filesystem::path resolve(const std::string& name, const std::string& revisi
   phase("downloading");
   std::cerr << "serverd: resolving " << base::printable(name) << " through fetchd at " << address << '\n';
   ProgressLog log;
+  // A stop while fetching ends the download through the child (a sidecar's download goes on for others).
+  const std::stop_callback cancel(stop, [&child] {
+    if (child) child->terminate();
+  });
   const auto result =
       fetch::resolve(address, {name, revision, options.download_dir}, [&](const ::fetch::v1::Progress& p) { log(p); });
   std::cerr << "serverd: " << base::printable(name + (result.commit().empty() ? "" : " at " + result.commit()))
@@ -138,12 +142,12 @@ std::string precision_of(const engine::model::Checkpoint& checkpoint) {
 
 // --tokenizer and --chat-template over the checkpoint's own.
 PromptSources prompt_sources(const ServerOptions& options, const engine::runtime::Engine& engine,
-                             std::unique_ptr<fetch::FetchdChild>& child,
-                             const std::function<void(std::string)>& phase) {
+                             std::unique_ptr<fetch::FetchdChild>& child, const std::function<void(std::string)>& phase,
+                             std::stop_token stop) {
   PromptSources sources;
   std::optional<std::string> template_source = engine.checkpoint().chat_template();
   if (!options.tokenizer.empty()) {
-    const auto dir = resolve(options.tokenizer, "", options, child, phase);
+    const auto dir = resolve(options.tokenizer, "", options, child, phase, stop);
     sources.tokenizer = engine::tokenizer::Tokenizer::from_directory(dir);
     if (sources.tokenizer->vocab_size() > engine.config().vocab_size) {
       throw base::UsageError("--tokenizer " + options.tokenizer + " has " +
@@ -168,9 +172,10 @@ PromptSources prompt_sources(const ServerOptions& options, const engine::runtime
 
 }  // namespace
 
-std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std::function<void(std::string)>& phase) {
+std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std::function<void(std::string)>& phase,
+                                        std::stop_token stop) {
   std::unique_ptr<fetch::FetchdChild> child;
-  const std::filesystem::path path = resolve(options.model, options.revision, options, child, phase);
+  const std::filesystem::path path = resolve(options.model, options.revision, options, child, phase, stop);
   phase("loading");
   engine::runtime::EngineOptions eo;
   eo.device = engine::runtime::parse_device(options.device).value_or(engine::runtime::Device::Auto);
@@ -188,7 +193,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   std::cerr << "serverd: loaded " << base::printable(path.string()) << " ("
             << engine::model::architecture_name(engine->config().architecture) << ", max_model_len "
             << engine->max_model_len() << ") on " << engine->device_name() << '\n';
-  auto prompts = prompt_sources(options, *engine, child, phase);
+  auto prompts = prompt_sources(options, *engine, child, phase, stop);
   return std::make_unique<EngineModel>(std::move(child), std::move(engine), std::move(prompts), options);
 }
 

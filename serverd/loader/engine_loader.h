@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string>
 
 #include "serverd/api/generator.h"
@@ -22,7 +23,10 @@ class LoadedModel {
 
 // Resolves --model (through fetchd for hub names), loads tokenizer, chat template, generation config and
 // weights, and starts the scheduler. `phase` reports progress for /health ("downloading", "loading").
-// Returns nullptr when this build has no inference engine. Throws fetchd::FetchError or std::exception.
-std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std::function<void(std::string)>& phase);
+// A stop requested on `stop` while a download runs in the fetchd child stops the child, so the download
+// ends (its partial files kept) and load_model throws at once instead of finishing it. Returns nullptr
+// when this build has no inference engine. Throws fetchd::FetchError or std::exception.
+std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std::function<void(std::string)>& phase,
+                                        std::stop_token stop = {});
 
 }  // namespace serverd

@@ -184,6 +184,42 @@ TEST(ServerdOpenAiClient, RevisionAndDownloadDirCarryThrough) {
   EXPECT_EQ(serverd.wait(), 0) << serverd.err();
 }
 
+// SIGTERM while the model still downloads (a pod deleted during its pull) stops the fetchd child, whose
+// download ends with its partial file kept, and serverd exits 0 at once instead of finishing the download.
+TEST(ServerdOpenAiClient, SigtermWhileDownloadingStopsFetchdAndExits) {
+  TempDir dir;
+  engine::tools::ModelWriterOptions model;
+  model.arch = engine::model::Architecture::Qwen3;
+  model.out_dir = dir / "model";
+  engine::tools::write_model(model);
+  testing_support::TestHub hub;
+  hub.add_repository_from_folder("demo/tiny", dir / "model");
+  hub.faults().set_stall_at(65536);
+  auto environment = serverd_environment(dir, hub);
+  environment["HF_HUB_DOWNLOAD_TIMEOUT"] = "600";  // the stall must outlast the test, not time out
+
+  ChildProcess serverd({serverd_binary(), "serve", "demo/tiny", "--host", "127.0.0.1", "--port", "0"}, environment);
+  const auto blobs = dir / "home" / "hub" / "models--demo--tiny" / "blobs";
+  const auto partial = [&]() -> std::optional<std::filesystem::path> {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(blobs, ec)) {
+      if (entry.path().extension() == ".incomplete" && entry.file_size(ec) == 65536) return entry.path();
+    }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(testing_support::eventually([&] { return partial().has_value() || !serverd.running(); },
+                                          std::chrono::seconds(60)))
+      << serverd.err();
+  ASSERT_TRUE(partial()) << serverd.err();
+  const auto kept = *partial();
+  serverd.signal(SIGTERM);
+  EXPECT_EQ(serverd.wait(std::chrono::seconds(30)), 0) << serverd.err();
+  EXPECT_THAT(serverd.err(), HasSubstr("serverd: SIGTERM while loading the model; stopped"));
+  EXPECT_THAT(serverd.err(), HasSubstr("fetchd: SIGTERM, stopping"));
+  EXPECT_EQ(std::filesystem::file_size(kept), 65536u);  // resumable by the next start
+  EXPECT_TRUE(hub.wait_for_no_connections(std::chrono::seconds(30)));
+}
+
 // fetchd's refusal reaches serverd's user as fetchd's own sentence and exit code (3: not found).
 TEST(ServerdOpenAiClient, FetchdErrorsKeepTheirSentenceAndExitCode) {
   TempDir dir;
