@@ -114,6 +114,24 @@ void write_stop_reason(JsonWriter& w, const StopReason& reason) {
   }
 }
 
+namespace {
+
+// One position's entries in the order vLLM's logprobs dict holds them: the sampled token, then the most
+// likely ones (the sampled one not again), at most `limit`. Both APIs list them in this order, so a sampled
+// token that is not the most likely leads its list.
+std::vector<engine::sampling::TokenLogprob> vllm_order(const LogprobRecord& record, std::size_t limit) {
+  std::vector<engine::sampling::TokenLogprob> out;
+  if (limit == 0) return out;
+  out.push_back({record.token, record.logprob});
+  for (const auto& top : record.top) {
+    if (out.size() >= limit) break;
+    if (top.token != record.token) out.push_back(top);
+  }
+  return out;
+}
+
+}  // namespace
+
 void write_completion_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer& tokenizer,
                                std::span<const LogprobRecord> records, std::size_t top_logprobs,
                                std::size_t& text_offset, bool tokens_as_ids) {
@@ -146,14 +164,10 @@ void write_completion_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer
       w.null();
       continue;
     }
-    // The chosen token first, then the most likely ones: up to top_logprobs + 1 entries, keyed by text as a
-    // Python dict would be (a repeated text keeps its first place and its last value).
-    std::vector<std::pair<std::string, double>> entries{{tokens[i], floored(records[i].logprob)}};
-    std::vector<std::int32_t> ids{records[i].token};
-    for (const auto& top : records[i].top) {
-      if (ids.size() > top_logprobs) break;
-      if (std::find(ids.begin(), ids.end(), top.token) != ids.end()) continue;
-      ids.push_back(top.token);
+    // Up to top_logprobs + 1 entries, keyed by text as a Python dict would be (a repeated text keeps its
+    // first place and its last value).
+    std::vector<std::pair<std::string, double>> entries;
+    for (const auto& top : vllm_order(records[i], top_logprobs + 1)) {
       std::string text = token_string(tokenizer, top.token, tokens_as_ids);
       const auto same = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == text; });
       if (same != entries.end()) {
@@ -182,12 +196,11 @@ void write_chat_logprobs(JsonWriter& w, const engine::tokenizer::Tokenizer& toke
     w.key("bytes");
     write_bytes(w, token);
     w.key("top_logprobs").begin_array();
-    const std::size_t count = std::min(record.top.size(), top_logprobs);
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::string text = token_string(tokenizer, record.top[i].token, tokens_as_ids);
+    for (const auto& top : vllm_order(record, top_logprobs)) {
+      const std::string text = token_string(tokenizer, top.token, tokens_as_ids);
       w.begin_object();
       w.key("token").value(text);
-      w.key("logprob").value(floored(record.top[i].logprob));
+      w.key("logprob").value(floored(top.logprob));
       w.key("bytes");
       write_bytes(w, text);
       w.end_object();

@@ -166,6 +166,28 @@ TEST_F(LogprobsTest, ChatShapeHasBytesAndTopLists) {
   EXPECT_LT(entry["top_logprobs"][1]["logprob"].GetDouble(), entry["top_logprobs"][0]["logprob"].GetDouble());
 }
 
+// A sampled token that is not the most likely leads its top_logprobs list, as vLLM's dict order has it,
+// and the list keeps its length (the least likely of the others drops out).
+TEST_F(LogprobsTest, ChatTopListsLeadWithASampledTokenThatIsNotTheMostLikely) {
+  auto recs = records("ab", 3);
+  ASSERT_GE(recs[0].top.size(), 3u);
+  const auto most_likely = recs[0].top[0].token;
+  recs[0].token = recs[0].top[2].token;  // sampled: the third most likely
+  recs[0].logprob = recs[0].top[2].logprob;
+  JsonWriter w;
+  write_chat_logprobs(w, model_.tokenizer, recs, 2, true);
+  rapidjson::Document d;
+  d.Parse(w.take().c_str());
+  const auto& list = d["content"][0]["top_logprobs"];
+  ASSERT_EQ(list.Size(), 2u);
+  EXPECT_EQ(std::string(list[0]["token"].GetString()), "token_id:" + std::to_string(recs[0].token));
+  EXPECT_EQ(std::string(list[1]["token"].GetString()), "token_id:" + std::to_string(most_likely));
+  // The greedy position is unchanged: the most likely first, then the next.
+  const auto& greedy = d["content"][1]["top_logprobs"];
+  EXPECT_EQ(std::string(greedy[0]["token"].GetString()), "token_id:" + std::to_string(recs[1].top[0].token));
+  EXPECT_EQ(std::string(greedy[1]["token"].GetString()), "token_id:" + std::to_string(recs[1].top[1].token));
+}
+
 // An echoed prompt leads the completions logprobs: its first token has a text, an offset and nulls (nothing
 // predicts it); every token after it is a prompt log-probability record.
 TEST_F(LogprobsTest, CompletionShapeWithAnEchoedPromptAndTokenIds) {
