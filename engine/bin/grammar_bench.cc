@@ -47,6 +47,14 @@ constexpr const char* kJsonDocument = R"({
   "manager": null
 })";
 
+// What a JSON schema with fixed properties reduces to (an object with required keys in order).
+constexpr const char* kSchemaGrammar = R"(root ::= "{" ws "\"name\"" ws ":" ws string ws "," ws "\"age\"" ws ":" ws integer ws "," ws "\"email\"" ws ":" ws string ws "," ws "\"tags\"" ws ":" ws "[" ws ( string ( ws "," ws string )* )? ws "]" ws "}"
+string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
+integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
+ws ::= [ \t\n]{0,16}
+)";
+constexpr const char* kSchemaDocument = R"({"name": "Ada Lovelace", "age": 36, "email": "ada@example.org", "tags": ["math", "poetry", "engines"]})";
+
 constexpr const char* kSimpleGrammar = R"(root ::= "The answer is " ("yes" | "no") ", because " [a-z ,']+ "."
 )";
 constexpr const char* kSimpleText = "The answer is yes, because the sky is blue, the grass is green and it's late.";
@@ -112,8 +120,11 @@ void bench(const std::string& name, const std::shared_ptr<const grammar::TokenVo
 int main(int argc, char** argv) {
   std::string tokenizer_path;
   std::uint64_t rounds = 20;
-  base::FlagParser flags("usage: grammar-bench --tokenizer tokenizer.json [--rounds N]");
+  std::uint64_t logits_width = 0;
+  base::FlagParser flags("usage: grammar-bench --tokenizer tokenizer.json [--logits-width N] [--rounds N]");
   flags.add_string("tokenizer", "PATH", "the tokenizer.json whose vocabulary the masks cover", &tokenizer_path);
+  flags.add_uint("logits-width", "N", "the model's logits (default: the tokenizer's size; Qwen3: 151936)",
+                 &logits_width, 0, 1u << 24);
   flags.add_uint("rounds", "N", "times each example is walked (default 20)", &rounds, 1, 100000);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
@@ -126,8 +137,7 @@ int main(int argc, char** argv) {
     if (const auto eos = tokenizer.eos_id()) stops.push_back(*eos);
     if (const auto end = tokenizer.token_to_id("<|im_end|>")) stops.push_back(*end);
     if (const auto end = tokenizer.token_to_id("<|endoftext|>")) stops.push_back(*end);
-    // Model embeddings are padded to a multiple of 128 rows (Qwen3: 151,936 logits).
-    const std::size_t width = (tokenizer.vocab_size() + 127) / 128 * 128;
+    const std::size_t width = logits_width != 0 ? logits_width : tokenizer.vocab_size();
     const auto start = Clock::now();
     auto vocabulary =
         std::make_shared<const grammar::TokenVocabulary>(grammar::vocabulary_from_tokenizer(tokenizer, width, stops));
@@ -138,6 +148,7 @@ int main(int argc, char** argv) {
     std::printf("CPU: %s\nvocabulary: %zu logits, %zu tokenizer ids; read %.1f ms, sorted with its trie %.1f ms\n",
                 cpu_model().c_str(), width, tokenizer.vocab_size(), vocab_ms, sort_ms);
     bench("json", vocabulary, tokenizer, kJsonGrammar, kJsonDocument, rounds);
+    bench("schema", vocabulary, tokenizer, kSchemaGrammar, kSchemaDocument, rounds);
     bench("simple", vocabulary, tokenizer, kSimpleGrammar, kSimpleText, rounds);
     return 0;
   } catch (const base::UsageError& e) {
