@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,12 +49,14 @@ constexpr const char* kJsonDocument = R"({
 })";
 
 // What a JSON schema with fixed properties reduces to (an object with required keys in order).
-constexpr const char* kSchemaGrammar = R"(root ::= "{" ws "\"name\"" ws ":" ws string ws "," ws "\"age\"" ws ":" ws integer ws "," ws "\"email\"" ws ":" ws string ws "," ws "\"tags\"" ws ":" ws "[" ws ( string ( ws "," ws string )* )? ws "]" ws "}"
+constexpr const char* kSchemaGrammar =
+    R"(root ::= "{" ws "\"name\"" ws ":" ws string ws "," ws "\"age\"" ws ":" ws integer ws "," ws "\"email\"" ws ":" ws string ws "," ws "\"tags\"" ws ":" ws "[" ws ( string ( ws "," ws string )* )? ws "]" ws "}"
 string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
 integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
 ws ::= [ \t\n]{0,16}
 )";
-constexpr const char* kSchemaDocument = R"({"name": "Ada Lovelace", "age": 36, "email": "ada@example.org", "tags": ["math", "poetry", "engines"]})";
+constexpr const char* kSchemaDocument =
+    R"({"name": "Ada Lovelace", "age": 36, "email": "ada@example.org", "tags": ["math", "poetry", "engines"]})";
 
 constexpr const char* kSimpleGrammar = R"(root ::= "The answer is " ("yes" | "no") ", because " [a-z ,']+ "."
 )";
@@ -66,6 +69,12 @@ std::string cpu_model() {
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   }
   return "unknown CPU";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw base::UsageError(path + ": cannot be read");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 double percentile(std::vector<double> values, double p) {
@@ -121,10 +130,14 @@ int main(int argc, char** argv) {
   std::string tokenizer_path;
   std::uint64_t rounds = 20;
   std::uint64_t logits_width = 0;
-  base::FlagParser flags("usage: grammar-bench --tokenizer tokenizer.json [--logits-width N] [--rounds N]");
+  std::string grammar_path, text_path;
+  base::FlagParser flags(
+      "usage: grammar-bench --tokenizer tokenizer.json [--logits-width N] [--rounds N] [--grammar FILE --text FILE]");
   flags.add_string("tokenizer", "PATH", "the tokenizer.json whose vocabulary the masks cover", &tokenizer_path);
   flags.add_uint("logits-width", "N", "the model's logits (default: the tokenizer's size; Qwen3: 151936)",
                  &logits_width, 0, 1u << 24);
+  flags.add_string("grammar", "PATH", "a GBNF file to measure instead of the built-in grammars", &grammar_path);
+  flags.add_string("text", "PATH", "with --grammar: the example output it walks", &text_path);
   flags.add_uint("rounds", "N", "times each example is walked (default 20)", &rounds, 1, 100000);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
@@ -147,6 +160,11 @@ int main(int argc, char** argv) {
     const double sort_ms = std::chrono::duration<double, std::milli>(Clock::now() - sort_start).count();
     std::printf("CPU: %s\nvocabulary: %zu logits, %zu tokenizer ids; read %.1f ms, sorted with its trie %.1f ms\n",
                 cpu_model().c_str(), width, tokenizer.vocab_size(), vocab_ms, sort_ms);
+    if (!grammar_path.empty()) {
+      if (text_path.empty()) throw base::UsageError("--grammar needs --text (the example output to walk)");
+      bench("file", vocabulary, tokenizer, read_file(grammar_path), read_file(text_path), rounds);
+      return 0;
+    }
     bench("json", vocabulary, tokenizer, kJsonGrammar, kJsonDocument, rounds);
     bench("schema", vocabulary, tokenizer, kSchemaGrammar, kSchemaDocument, rounds);
     bench("simple", vocabulary, tokenizer, kSimpleGrammar, kSimpleText, rounds);

@@ -1,12 +1,19 @@
 #include "engine/grammar/token_mask_cache.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "engine/grammar/structured_output.h"
 
 namespace engine::grammar {
 namespace {
+
+constexpr std::size_t kNodesPerThread = 64;
+constexpr std::size_t kMaxThreads = 8;
 
 // Walks every token from one node over an unknown context, sorting the tokens into accepted and
 // uncertain (the rest are rejected).
@@ -80,14 +87,41 @@ TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabu
                                Clock::time_point deadline, std::chrono::milliseconds budget) {
   const ByteAutomaton& automaton = walker.automaton();
   masks_.resize(automaton.nodes.size());
-  NodeWalk walk(walker, vocabulary);
-  std::vector<std::uint32_t> accepted, uncertain;
+  std::vector<std::uint32_t> nodes;
   for (std::uint32_t node = 0; node < automaton.nodes.size(); ++node) {
-    if (!automaton.has_bytes(node)) continue;
-    walk.run(node, accepted, uncertain, deadline, budget);
-    store(node, accepted, uncertain, vocabulary);
-    ++positions_;
+    if (automaton.has_bytes(node)) nodes.push_back(node);
   }
+  positions_ = nodes.size();
+  // The nodes' walks are independent: large grammars spread them over a few threads (a compilation runs
+  // off the engine thread, and its positions can number in the thousands with counted repetitions).
+  const std::size_t threads = nodes.size() < kNodesPerThread
+                                  ? 1
+                                  : std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()),
+                                                           kMaxThreads, nodes.size() / kNodesPerThread});
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex mutex;  // guards store() and error
+  const auto work = [&] {
+    try {
+      NodeWalk walk(walker, vocabulary);
+      std::vector<std::uint32_t> accepted, uncertain;
+      for (std::size_t i = next++; i < nodes.size() && !failed; i = next++) {
+        walk.run(nodes[i], accepted, uncertain, deadline, budget);
+        std::lock_guard lock(mutex);
+        store(nodes[i], accepted, uncertain, vocabulary);
+      }
+    } catch (...) {
+      std::lock_guard lock(mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (auto& helper : helpers) helper.join();
+  if (error) std::rethrow_exception(error);
 }
 
 void TokenMaskCache::store(std::uint32_t node, const std::vector<std::uint32_t>& accepted,

@@ -130,6 +130,18 @@ TEST(GrammarCompiler, HonoursTheStateBudget) {
               HasSubstr("over the compile budget of 100 automaton states"));
 }
 
+TEST(GrammarCompiler, LargeGrammarsPrecomputeMasksOnSeveralThreadsAlike) {
+  // 300 positions: enough for the mask cache to split its walks over threads where the machine has them.
+  GrammarCompiler compiler(byte_vocabulary());
+  const auto spec = gbnf("root ::= [a-c]{0,299} \"!\"");
+  EXPECT_TRUE(matches(compiler, spec, std::string(299, 'b') + "!"));
+  EXPECT_FALSE(matches(compiler, spec, std::string(300, 'b') + "!"));
+  GrammarMatcher matcher(compiler.compile(spec));
+  for (int i = 0; i < 150; ++i) ASSERT_TRUE(matcher.accept('a'));
+  const auto ids = grammar_test::allowed(matcher, 257);
+  EXPECT_EQ(ids, (std::vector<std::int32_t>{'!', 'a', 'b', 'c'}));
+}
+
 TEST(GrammarCompiler, HonoursTheTimeBudget) {
   CompileBudget budget;
   budget.time = std::chrono::milliseconds(0);
