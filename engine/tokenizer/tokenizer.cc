@@ -172,6 +172,15 @@ std::optional<std::string_view> Tokenizer::id_to_token(std::int32_t id) const {
   return model_->tokens[static_cast<std::size_t>(id)];
 }
 
+std::optional<std::string_view> Tokenizer::id_to_bytes(std::int32_t id) const {
+  if (!model_->known(id)) return std::nullopt;
+  return model_->decoded[static_cast<std::size_t>(id)];
+}
+
+bool Tokenizer::decode_joins_with_spaces() const {
+  return model_->decoder == DecoderKind::Join;
+}
+
 std::size_t Tokenizer::vocab_size() const {
   return model_->tokens.size();
 }

@@ -78,6 +78,12 @@ class Tokenizer {
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
   // The token's text as the vocabulary spells it (byte-level tokens in their mapped form, e.g. "Ġthe").
   std::optional<std::string_view> id_to_token(std::int32_t id) const;
+  // The bytes `id` contributes to decode, before the lossy UTF-8 step (a byte-level token may end inside a
+  // UTF-8 character), or nullopt for ids nothing names. Structured outputs match grammars over these.
+  std::optional<std::string_view> id_to_bytes(std::int32_t id) const;
+  // Whether decode puts a space between tokens (a tokenizer.json without a decoder, as the reference does),
+  // so that the decoded text is not the concatenation of id_to_bytes.
+  bool decode_joins_with_spaces() const;
   // One past the largest id: the model's vocabulary and the added tokens (for GGUF, the length of the
   // token list, padding rows included). The model's embedding may have more rows.
   std::size_t vocab_size() const;

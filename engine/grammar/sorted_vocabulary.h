@@ -1,0 +1,66 @@
+#pragma once
+
+// The vocabulary arranged for mask computation, once per model: the tokens a grammar may produce (not
+// special, not stop ids, not empty) sorted by their bytes, and a byte trie over them in preorder, so that a
+// walk over every token shares common prefixes and skips a whole subtree when its prefix is dead.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/grammar/structured_output.h"
+
+namespace engine::grammar {
+
+class SortedVocabulary {
+ public:
+  // Throws GrammarError when the vocabulary's fields disagree in size or a stop id is out of range.
+  explicit SortedVocabulary(const TokenVocabulary& vocabulary);
+
+  // A trie node, in preorder: the byte on the edge into it, its depth (bytes from the root), where its
+  // subtree ends (the next preorder index outside it) and the sorted tokens at or below it start.
+  struct TrieNode {
+    std::uint32_t subtree_end = 0;
+    std::uint32_t token_begin = 0;  // sorted index of the first token at or below this node
+    std::uint32_t token_count = 0;  // tokens ending exactly here (equal byte strings)
+    std::uint16_t depth = 0;
+    std::uint8_t byte = 0;
+  };
+
+  std::size_t vocab_size() const { return vocab_size_; }  // the logits' width
+  std::size_t bitmask_words() const { return (vocab_size_ + 31) / 32; }
+  std::size_t size() const { return ids_.size(); }  // tokens a grammar may produce
+  std::int32_t id(std::uint32_t sorted) const { return ids_[sorted]; }
+  std::string_view bytes(std::uint32_t sorted) const {
+    return std::string_view(bytes_).substr(offsets_[sorted], offsets_[sorted + 1] - offsets_[sorted]);
+  }
+  // trie().size() - 1 nodes; the last entry is a sentinel whose token_begin is size().
+  const std::vector<TrieNode>& trie() const { return trie_; }
+  // The sorted tokens below trie node `node` (itself included).
+  std::uint32_t subtree_tokens_end(std::uint32_t node) const { return trie_[trie_[node].subtree_end].token_begin; }
+
+  // Bit per id: whether the id is among the sorted tokens.
+  std::span<const std::uint32_t> producible() const { return producible_; }
+  bool is_producible(std::int32_t id) const {
+    return id >= 0 && static_cast<std::size_t>(id) < vocab_size_ &&
+           ((producible_[static_cast<std::size_t>(id) / 32] >> (id % 32)) & 1);
+  }
+  std::span<const std::int32_t> stop_ids() const { return stop_ids_; }
+  bool is_stop(std::int32_t id) const;
+  // The bytes of any id (empty for padding and unknown ids).
+  std::string_view id_bytes(std::int32_t id) const;
+
+ private:
+  std::size_t vocab_size_ = 0;
+  std::vector<std::int32_t> ids_;       // by sorted index
+  std::vector<std::uint32_t> offsets_;  // into bytes_, size() + 1
+  std::string bytes_;
+  std::vector<TrieNode> trie_;
+  std::vector<std::uint32_t> producible_;
+  std::vector<std::int32_t> stop_ids_;       // sorted, unique
+  std::vector<std::uint32_t> sorted_of_id_;  // id -> sorted index, or UINT32_MAX
+};
+
+}  // namespace engine::grammar

@@ -1,0 +1,66 @@
+#pragma once
+
+// The adaptive token mask cache (the idea xgrammar publishes): for every automaton node a matcher
+// position can have on top, which tokens are accepted or rejected whatever the stack below holds
+// ("context-independent"), computed at compile time by walking the sorted vocabulary from that node alone.
+// Only the rest ("uncertain": tokens that would leave the node's rule into the unknown context, with a
+// byte that may follow the rule) are checked against the real stack when a mask is filled. Each node's
+// set is stored as whichever is smallest: the accepted ids, the rejected ids, or a bitmask.
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/grammar/automaton_walker.h"
+#include "engine/grammar/byte_automaton.h"
+#include "engine/grammar/sorted_vocabulary.h"
+
+namespace engine::grammar {
+
+struct NodeTokenMask {
+  enum class Form : std::uint8_t { Accepted, Rejected, Bitmask };
+  Form form = Form::Accepted;
+  std::uint32_t begin = 0;  // Accepted / Rejected: token ids from ids(); Bitmask: words from words()
+  std::uint32_t count = 0;
+  std::uint32_t uncertain_begin = 0;  // sorted-vocabulary indices, ascending
+  std::uint32_t uncertain_count = 0;
+};
+
+class TokenMaskCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Throws GrammarError when `deadline` passes first (`budget` is named in the message).
+  TokenMaskCache(const AutomatonWalker& walker, const SortedVocabulary& vocabulary, Clock::time_point deadline,
+                 std::chrono::milliseconds budget);
+
+  // For nodes with byte edges (the only ones on top of a position).
+  const NodeTokenMask& at(std::uint32_t node) const { return masks_[node]; }
+  std::span<const std::int32_t> ids(const NodeTokenMask& mask) const { return {ids_.data() + mask.begin, mask.count}; }
+  std::span<const std::uint32_t> words(const NodeTokenMask& mask) const {
+    return {words_.data() + mask.begin, mask.count};
+  }
+  std::span<const std::uint32_t> uncertain(const NodeTokenMask& mask) const {
+    return {uncertain_.data() + mask.uncertain_begin, mask.uncertain_count};
+  }
+
+  struct Stats {
+    std::size_t positions = 0;         // nodes with a cached mask
+    std::size_t uncertain_tokens = 0;  // summed over them
+    std::size_t bytes = 0;             // storage
+  };
+  Stats stats() const;
+
+ private:
+  void store(std::uint32_t node, const std::vector<std::uint32_t>& accepted,
+             const std::vector<std::uint32_t>& uncertain, const SortedVocabulary& vocabulary);
+
+  std::size_t positions_ = 0;
+  std::vector<NodeTokenMask> masks_;  // per automaton node
+  std::vector<std::int32_t> ids_;
+  std::vector<std::uint32_t> words_;
+  std::vector<std::uint32_t> uncertain_;
+};
+
+}  // namespace engine::grammar
