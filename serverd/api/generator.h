@@ -47,6 +47,8 @@ class ChatTemplate;
 
 namespace serverd::api {
 
+class ConstraintCompiler;  // structured_outputs.h
+
 // One sequence to generate.
 struct GenerationRequest {
   std::string request_id;  // "cmpl-<id>-<prompt>-<choice>", for the engine's logs
@@ -172,6 +174,8 @@ struct ModelInfo {
   std::vector<std::int32_t> eos_token_ids;  // the tokenizer's EOS and generation_config's eos_token_id
   SamplingDefaults defaults;
   KvCacheConfig kv_cache;
+  // Structured outputs (response_format, structured_outputs, guided_*): null refuses them with a 400.
+  ConstraintCompiler* constraints = nullptr;
 };
 
 }  // namespace serverd::api
