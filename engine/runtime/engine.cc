@@ -186,7 +186,7 @@ void Engine::step_and_sample(std::span<const StepInput> inputs, std::span<sampli
     if (scored_rows_ > 0) backend_->read(logit_rows(logits, rows, scored_rows_), host_logits_);
     const backend::Tensor sampled = logit_rows(logits, 0, rows);
     sampling_steps_.clear();
-    for (auto* sampler : samplers) sampling_steps_.push_back(sampler->device_step());
+    for (auto* sampler : samplers) sampling_steps_.push_back(sampler->device_step(vocab));
     if (rows > 0) backend_->sample(sampled, sampling_steps_, out);
     for (std::size_t i = 0; i < rows; ++i) samplers[i]->record(out[i].token);
     widen_device_logprobs(sampled, samplers, out);

@@ -6,7 +6,10 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <string>
+
+#include "engine/sampling/token_mask.h"
 
 namespace engine::sampling {
 namespace {
@@ -81,12 +84,14 @@ void validate(const SamplingParams& p, std::size_t vocab_size) {
   }
 }
 
-SequenceSampler::SequenceSampler(SamplingParams params, std::span<const std::int32_t> prompt_tokens)
+SequenceSampler::SequenceSampler(SamplingParams params, std::span<const std::int32_t> prompt_tokens,
+                                 std::unique_ptr<TokenConstraint> constraint)
     : params_(std::move(params)),
       temperature_(params_.temperature > 0.0f && params_.temperature < kMinTemperature ? kMinTemperature
                                                                                        : params_.temperature),
       prompt_tokens_(prompt_tokens.begin(), prompt_tokens.end()),
-      rng_(params_.seed ? *params_.seed : fresh_seed()) {
+      rng_(params_.seed ? *params_.seed : fresh_seed()),
+      constraint_(std::move(constraint)) {
   // logit_bias arrives as a JSON object: one value per id, the last one given winning, clamped to OpenAI's range.
   logit_bias_ = params_.logit_bias;
   std::stable_sort(logit_bias_.begin(), logit_bias_.end(),
@@ -125,6 +130,8 @@ SampledToken SequenceSampler::sample(std::span<float> logits) {
   }
 
   apply_bias_and_penalties(logits, want_logprobs);
+  // The chosen token is always an allowed one, which the mask left as it was: raw_logit() stays right.
+  apply_constraint(logits);
 
   if (temperature_ < kGreedyTemperature) {
     // One pass; strict > keeps the lowest id among ties and never picks a NaN.
@@ -144,11 +151,28 @@ SampledToken SequenceSampler::sample(std::span<float> logits) {
   if (want_logprobs) {
     result.logprob = static_cast<float>(static_cast<double>(raw_logit(logits, result.token)) - log_normaliser);
   }
-  ++output_counts_[result.token];
+  record(result.token);
   return result;
 }
 
-SamplingStep SequenceSampler::device_step() {
+void SequenceSampler::record(std::int32_t token) {
+  if (constraint_ && !constraint_->accept(token)) {
+    throw std::logic_error("sampling: the constraint refused token " + std::to_string(token) +
+                           ", which its own mask allowed (or a device sampler did not apply the mask)");
+  }
+  ++output_counts_[token];
+}
+
+void SequenceSampler::apply_constraint(std::span<float> logits) {
+  if (!constraint_) return;
+  mask_.assign(bitmask_words(logits.size()), 0u);
+  constraint_->fill_bitmask(mask_);
+  if (apply_token_mask(logits, mask_) == 0) {
+    refuse("sample: the output constraint allows none of the " + std::to_string(logits.size()) + " tokens");
+  }
+}
+
+SamplingStep SequenceSampler::device_step(std::size_t vocab_size) {
   SamplingStep step;
   step.params = {.temperature = temperature_ < kGreedyTemperature ? 0.0f : temperature_,
                  .top_k = params_.top_k,
@@ -185,6 +209,10 @@ SamplingStep SequenceSampler::device_step() {
     }
   }
   adj.resize(kept);
+  if (constraint_) {
+    step.allowed.assign(bitmask_words(vocab_size), 0u);
+    constraint_->fill_bitmask(step.allowed);
+  }
   return step;
 }
 

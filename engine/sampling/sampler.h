@@ -1,11 +1,13 @@
 #pragma once
 
-// Per-sequence sampling as vLLM's OpenAI server applies it: logit bias, penalties, temperature, min-p,
-// top-k, top-p, then a draw from the sequence's own random stream (so a seeded request gets the same tokens
-// whatever else shares its batch), with the top-N log-probabilities of the model's raw distribution.
+// Per-sequence sampling as vLLM's OpenAI server applies it: logit bias, penalties, the constraint's mask
+// (structured outputs), temperature, min-p, top-k, top-p, then a draw from the sequence's own random stream
+// (so a seeded request gets the same tokens whatever else shares its batch), with the top-N
+// log-probabilities of the model's raw distribution.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -16,6 +18,7 @@
 
 #include "engine/sampling/logprobs.h"
 #include "engine/sampling/sampling_step.h"
+#include "engine/sampling/token_constraint.h"
 
 namespace engine::sampling {
 
@@ -58,19 +61,31 @@ struct SampledToken {
 // stream. Not thread-safe; one per sequence.
 class SequenceSampler {
  public:
-  SequenceSampler(SamplingParams params, std::span<const std::int32_t> prompt_tokens);
+  // `constraint` (may be null) restricts every token this sampler chooses; it sees each one chosen.
+  SequenceSampler(SamplingParams params, std::span<const std::int32_t> prompt_tokens,
+                  std::unique_ptr<TokenConstraint> constraint = nullptr);
 
   // Chooses the next token from this step's logits (vocab-sized, modified in place: on return they hold the
-  // logits after bias and penalties, before temperature) and records it as output.
-  // Order (vLLM's V1 sampler): logit bias, repetition, frequency and presence penalties; then greedy argmax
-  // at temperature 0, else temperature, min-p, top-k, top-p and a draw. Throws SamplingError for empty
-  // logits or a logit_bias id outside them.
+  // logits after bias, penalties and the mask, before temperature) and records it as output.
+  // Order (vLLM's V1 sampler): logit bias, repetition, frequency and presence penalties; the constraint's
+  // forbidden tokens to -inf; then greedy argmax at temperature 0, else temperature, min-p, top-k, top-p and
+  // a draw. Log-probabilities stay the raw distribution's (vLLM's default). Throws SamplingError for empty
+  // logits, a logit_bias id outside them, or a constraint that allows no token.
   SampledToken sample(std::span<float> logits);
 
-  // The same choice made on a device: this step's parameters and adjustments and a draw key from this
-  // sequence's stream (advancing it); the device's token comes back through record().
-  SamplingStep device_step();
-  void record(std::int32_t token) { ++output_counts_[token]; }
+  // The same choice made on a device: this step's parameters and adjustments, the constraint's mask over
+  // `vocab_size` tokens, and a draw key from this sequence's stream (advancing it); the device's token
+  // comes back through record().
+  SamplingStep device_step(std::size_t vocab_size);
+  // Counts the token as output and advances the constraint past it. Throws std::logic_error when the
+  // constraint refuses it (a device that ignored the mask).
+  void record(std::int32_t token);
+
+  // Replaces the constraint (null: none). The tokens recorded before stay counted for the penalties.
+  void set_constraint(std::unique_ptr<TokenConstraint> constraint) { constraint_ = std::move(constraint); }
+  const TokenConstraint* constraint() const { return constraint_.get(); }
+  // True once the constraint lets nothing more follow (its grammar ended).
+  bool constraint_terminated() const { return constraint_ && constraint_->is_terminated(); }
 
   const SamplingParams& params() const { return params_; }
 
@@ -83,6 +98,8 @@ class SequenceSampler {
   };
 
   void apply_bias_and_penalties(std::span<float> logits, bool keep_raw);
+  // The constraint's forbidden tokens to -inf (nothing without one).
+  void apply_constraint(std::span<float> logits);
   std::int32_t draw(std::span<const float> logits);
   float kth_largest(std::span<const float> logits, std::size_t k);
   std::size_t apply_top_p(double total, float max_logit, float inverse_temperature, double& kept_mass);
@@ -94,6 +111,7 @@ class SequenceSampler {
   std::vector<std::int32_t> prompt_tokens_;                 // distinct, ascending
   std::unordered_map<std::int32_t, std::uint32_t> output_counts_;
   std::mt19937_64 rng_;
+  std::unique_ptr<TokenConstraint> constraint_;
 
   // Scratch reused across steps: once grown, a step allocates only the result's `top` and a first-seen output
   // token's count.
@@ -101,6 +119,7 @@ class SequenceSampler {
   LogprobScanner scanner_;
   std::vector<float> heap_;
   std::vector<std::pair<std::int32_t, float>> raw_logits_;  // (token, logit before bias/penalties)
+  std::vector<std::uint32_t> mask_;                         // the constraint's bitmask for this step
 };
 
 }  // namespace engine::sampling

@@ -1,9 +1,9 @@
 #pragma once
 
 // One sequence's sampling for one step, as a device sampler takes it: the sequence's parameters with the
-// token-specific parts (logit bias and penalties) merged into one adjustment per touched token, and the key
-// of this step's random draw. SequenceSampler::device_step() makes it; SequenceSampler::record() takes the
-// token back.
+// token-specific parts (logit bias and penalties) merged into one adjustment per touched token, the tokens a
+// constraint allows, and the key of this step's random draw. SequenceSampler::device_step() makes it;
+// SequenceSampler::record() takes the token back.
 
 #include <cstdint>
 #include <vector>
@@ -35,6 +35,9 @@ struct StepParams {
 struct SamplingStep {
   StepParams params;
   std::vector<TokenAdjustment> adjustments;  // ascending token ids, each once
+  // Empty: every token. Else a bitmask (token_constraint.h) over the vocabulary, applied after the
+  // adjustments: a clear bit's logit is -inf before temperature, top-k/top-p/min-p and the draw.
+  std::vector<std::uint32_t> allowed;
 };
 
 }  // namespace engine::sampling

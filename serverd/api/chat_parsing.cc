@@ -17,6 +17,13 @@ void check_tool_choice(const ChatRequest& request, const ChatParserOptions& opti
     throw_bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
                       "tool_choice");
   }
+  if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed) {
+    throw_bad_request(
+        "'tool_choice' is not supported by this server: " +
+            std::string(request.tool_choice == ToolChoice::kRequired ? "'required'" : "a named function") +
+            " is not served yet; use \"auto\" or a response_format json_schema",
+        "tool_choice");
+  }
 }
 
 std::string_view template_tools(const ChatRequest& request, const ChatParserOptions& options) {
@@ -39,6 +46,10 @@ ChatParsing chat_parsing(const ChatRequest& request, const ChatParserOptions& op
   parsers::ReasoningOptions reasoning;
   reasoning.enable_thinking = request.enable_thinking;
   reasoning.prompt_closes_reasoning = parsing.reasoning && parsers::prompt_closes_reasoning(prompt);
+  if (parsing.reasoning) {
+    const auto probe = parsers::make_reasoning_parser(options.reasoning_parser, reasoning);
+    parsing.starts_in_reasoning = probe->in_reasoning() && !probe->passes_through();
+  }
   parsers::ToolCallOptions tools;
   tools.parallel_tool_calls = request.parallel_tool_calls;
   parsing.make_parser = [reasoning_name = options.reasoning_parser,

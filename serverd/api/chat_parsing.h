@@ -30,10 +30,17 @@ struct ChatParsing {
   bool reasoning = false;         // a reasoning parser is on: usage has completion_tokens_details
   bool include_reasoning = true;  // the request's include_reasoning: false drops the split-off reasoning
   bool auto_tools = false;        // tool calls are parsed: finish_reason "tool_calls" when some were made
+  // The generated text starts inside the reasoning (a reasoning parser is on and neither the prompt nor
+  // enable_thinking=false closed it): structured outputs wait for kReasoningEndTag.
+  bool starts_in_reasoning = false;
 };
 
+// The tag that ends the reasoning for every --reasoning-parser served here.
+inline constexpr std::string_view kReasoningEndTag = "</think>";
+
 // Throws ApiException (400, vLLM's message) when the request's tool_choice is "auto" and the server was not
-// started with --enable-auto-tool-choice and --tool-call-parser.
+// started with --enable-auto-tool-choice and --tool-call-parser; "required" and named functions are refused
+// by name until their calls are answered as tool_calls.
 void check_tool_choice(const ChatRequest& request, const ChatParserOptions& options);
 
 // The tools the chat template sees: vLLM shows them for tool_choice "none" too, unless

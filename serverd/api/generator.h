@@ -15,6 +15,9 @@
 //   - The token that ends a sequence with FinishReason::Stop (an EOS id, unless ignore_eos, or one of
 //     stop_token_ids, once min_tokens tokens exist) is delivered through on_tokens() like any other sampled
 //     token, then on_finish(Stop, that id). The API layer leaves its text out unless asked otherwise.
+//   - A sequence whose constraint (make_constraint) ends is finished with Stop after the token that ended it
+//     (stop_token: that token when it is an EOS or stop id, else none); each token reaches the constraint
+//     exactly once, a recompute after preemption included.
 //   - A request with prompt_logprobs gets the log-probabilities of its prompt tokens 1, 2, ... (nothing
 //     predicts the first) through on_prompt_logprobs(), in order, each exactly once (a prefill in chunks, or
 //     one recomputed after preemption, delivers them in pieces but never twice), all before the first
@@ -24,6 +27,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "engine/sampling/sampler.h"
+#include "engine/sampling/token_constraint.h"
 
 namespace engine::tokenizer {
 class Tokenizer;
@@ -41,6 +46,8 @@ class ChatTemplate;
 }
 
 namespace serverd::api {
+
+class ConstraintCompiler;  // structured_outputs.h
 
 // One sequence to generate.
 struct GenerationRequest {
@@ -55,6 +62,9 @@ struct GenerationRequest {
   std::vector<std::int32_t> stop_token_ids;  // besides the model's EOS ids
   // vLLM's prompt_logprobs: score every prompt token after the first, with this many most likely tokens.
   std::optional<std::size_t> prompt_logprobs;
+  // Structured outputs: makes the sequence's own constraint (a grammar matcher), called once in submit() on
+  // the caller's thread; empty: none. Once the constraint is terminated the sequence ends with Stop.
+  std::function<std::unique_ptr<engine::sampling::TokenConstraint>()> make_constraint;
 };
 
 // One prompt token's log-probability, rank and the most likely tokens at its position.
@@ -164,6 +174,8 @@ struct ModelInfo {
   std::vector<std::int32_t> eos_token_ids;  // the tokenizer's EOS and generation_config's eos_token_id
   SamplingDefaults defaults;
   KvCacheConfig kv_cache;
+  // Structured outputs (response_format, structured_outputs, guided_*): null refuses them with a 400.
+  ConstraintCompiler* constraints = nullptr;
 };
 
 }  // namespace serverd::api

@@ -10,6 +10,7 @@
 #include "serverd/api/json_io.h"
 #include "serverd/api/prompts.h"
 #include "serverd/api/responses_formatter.h"
+#include "serverd/api/structured_outputs.h"
 
 namespace serverd::api {
 namespace {
@@ -234,6 +235,7 @@ struct SequencePlan {
   engine::sampling::SamplingParams sampling;
   std::shared_ptr<const StopStrings> stops;
   std::shared_ptr<const ChoiceConfig> config;
+  ConstraintFactory constraint;                // structured outputs: each sequence's own constraint; empty: none
   std::optional<std::size_t> prompt_logprobs;  // scored by each prompt's first sequence, for all its choices
 };
 
@@ -280,6 +282,7 @@ void add_sequences(const SequencePlan& p, const std::string& id, std::size_t pro
     r.ignore_eos = p.fields->ignore_eos;
     r.stop_token_ids = p.fields->stop_token_ids;
     if (j == 0) r.prompt_logprobs = p.prompt_logprobs;
+    r.make_constraint = p.constraint;
     out.push_back(std::move(spec));
   }
 }
@@ -328,7 +331,8 @@ void OpenAiService::completions(const std::shared_ptr<http::Exchange>& exchange,
   check_model(request.common.model, model);
   const auto prompts = build_completion_prompts(request, model);
   const LogprobPlan logprobs = plan_completion_logprobs(request, options_.logprobs, model);
-  const SequencePlan p = plan(request.common, model, logprobs);
+  SequencePlan p = plan(request.common, model, logprobs);
+  p.constraint = compile_constraint(request.common.structured_output, model);
 
   const std::string id = "cmpl-" + request_id;
   SessionSettings settings = settings_for(ApiKind::kCompletion, id, request.common, model, logprobs, headers, options_);
@@ -369,7 +373,7 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   const std::size_t max_tokens =
       resolve_max_tokens(request.common.max_tokens, std::nullopt, prompt.tokens.size(), model);
   const LogprobPlan logprobs = plan_chat_logprobs(request, options_.logprobs, model);
-  const SequencePlan p = plan(request.common, model, logprobs);
+  SequencePlan p = plan(request.common, model, logprobs);
 
   const std::string id = "chatcmpl-" + request_id;
   SessionSettings settings = settings_for(ApiKind::kChat, id, request.common, model, logprobs, headers, options_);
@@ -377,6 +381,11 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   settings.prompt_tokens.push_back(prompt.tokens.size());
   settings.first_prompt_tokens.push_back(prompt.tokens.front());
   settings.parsing = chat_parsing(request, options_.parsers, prompt.text);
+  p.constraint = compile_constraint(request.common.structured_output, model);
+  // vLLM constrains only what follows the reasoning; a prompt that closed the think block starts after it.
+  if (settings.parsing.starts_in_reasoning) {
+    p.constraint = after_reasoning(std::move(p.constraint), model.tokenizer->encode(kReasoningEndTag, false));
+  }
   // vLLM's echo for chat: the reply starts with the last message when that is the assistant's.
   if (request.common.echo && request.messages.last_role == "assistant" && request.messages.last_content) {
     settings.echo.push_back(*request.messages.last_content);

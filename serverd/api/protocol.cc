@@ -61,18 +61,12 @@ std::size_t count_at_least(std::int64_t value, std::int64_t minimum, std::string
 // refused rather than silently ignored.
 void refuse_unsupported(const Value& body) {
   if (bool_field(body, "use_beam_search").value_or(false)) unsupported("use_beam_search");
-  for (const char* name : {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                           "logprob_token_ids", "prompt_embeds"}) {
+  for (const char* name : {"logprob_token_ids", "prompt_embeds"}) {
     if (field(body, name) != nullptr) unsupported(name);
   }
   for (const char* name : {"allowed_token_ids", "bad_words"}) {
     const auto* value = field(body, name);
     if (value != nullptr && !(value->IsArray() && value->Empty())) unsupported(name);
-  }
-  if (const auto* format = field(body, "response_format")) {
-    if (!format->IsObject()) throw_bad_request("'response_format' must be an object", "response_format");
-    const auto type = string_field(*format, "type");
-    if (type && *type != "text") unsupported("response_format", "type '" + *type + "' needs structured outputs");
   }
 }
 
@@ -217,6 +211,7 @@ CommonFields parse_common(const Value& body, const ParseLimits& limits, Endpoint
     c.truncate_prompt_tokens = truncate;
   }
   c.add_special_tokens = bool_field(body, "add_special_tokens").value_or(endpoint == Endpoint::kCompletions);
+  c.structured_output = parse_structured_output(body);
   return c;
 }
 
@@ -434,20 +429,26 @@ std::string tool_list(const Value& body) {
 }
 
 // tool_choice with vLLM's checks and messages. Whether "auto" can be honoured depends on the server's flags
-// (chat_parsing.h checks it).
-ToolChoice tool_choice(const Value& body, bool has_tools) {
+// (chat_parsing.h checks it); a named function must be one of the tools (tool_call_schema.h checks it).
+ToolChoice tool_choice(const Value& body, bool has_tools, std::string& name) {
   const auto* choice = field(body, "tool_choice");
   if (choice == nullptr) return has_tools ? ToolChoice::kAuto : ToolChoice::kNone;
   if (choice->IsString() && text(*choice) == "none") return ToolChoice::kNone;
   if (!has_tools) throw_bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
   if (choice->IsObject()) {
-    unsupported("tool_choice", "a named function needs structured outputs, which this server does not have");
+    const auto* function = field(*choice, "function");
+    const auto type = string_field(*choice, "type");
+    const auto function_name = function && function->IsObject() ? string_field(*function, "name") : std::nullopt;
+    if (type.value_or("function") != "function" || !function_name) {
+      throw_bad_request("A named `tool_choice` must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                        "tool_choice");
+    }
+    name = *function_name;
+    return ToolChoice::kNamed;
   }
   const std::string mode = choice->IsString() ? text(*choice) : to_json(*choice);
   if (mode == "auto") return ToolChoice::kAuto;
-  if (mode == "required") {
-    unsupported("tool_choice", "'required' needs structured outputs, which this server does not have");
-  }
+  if (mode == "required") return ToolChoice::kRequired;
   throw_bad_request("Invalid value for `tool_choice`: " + mode +
                         "! Only named tools, \"none\", \"auto\" or \"required\" are supported.",
                     "tool_choice");
@@ -489,7 +490,7 @@ ChatRequest parse_chat_request(const Value& body, const ParseLimits& limits) {
   r.messages = parse_messages(body);
   if (field(body, "documents") != nullptr) unsupported("documents");
   r.tools_json = tool_list(body);
-  r.tool_choice = tool_choice(body, !r.tools_json.empty());
+  r.tool_choice = tool_choice(body, !r.tools_json.empty(), r.tool_choice_name);
   r.parallel_tool_calls = bool_field(body, "parallel_tool_calls").value_or(true);
   r.include_reasoning = bool_field(body, "include_reasoning").value_or(true);
   r.template_kwargs_json = template_kwargs(body, r.chat_template, &r.enable_thinking);

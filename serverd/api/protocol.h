@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "serverd/api/structured_output_request.h"
+
 namespace serverd::api {
 
 struct ParseLimits {
@@ -51,6 +53,8 @@ struct CommonFields {
   bool echo = false;
   std::optional<std::int64_t> prompt_logprobs;     // vLLM's prompt_logprobs; -1: the whole vocabulary
   std::optional<bool> return_tokens_as_token_ids;  // nullopt: the server's --return-tokens-as-token-ids
+  // response_format, structured_outputs or guided_*: what the output must match (structured_output_request.h).
+  std::optional<StructuredOutputRequest> structured_output;
 };
 
 struct PromptInput {
@@ -78,14 +82,16 @@ struct ChatMessages {
   std::optional<std::string> last_content;  // the final message's text; nullopt when it had none
 };
 
-// The request's tool_choice ("required" and named functions are refused: they need structured outputs).
-enum class ToolChoice { kNone, kAuto };
+// The request's tool_choice. "required" and a named function constrain the output (structured outputs) to
+// the calls' JSON: an array of calls, or the named function's parameters.
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 struct ChatRequest {
   CommonFields common;
   ChatMessages messages;
   std::string tools_json;                      // empty: no tools
   ToolChoice tool_choice = ToolChoice::kNone;  // "auto" when tools are given without a tool_choice
+  std::string tool_choice_name;                // kNamed: the function's name
   bool parallel_tool_calls = true;
   bool include_reasoning = true;        // vLLM's include_reasoning: false leaves the reasoning out of the reply
   std::string template_kwargs_json;     // empty: none

@@ -17,6 +17,16 @@ constexpr std::string_view kNoLora =
     "serverd serves no LoRA adapters; merge the adapter into the base weights (peft's merge_and_unload) and "
     "serve the merged model";
 
+// vLLM's structured-output backends are libraries serverd does not have; its own grammar engine serves the
+// same requests, so a launch line naming any of them runs as it is.
+constexpr std::string_view kBuiltInGrammar =
+    "structured outputs are served by serverd's built-in grammar engine, whichever backend is named";
+// The --structured-outputs-config values taken: a backend name alone, spelled with or without a space.
+constexpr std::string_view kStructuredOutputsConfigs =
+    "{\"backend\": \"auto\"}|{\"backend\":\"auto\"}|{\"backend\": \"xgrammar\"}|{\"backend\":\"xgrammar\"}|"
+    "{\"backend\": \"guidance\"}|{\"backend\":\"guidance\"}|{\"backend\": \"outlines\"}|{\"backend\":\"outlines\"}|"
+    "{\"backend\": \"lm-format-enforcer\"}|{\"backend\":\"lm-format-enforcer\"}";
+
 // Rows in the order --help lists them: the model, serving, the engine, prompts, then the flags taken as
 // they are, the parsed-only ones and the refused ones.
 const FlagRow kRows[] = {
@@ -524,6 +534,25 @@ const FlagRow kRows[] = {
      .text = "How reasoning is split from the answer (qwen3, deepseek_r1)",
      .target = &O::reasoning_parser,
      .example = "qwen3"},
+    {.name = "structured-outputs-config",
+     .kind = K::kJsonObject,
+     .status = S::kAcceptedAsIs,
+     .value_name = "JSON",
+     .text = kBuiltInGrammar,
+     .example = "{\"backend\": \"auto\"}",
+     .accepted = kStructuredOutputsConfigs,
+     .refusal = "serverd takes only {\"backend\": NAME} with NAME one of auto, xgrammar, guidance, outlines, "
+                "lm-format-enforcer (its built-in grammar engine serves each); leave the other keys out",
+     .refused_example = "{\"backend\": \"auto\", \"disable_any_whitespace\": true}"},
+    {.name = "guided-decoding-backend",
+     .status = S::kAcceptedAsIs,
+     .value_name = "NAME",
+     .text = kBuiltInGrammar,
+     .example = "xgrammar",
+     .accepted = "auto|xgrammar|guidance|outlines|lm-format-enforcer",
+     .refusal = "must be one of auto, xgrammar, guidance, outlines, lm-format-enforcer (vLLM's backends; serverd's "
+                "built-in grammar engine serves each)",
+     .refused_example = "magic"},
     {.name = "exclude-tools-when-tool-choice-none",
      .kind = K::kSwitch,
      .text = "The chat template is not shown the tools when a request's tool_choice is \"none\"",

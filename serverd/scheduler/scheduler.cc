@@ -38,7 +38,7 @@ struct Scheduler::Sequence {
       : handle(h),
         request(std::move(r)),
         sink(std::move(s)),
-        sampler(request.sampling, request.prompt_tokens),
+        sampler(request.sampling, request.prompt_tokens, request.make_constraint ? request.make_constraint() : nullptr),
         tokens(request.prompt_tokens) {
     timings.queued = api::SequenceTimings::Clock::now();
   }
@@ -315,6 +315,10 @@ void Scheduler::execute(std::vector<Planned>& plan) {
     const bool stop_id = std::find(stops.begin(), stops.end(), token) != stops.end();
     if ((eos || stop_id) && seq.generated >= seq.request.min_tokens) {
       finish(seq, FinishReason::Stop, token);
+      done.push_back(seq.handle);
+    } else if (seq.sampler.constraint_terminated()) {
+      // The grammar ended (vLLM's stop): nothing more may follow, whatever min_tokens or ignore_eos say.
+      finish(seq, FinishReason::Stop, eos || stop_id ? std::optional(token) : std::nullopt);
       done.push_back(seq.handle);
     } else if (seq.generated >= seq.request.max_tokens || seq.tokens.size() >= engine_.max_model_len()) {
       finish(seq, FinishReason::Length, std::nullopt);

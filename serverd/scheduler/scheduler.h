@@ -8,6 +8,8 @@
 // A sequence asking for prompt_logprobs has its prompt tokens scored as its prefill computes them (a prompt
 // chunk's rows are scored, the last one sampled): it takes from the prefix cache only positions whose
 // log-probabilities are already delivered, so nothing is skipped, and a recompute scores nothing twice.
+// A sequence with a constraint (structured outputs) keeps it in its sampler, which sees only sampled tokens:
+// a recompute feeds it nothing again; it ends with Stop once the constraint is terminated.
 
 #include <array>
 #include <atomic>

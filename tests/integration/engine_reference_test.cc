@@ -378,7 +378,8 @@ TEST(EngineSample, StepAndSampleTakesOneSamplerPerLastTokenAndRecordsIt) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].token, want.token);
   EXPECT_EQ(cache.cached, prompt.size());
-  EXPECT_EQ(sampler.device_step().adjustments.size(), 1u);  // its one output token, for the frequency penalty
+  EXPECT_EQ(sampler.device_step(logits.size()).adjustments.size(),
+            1u);  // its one output token, for the frequency penalty
 
   // Scored rows: never the sampled one, never past the input's tokens, never through step().
   const std::vector<std::int32_t> targets = {41, 512, 7};

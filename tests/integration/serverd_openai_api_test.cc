@@ -344,7 +344,7 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsAndTheServerCarriesOn) {
        400, "BadRequestError", "tool_choice", "\"auto\" tool choice requires"},
       {"/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})", 400,
-       "BadRequestError", "response_format", "not supported"},
+       "BadRequestError", "response_format", "needs a 'json_schema' object"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 1000})",
        400, "BadRequestError", "max_tokens", "is too large: 1000"},
       {"/tokenize", R"({"prompt": 5})", 400, "BadRequestError", "prompt", "must be a string"},

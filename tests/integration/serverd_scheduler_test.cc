@@ -2,15 +2,20 @@
 // together, prefilled in chunks, preempted and recomputed, or reusing a cached prefix generate exactly the
 // tokens they generate alone; stop conditions, cancellation and block accounting. Prompt log-probabilities
 // (prompt_logprobs) match the float64 reference and come out the same, each exactly once, whole, in
-// chunks, beside a cached prefix and across a preemption.
+// chunks, beside a cached prefix and across a preemption. Constrained sequences (structured outputs) take
+// only their own constraint's tokens, in one batch, each token fed to it once across a preemption, and end
+// with Stop when it ends or Length at max_tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 
 #include "engine/model_writer/model_writer.h"
 #include "serverd/scheduler/scheduler.h"
+#include "tests/support/allow_set_constraint.h"
 #include "tests/support/reference_model.h"
 #include "tests/support/reference_scores.h"
 #include "tests/support/temp_dir.h"
@@ -21,6 +26,7 @@ using serverd::api::FinishReason;
 using serverd::api::GenerationRequest;
 using serverd::scheduler::Scheduler;
 using serverd::scheduler::SchedulerOptions;
+using testing_support::AllowSetConstraint;
 
 // Collects one sequence's prompt log-probabilities and tokens; wait() returns once on_finish has run.
 class RecordingSink final : public serverd::api::GenerationSink {
@@ -465,3 +471,96 @@ TEST_F(SchedulerTest, PromptOnlySequenceScoresAndEndsWithoutAToken) {
 }
 
 }  // namespace
+
+namespace {
+
+// A request whose every sequence gets its own AllowSetConstraint over `allowed`, ending after `ends_after`
+// tokens; each constraint's accepted tokens land in `accepted` (one list per sequence made).
+GenerationRequest constrained(GenerationRequest r, std::set<std::int32_t> allowed, std::size_t ends_after,
+                              std::shared_ptr<std::vector<std::shared_ptr<std::vector<std::int32_t>>>> accepted) {
+  r.make_constraint = [allowed = std::move(allowed), ends_after, accepted] {
+    accepted->push_back(std::make_shared<std::vector<std::int32_t>>());
+    return AllowSetConstraint::only(allowed, accepted->back(), ends_after);
+  };
+  return r;
+}
+
+using AcceptedLists = std::vector<std::shared_ptr<std::vector<std::int32_t>>>;
+
+}  // namespace
+
+TEST_F(SchedulerTest, ConstrainedSequencesInOneBatchEachTakeTheirOwnTokens) {
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  const auto lists = std::make_shared<AcceptedLists>();
+  const std::set<std::int32_t> evens = {10, 12, 14, 16}, odds = {11, 13, 15};
+  std::vector<GenerationRequest> requests;
+  // One factory shared by two sequences (a request's n = 2): each still gets its own constraint.
+  const auto even_request = constrained(request(prompt(12, 1), 8), evens, 100, lists);
+  requests.push_back(even_request);
+  requests.push_back(even_request);
+  requests.push_back(constrained(request(prompt(9, 2), 8), odds, 100, lists));
+  requests.push_back(request(prompt(7, 3), 8));  // unconstrained, in the same batch
+  const auto sinks = sinks_together(generator, requests);
+  ASSERT_EQ(lists->size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto tokens = sinks[i]->wait();
+    EXPECT_EQ(tokens.size(), 8u);
+    for (const auto t : tokens) EXPECT_TRUE((i < 2 ? evens : odds).contains(t)) << "sequence " << i << ": " << t;
+    EXPECT_EQ(*(*lists)[i], tokens) << "sequence " << i;
+    EXPECT_EQ(sinks[i]->reason(), FinishReason::Length);
+  }
+  const auto free_tokens = sinks[3]->wait();
+  EXPECT_FALSE(std::all_of(free_tokens.begin(), free_tokens.end(), [&](auto t) { return evens.contains(t); }));
+}
+
+TEST_F(SchedulerTest, AConstraintThatEndsStopsTheSequenceBeforeMaxTokens) {
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  const auto lists = std::make_shared<AcceptedLists>();
+  auto r = constrained(request(prompt(10, 5), 20), {7, 8, 9}, 3, lists);
+  r.min_tokens = 10;  // the grammar's end wins: nothing more may follow it
+  auto sink = std::make_shared<RecordingSink>();
+  generator.submit(r, sink);
+  EXPECT_EQ(sink->wait().size(), 3u);
+  EXPECT_EQ(sink->reason(), FinishReason::Stop);
+  EXPECT_EQ(sink->stop_token(), std::nullopt);  // an ordinary token: its text stays in the output
+
+  // A grammar ending on the model's EOS id names it, so its text is left out.
+  const std::int32_t eos = engine->checkpoint().eos_token_ids().front();
+  auto ends_on_eos = constrained(request(prompt(10, 5), 20), {eos}, 1, lists);
+  ends_on_eos.ignore_eos = false;
+  sink = std::make_shared<RecordingSink>();
+  generator.submit(ends_on_eos, sink);
+  EXPECT_EQ(sink->wait(), std::vector<std::int32_t>{eos});
+  EXPECT_EQ(sink->reason(), FinishReason::Stop);
+  EXPECT_EQ(sink->stop_token(), eos);
+}
+
+TEST_F(SchedulerTest, MaxTokensBeforeTheConstraintEndsIsLength) {
+  auto engine = load();
+  Scheduler generator(*engine, {});
+  const auto lists = std::make_shared<AcceptedLists>();
+  auto sink = std::make_shared<RecordingSink>();
+  generator.submit(constrained(request(prompt(10, 6), 4), {20, 21}, 10, lists), sink);
+  EXPECT_EQ(sink->wait().size(), 4u);
+  EXPECT_EQ(sink->reason(), FinishReason::Length);
+}
+
+TEST_F(SchedulerTest, APreemptedConstrainedSequenceFeedsEachTokenOnce) {
+  const auto lists = std::make_shared<AcceptedLists>();
+  std::vector<GenerationRequest> requests;
+  std::set<std::int32_t> allowed;
+  for (std::int32_t t = 100; t < 164; ++t) allowed.insert(t);
+  for (int i = 0; i < 4; ++i) requests.push_back(constrained(request(prompt(30, 20 + i), 40), allowed, 1000, lists));
+  auto engine = load(/*kv_blocks=*/12);  // each sequence needs 5 blocks: four cannot run at once
+  Scheduler generator(*engine, {});
+  const auto sinks = sinks_together(generator, requests);
+  EXPECT_GT(generator.stats().preemptions, 0u);
+  ASSERT_EQ(lists->size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto tokens = sinks[i]->wait();
+    EXPECT_EQ(tokens.size(), 40u);
+    EXPECT_EQ(*(*lists)[i], tokens) << "sequence " << i;
+  }
+}

@@ -273,10 +273,10 @@ TEST_F(ToolCallsTest, ToolChoicesThatCannotBeHonouredAreRefusedByName) {
   expect_error(post("/v1/chat/completions", chat_body("")), 400, "BadRequestError", "tool_choice",
                "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set");
   expect_error(post("/v1/chat/completions", chat_body(R"("tool_choice": "required")")), 400, "BadRequestError",
-               "tool_choice", "'required' needs structured outputs");
+               "tool_choice", "'required' is not served yet");
   expect_error(post("/v1/chat/completions",
                     chat_body(R"("tool_choice": {"type": "function", "function": {"name": "get_time"}})")),
-               400, "BadRequestError", "tool_choice", "a named function needs structured outputs");
+               400, "BadRequestError", "tool_choice", "a named function is not served yet");
   expect_error(post("/v1/chat/completions", chat_body(R"("tool_choice": "sometimes")")), 400, "BadRequestError",
                "tool_choice",
                "Invalid value for `tool_choice`: sometimes! Only named tools, \"none\", \"auto\" or \"required\" are "

@@ -27,6 +27,7 @@
 #include "engine/backend/cuda/kernel_types.h"
 #include "engine/backend/cuda/sampling_kernels.h"
 #include "engine/backend/cuda/weight_kernels.h"
+#include "engine/sampling/token_constraint.h"
 
 namespace engine::backend {
 
@@ -436,29 +437,49 @@ class CudaBackend final : public Backend {
       throw std::invalid_argument("cuda backend: " + std::to_string(steps.size()) + " sampling steps for " +
                                   std::to_string(logits.rows) + " logit rows");
     }
+    const std::size_t mask_words = sampling::bitmask_words(logits.cols);
     std::size_t adjustments = 0;
-    for (const auto& step : steps) adjustments += step.adjustments.size();
-    // One upload: the rows, then the adjustments.
+    std::size_t masks = 0;
+    for (const auto& step : steps) {
+      adjustments += step.adjustments.size();
+      if (step.allowed.empty()) continue;
+      if (step.allowed.size() != mask_words) {
+        throw std::invalid_argument("cuda backend: a token mask of " + std::to_string(step.allowed.size()) +
+                                    " words for " + std::to_string(logits.cols) + " logits (" +
+                                    std::to_string(mask_words) + " words)");
+      }
+      ++masks;
+    }
+    // One upload: the rows, then the adjustments, then the masks.
     const std::size_t rows_bytes = steps.size() * sizeof(cuda::SamplingRow);
-    const std::size_t upload_bytes = rows_bytes + adjustments * sizeof(cuda::Adjustment);
+    const std::size_t adjustments_bytes = adjustments * sizeof(cuda::Adjustment);
+    const std::size_t upload_bytes = rows_bytes + adjustments_bytes + masks * mask_words * sizeof(std::uint32_t);
     auto* host = static_cast<std::byte*>(sampling_upload_.reserve(upload_bytes));
     auto* host_rows = reinterpret_cast<cuda::SamplingRow*>(host);
     auto* host_adjustments = reinterpret_cast<cuda::Adjustment*>(host + rows_bytes);
+    auto* host_masks = reinterpret_cast<std::uint32_t*>(host + rows_bytes + adjustments_bytes);
     std::size_t at = 0;
+    std::size_t mask_at = 0;
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const auto& step = steps[i];
       host_rows[i] = cuda::SamplingRow{step.params, static_cast<int>(at), static_cast<int>(step.adjustments.size())};
       host_rows[i].params.logprobs = std::min(step.params.logprobs, cuda::kMaxTopLogprobs);
       for (const auto& a : step.adjustments) host_adjustments[at++] = a;
+      if (!step.allowed.empty()) {
+        host_rows[i].mask_begin = static_cast<int>(mask_at);
+        std::copy(step.allowed.begin(), step.allowed.end(), host_masks + mask_at);
+        mask_at += mask_words;
+      }
     }
     auto* device_upload = static_cast<std::byte*>(scratch(sampling_inputs_, upload_bytes));
     CUDA_CHECK(cudaMemcpyAsync(device_upload, host, upload_bytes, cudaMemcpyHostToDevice, stream_));
     auto* adjusted = static_cast<float*>(scratch(sampling_scratch_, logits.rows * logits.cols * sizeof(float)));
     auto* results =
         static_cast<cuda::SampleResult*>(scratch(sampling_results_, logits.rows * sizeof(cuda::SampleResult)));
-    cuda::sample_rows(logits.data, adjusted, static_cast<int>(logits.cols),
-                      reinterpret_cast<const cuda::SamplingRow*>(device_upload), static_cast<int>(logits.rows),
-                      reinterpret_cast<const cuda::Adjustment*>(device_upload + rows_bytes), results, stream_);
+    cuda::sample_rows(
+        logits.data, adjusted, static_cast<int>(logits.cols), reinterpret_cast<const cuda::SamplingRow*>(device_upload),
+        static_cast<int>(logits.rows), reinterpret_cast<const cuda::Adjustment*>(device_upload + rows_bytes),
+        reinterpret_cast<const std::uint32_t*>(device_upload + rows_bytes + adjustments_bytes), results, stream_);
     auto* host_results =
         static_cast<cuda::SampleResult*>(sampling_download_.reserve(logits.rows * sizeof(cuda::SampleResult)));
     CUDA_CHECK(cudaMemcpyAsync(host_results, results, logits.rows * sizeof(cuda::SampleResult), cudaMemcpyDeviceToHost,

@@ -111,16 +111,16 @@ __device__ __forceinline__ double uniform(unsigned long long key, int token) {
 
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* logits, float* scratch, int vocab, const SamplingRow* rows,
-                  const Adjustment* adjustments, SampleResult* results) {
+                  const Adjustment* adjustments, const std::uint32_t* masks, SampleResult* results) {
   const SamplingRow row = rows[blockIdx.x];
   const sampling::StepParams& p = row.params;
   const float* raw = logits + static_cast<std::size_t>(blockIdx.x) * vocab;
   SampleResult& out = results[blockIdx.x];
 
-  // Bias and penalties, in SequenceSampler's order, on a copy (the raw logits give the log-probabilities);
-  // a row without any reads its logits as they are.
+  // Bias and penalties, in SequenceSampler's order, then the constraint's mask, on a copy (the raw logits
+  // give the log-probabilities); a row without any reads its logits as they are.
   const float* v = raw;
-  if (row.adjustments_count > 0) {
+  if (row.adjustments_count > 0 || row.mask_begin >= 0) {
     float* adjusted = scratch + static_cast<std::size_t>(blockIdx.x) * vocab;
     for (int i = threadIdx.x; i < vocab; i += kThreads) adjusted[i] = raw[i];
     __syncthreads();
@@ -133,6 +133,13 @@ __global__ void __launch_bounds__(kThreads)
       adjusted[adj.token] = x;
     }
     __syncthreads();
+    if (row.mask_begin >= 0) {
+      const std::uint32_t* mask = masks + row.mask_begin;
+      for (int i = threadIdx.x; i < vocab; i += kThreads) {
+        if (((mask[i / 32] >> (i % 32)) & 1u) == 0) adjusted[i] = -INFINITY;
+      }
+      __syncthreads();
+    }
     v = adjusted;
   }
 
@@ -222,9 +229,10 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void sample_rows(const float* logits, float* scratch, int vocab, const SamplingRow* rows, int num_rows,
-                 const Adjustment* adjustments, SampleResult* results, cudaStream_t stream) {
+                 const Adjustment* adjustments, const std::uint32_t* masks, SampleResult* results,
+                 cudaStream_t stream) {
   if (num_rows == 0) return;
-  sample_kernel<<<num_rows, kThreads, 0, stream>>>(logits, scratch, vocab, rows, adjustments, results);
+  sample_kernel<<<num_rows, kThreads, 0, stream>>>(logits, scratch, vocab, rows, adjustments, masks, results);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -718,7 +718,7 @@ TEST(DeviceStep, MergesBiasAndPenaltiesPerToken) {
   sampler.record(5);
   sampler.record(12);
   sampler.record(12);
-  const SamplingStep step = sampler.device_step();
+  const SamplingStep step = sampler.device_step(100);
   EXPECT_EQ(step.params.temperature, 0.0f);
   ASSERT_EQ(step.adjustments.size(), 4u);
   const auto expect = [&](std::size_t i, std::int32_t token, float bias, std::uint32_t count, bool repeat) {
@@ -733,8 +733,8 @@ TEST(DeviceStep, MergesBiasAndPenaltiesPerToken) {
   expect(3, 40, -3.0f, 0, false);
 
   SequenceSampler same(params, std::vector<std::int32_t>{9, 5, 5});
-  EXPECT_EQ(same.device_step().params.draw_key, step.params.draw_key);
-  EXPECT_NE(sampler.device_step().params.draw_key, step.params.draw_key);
+  EXPECT_EQ(same.device_step(100).params.draw_key, step.params.draw_key);
+  EXPECT_NE(sampler.device_step(100).params.draw_key, step.params.draw_key);
 
   params.repetition_penalty = 1.0f;
   params.frequency_penalty = 0.0f;
@@ -742,7 +742,7 @@ TEST(DeviceStep, MergesBiasAndPenaltiesPerToken) {
   params.temperature = 0.004f;  // raised to the minimum, not greedy
   SequenceSampler plain(params, std::vector<std::int32_t>{1, 2, 3});
   plain.record(2);
-  const auto plain_step = plain.device_step();
+  const auto plain_step = plain.device_step(100);
   EXPECT_TRUE(plain_step.adjustments.empty());
   EXPECT_EQ(plain_step.params.temperature, kMinTemperature);
 }

@@ -130,7 +130,7 @@ TEST(ParseCompletion, RangesAndTypesNameTheirField) {
       {R"({"prompt": "x", "suffix": "y"})", "suffix", "suffix is not currently supported"},
       {R"({"prompt": "x", "best_of": 2})", "best_of", "not supported"},
       {R"({"prompt": "x", "use_beam_search": true})", "use_beam_search", "not supported"},
-      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format", "not supported"},
+      {R"({"prompt": "x", "response_format": {"type": "structural_tag"}})", "response_format", "not supported"},
       {R"({"prompt": "x", "truncate_prompt_tokens": 0})", "truncate_prompt_tokens", "-1 or at least 1"},
       {R"({"prompt": "x", "seed": 1e30})", "seed", "integer"},
   };
@@ -251,8 +251,8 @@ TEST(ParseChat, RefusalsNameTheirField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 2, "stream": true})", "prompt_logprobs",
        "`prompt_logprobs` are not available when `stream=True`."},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}],
-           "tool_choice": "required"})",
-       "tool_choice", "not supported"},
+           "tool_choice": {"type": "function"}})",
+       "tool_choice", "A named `tool_choice` must be"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})", "tool_choice",
        "When using `tool_choice`, `tools` must be set."},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools", "must not be an empty array"},
@@ -411,6 +411,24 @@ TEST_F(PromptsTest, SamplingTakesTheRequestThenTheModelDefaults) {
   EXPECT_EQ(error.param, "temperature");
   request = parse_completion_request(parse(R"({"prompt": "x", "logit_bias": {"100000": 1}})"), {});
   EXPECT_EQ(error_of([&] { build_sampling(request.common, -1, info_); }).param, "logit_bias");
+}
+
+}  // namespace
+}  // namespace serverd::api
+
+namespace serverd::api {
+namespace {
+
+TEST(ParseChat, RequiredAndNamedToolChoicesAreRead) {
+  const std::string tools = R"("messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}])";
+  rapidjson::Document body;
+  parse_request_body("{" + tools + R"(, "tool_choice": "required"})", body);
+  EXPECT_EQ(parse_chat_request(body, ParseLimits{}).tool_choice, ToolChoice::kRequired);
+  parse_request_body("{" + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})", body);
+  const ChatRequest named = parse_chat_request(body, ParseLimits{});
+  EXPECT_EQ(named.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(named.tool_choice_name, "f");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/sampling/sampler.h"
+#include "tests/support/allow_set_constraint.h"
 #include "tests/support/require_gpu.h"
 
 namespace engine::backend {
@@ -60,7 +61,7 @@ class CudaSamplingTest : public ::testing::Test {
     const Tensor t = gpu_->alloc(rows, vocab);
     EXPECT_EQ(cudaMemcpy(t.data, logits.data(), rows * vocab * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     std::vector<sampling::SamplingStep> steps;
-    for (auto* s : samplers) steps.push_back(s->device_step());
+    for (auto* s : samplers) steps.push_back(s->device_step(vocab));
     std::vector<SampledToken> out(rows);
     gpu_->sample(t, steps, out);
     for (std::size_t i = 0; i < rows; ++i) samplers[i]->record(out[i].token);
@@ -118,6 +119,63 @@ TEST_F(CudaSamplingTest, GreedyWithBiasPenaltiesAndLogprobsEqualsTheHost) {
       }
     }
   }
+}
+
+// Rows with a constraint beside rows without, over a vocabulary that ends inside a mask word: greedy rows
+// take the host's choice (the best allowed token), drawing rows never take a forbidden one, the raw
+// log-probabilities are the host's, and each constraint sees its own row's tokens.
+TEST_F(CudaSamplingTest, TheConstraintMaskRestrictsGreedyAndDrawnRowsOnly) {
+  REQUIRE_GPU();
+  constexpr std::size_t kOddVocab = 1003;
+  const std::set<std::int32_t> allowed = {0, 31, 32, 500, 1002};
+  std::vector<SamplingParams> params(4);
+  params[0].temperature = 0;
+  params[0].logprobs = 4;
+  params[1].temperature = 0;  // unconstrained
+  params[2].seed = 5;
+  params[2].top_k = 3;
+  params[3].seed = 6;
+  params[3].top_p = 0.9f;
+  std::vector<std::shared_ptr<std::vector<std::int32_t>>> accepted;
+  std::vector<std::unique_ptr<SequenceSampler>> host, device;
+  std::vector<SequenceSampler*> device_ptrs;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto make = [&] {
+      accepted.push_back(std::make_shared<std::vector<std::int32_t>>());
+      return i == 1 ? nullptr : testing_support::AllowSetConstraint::only(allowed, accepted.back());
+    };
+    host.push_back(std::make_unique<SequenceSampler>(params[i], std::vector<std::int32_t>{}, make()));
+    device.push_back(std::make_unique<SequenceSampler>(params[i], std::vector<std::int32_t>{}, make()));
+    device_ptrs.push_back(device.back().get());
+  }
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (int step = 0; step < 40; ++step) {
+    std::vector<float> logits(params.size() * kOddVocab);
+    for (auto& x : logits) x = dist(rng_);
+    const auto got = sample_on_gpu(logits, device_ptrs, kOddVocab);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(i * kOddVocab),
+                             logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * kOddVocab));
+      const auto want = host[i]->sample(row);
+      if (i != 1) {
+        EXPECT_TRUE(allowed.contains(got[i].token)) << "row " << i << " drew " << got[i].token;
+      }
+      if (params[i].temperature == 0) {
+        EXPECT_EQ(got[i].token, want.token) << "row " << i << ", step " << step;
+      }
+    }
+    ASSERT_EQ(got[0].top.size(), 4u);
+    std::vector<float> row0(logits.begin(), logits.begin() + kOddVocab);
+    SequenceSampler raw(params[0], std::vector<std::int32_t>{});
+    const auto unconstrained = raw.sample(row0);
+    for (std::size_t n = 0; n < 4; ++n) {
+      EXPECT_EQ(got[0].top[n].token, unconstrained.top[n].token);
+      EXPECT_NEAR(got[0].top[n].logprob, unconstrained.top[n].logprob, 1e-5);
+    }
+  }
+  // accepted[2 * i + 1] is device row i's constraint.
+  EXPECT_EQ(accepted[1]->size(), 40u);
+  EXPECT_EQ(accepted[7]->size(), 40u);
 }
 
 // A vocabulary that is not a multiple of 4: the first row's scan takes 16-byte loads and a scalar tail, the
