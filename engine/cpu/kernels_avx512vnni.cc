@@ -39,7 +39,7 @@ constexpr int kGroups = 8;                // 4-byte groups per block of 32: the 
 constexpr std::size_t kChunkBlocks = 32;  // blocks of 32 of a row tile decoded together (20 KiB: stays in L1)
 constexpr std::size_t kTokenBlock = 96;   // tokens whose accumulators and chunk activations stay in L1/L2
 constexpr int kTokenTile = 8;             // tokens run against a decoded block while it is in registers
-constexpr std::size_t kPrefetchTiles = 2;
+constexpr std::size_t kPrefetchTiles = 1;
 
 #define ENGINE_KERNEL_INLINE [[gnu::always_inline]] inline
 
@@ -296,7 +296,8 @@ ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Decode
 }
 
 // Blocks of 32 [first, first + count) of the tile's rows into `chunk` (both whole ggml blocks); rows >= `rows`
-// are zeros. Prefetches the tile kPrefetchTiles ahead at the rate this one is read (rows are contiguous).
+// are zeros. Prefetches (into L2) the tile kPrefetchTiles ahead at the rate this one is read (its rows are
+// contiguous, like ours).
 template <int Type>
 void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
                   std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
@@ -311,7 +312,7 @@ void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t r
     decode_scales<Type>(block, chunk + b);
     const std::uint8_t* ahead = prefetch + ggml_block * kLanes * bb;
 #pragma GCC unroll 16
-    for (std::size_t i = 0; i < kLanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, 3);
+    for (std::size_t i = 0; i < kLanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, 1);
     decode_block<Type>(block, chunk + b);
   }
 }
