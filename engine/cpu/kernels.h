@@ -36,6 +36,13 @@ using DequantFn = void (*)(const Rows& rows, float* out);
 // The sum of n floats read with the widest loads (the memory bandwidth probe).
 using SumFn = float (*)(const float* data, std::size_t n);
 using ScratchFn = std::size_t (*)(std::size_t cols);
+// Levels with integer dot products: one token's `cols` activations (a whole number of blocks of 32)
+// quantized to int8 into quantized_token_bytes(cols) bytes, in the level's own layout.
+using QuantizeFn = void (*)(const float* x, std::size_t cols, std::byte* out);
+// out[t * out_stride + n] = dot(row n, token t) (+ bias[n]) for t < tokens, over tokens quantized by the
+// table's QuantizeFn, quantized_token_bytes(cols) apart; any token count, the same bits for each token.
+using Int8MatmulFn = void (*)(const Rows& rows, const std::byte* x, std::size_t tokens, float* out,
+                              std::size_t out_stride, const float* bias);
 
 struct Table {
   const char* name;
@@ -47,6 +54,10 @@ struct Table {
   ScratchFn gemm_scratch_floats;
   std::size_t row_tile;                      // rows decoded together by gemm (work is best split in multiples of it)
   std::size_t batch_max_tokens[kTypeCount];  // by type: gemv_batch for 2 .. batch_max_tokens tokens, gemm above
+  // By type: where not null, that type's products take int8 activations (and not gemv / gemv_batch / gemm).
+  Int8MatmulFn int8_matmul[kTypeCount] = {};
+  QuantizeFn quantize_activations = nullptr;
+  ScratchFn quantized_token_bytes = nullptr;
 };
 
 const Table& portable_table();
@@ -55,6 +66,8 @@ const Table& avx2_table();
 const Table& avx512_table();
 // avx512_table() with BF16 weights computed by vdpbf16ps on bf16-rounded activations.
 const Table& avx512bf16_table();
+// avx512bf16_table() with the quantized weight types multiplied by vpdpbusd against int8 activations.
+const Table& avx512vnni_table();
 #endif
 
 }  // namespace engine::cpu::kernels

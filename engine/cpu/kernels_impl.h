@@ -601,6 +601,9 @@ constexpr Table make_table(const char* name) {
       kRowTile,
       {batch_max_tokens<V>(kF32), batch_max_tokens<V>(kF16), batch_max_tokens<V>(kBF16), batch_max_tokens<V>(kQ8_0),
        batch_max_tokens<V>(kQ4_0), batch_max_tokens<V>(kQ4_K), batch_max_tokens<V>(kQ5_K), batch_max_tokens<V>(kQ6_K)},
+      {},  // f32 activations for every type (the int8 kernels are kernels_avx512vnni.cc's)
+      nullptr,
+      nullptr,
   };
 }
 

@@ -31,6 +31,9 @@ bool cpu_supports(std::string_view level) {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   if (level == "avx512") return avx512;
   if (level == "avx512bf16") return avx512 && __builtin_cpu_supports("avx512bf16");
+  if (level == "avx512vnni") {
+    return avx512 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+  }
 #endif
   return false;
 }
@@ -42,18 +45,20 @@ const kernels::Table* table_for(std::string_view level) {
   if (level == "avx2") return &kernels::avx2_table();
   if (level == "avx512") return &kernels::avx512_table();
   if (level == "avx512bf16") return &kernels::avx512bf16_table();
+  if (level == "avx512vnni") return &kernels::avx512vnni_table();
 #endif
   return nullptr;
 }
 
-constexpr std::string_view kLevelsBestFirst[] = {"avx512bf16", "avx512", "avx2", "portable"};
+constexpr std::string_view kLevelsBestFirst[] = {"avx512vnni", "avx512bf16", "avx512", "avx2", "portable"};
 
 // The best level the CPU runs, unless ENGINE_SIMD names another one it runs.
 const kernels::Table& choose_table() {
   if (const char* forced = std::getenv("ENGINE_SIMD"); forced != nullptr && *forced != '\0') {
     if (const auto* table = table_for(forced)) return *table;
     std::fprintf(stderr,
-                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512bf16, avx512, avx2, portable); "
+                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512vnni, avx512bf16, avx512, avx2, "
+                 "portable); "
                  "using the best one\n",
                  forced);
   }
@@ -89,6 +94,42 @@ std::size_t range_rows(std::size_t row_bytes, std::size_t target_bytes, std::siz
   return std::max(tile, rows / tile * tile);
 }
 
+// Whether the table multiplies this weight type against int8 activations.
+bool takes_int8(const kernels::Table& table, quant::WeightType type) {
+  return table.int8_matmul[static_cast<std::size_t>(type)] != nullptr;
+}
+
+// `tokens` rows of x quantized by the table's quantizer, once per call (shared by every row range, and by
+// every matrix of a group): quantized_token_bytes(cols) per token.
+std::unique_ptr<std::byte[]> quantize_input(const kernels::Table& table, ThreadPool& pool, const float* x,
+                                            std::size_t tokens, std::size_t cols) {
+  const std::size_t stride = table.quantized_token_bytes(cols);
+  auto quantized = std::make_unique_for_overwrite<std::byte[]>(tokens * stride);
+  std::byte* data = quantized.get();
+  // Ranges of at least 16 Ki values: quantizing one decode token is not worth waking the pool.
+  pool.parallel_for(tokens, std::max<std::size_t>(1, (16u << 10) / cols), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t t = begin; t < end; ++t) table.quantize_activations(x + t * cols, cols, data + t * stride);
+  });
+  return quantized;
+}
+
+// Rows per range: a few hundred KiB of weights while they are streamed once (one token, a few), less when
+// each range's decoded tiles are reused by many tokens.
+std::size_t rows_per_range(const kernels::Table& table, quant::WeightType type, std::size_t row_bytes,
+                           std::size_t tokens) {
+  const bool streamed = tokens <= std::max<std::size_t>(1, table.batch_max_tokens[static_cast<std::size_t>(type)]);
+  return range_rows(row_bytes, streamed ? kGemvRangeBytes : kGemmRangeBytes, table.row_tile);
+}
+
+void run_int8_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w, std::size_t row_bytes,
+                     const std::byte* quantized, std::size_t tokens, float* out, const float* bias) {
+  const kernels::Int8MatmulFn product = table.int8_matmul[static_cast<std::size_t>(w.type)];
+  pool.parallel_for(w.rows, rows_per_range(table, w.type, row_bytes, tokens), [&](std::size_t begin, std::size_t end) {
+    product(kernels::Rows{w.data + begin * row_bytes, row_bytes, w.cols, end - begin}, quantized, tokens, out + begin,
+            w.rows, bias != nullptr ? bias + begin : nullptr);
+  });
+}
+
 void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w, const float* x,
                 std::size_t tokens, float* out, const float* bias) {
   const std::size_t row_bytes = checked_row_bytes(w);
@@ -98,6 +139,11 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
     for (std::size_t t = 0; t < tokens; ++t) {
       for (std::size_t n = 0; n < w.rows; ++n) out[t * w.rows + n] = bias != nullptr ? bias[n] : 0.0f;
     }
+    return;
+  }
+  if (takes_int8(table, w.type)) {
+    const auto quantized = quantize_input(table, pool, x, tokens, w.cols);
+    run_int8_matmul(table, pool, w, row_bytes, quantized.get(), tokens, out, bias);
     return;
   }
   const auto type = static_cast<std::size_t>(w.type);
@@ -135,15 +181,30 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
 void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<const MatmulTarget> targets,
                       const float* x, std::size_t tokens) {
   bool streamed = tokens > 0 && targets.size() > 1;
+  bool int8 = false;
   for (const auto& t : targets) {
     if (t.w == nullptr || t.w->cols != targets.front().w->cols) {
       throw std::invalid_argument("matmul_group: the matrices of a group must share their input width");
     }
     const auto type = static_cast<std::size_t>(t.w->type);
     streamed = streamed && t.w->cols != 0 && (tokens == 1 || tokens <= table.batch_max_tokens[type]);
+    int8 = int8 || (takes_int8(table, t.w->type) && t.w->rows != 0 && t.w->cols != 0);
+  }
+  // The input quantized once for every matrix that takes int8 activations.
+  std::unique_ptr<std::byte[]> quantized;
+  if (int8 && tokens > 0) {
+    if (x == nullptr) throw std::invalid_argument("matmul without input or output");
+    quantized = quantize_input(table, pool, x, tokens, targets.front().w->cols);
   }
   if (!streamed) {
-    for (const auto& t : targets) run_matmul(table, pool, *t.w, x, tokens, t.out, t.bias);
+    for (const auto& t : targets) {
+      if (quantized != nullptr && takes_int8(table, t.w->type) && t.w->rows != 0 && t.w->cols != 0) {
+        if (t.out == nullptr) throw std::invalid_argument("matmul without input or output");
+        run_int8_matmul(table, pool, *t.w, checked_row_bytes(*t.w), quantized.get(), tokens, t.out, t.bias);
+      } else {
+        run_matmul(table, pool, *t.w, x, tokens, t.out, t.bias);
+      }
+    }
     return;
   }
   if (x == nullptr) throw std::invalid_argument("matmul without input or output");
@@ -168,7 +229,9 @@ void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<c
       const kernels::Rows rows{w.data + p.begin * p.row_bytes, p.row_bytes, w.cols, p.end - p.begin};
       const float* bias = p.target->bias != nullptr ? p.target->bias + p.begin : nullptr;
       const auto type = static_cast<std::size_t>(w.type);
-      if (tokens == 1) {
+      if (table.int8_matmul[type] != nullptr) {
+        table.int8_matmul[type](rows, quantized.get(), tokens, p.target->out + p.begin, w.rows, bias);
+      } else if (tokens == 1) {
         table.gemv[type](rows, x, p.target->out + p.begin, bias);
       } else {
         table.gemv_batch[type](rows, x, tokens, p.target->out + p.begin, w.rows, bias);
@@ -220,6 +283,10 @@ std::vector<std::string_view> supported_simd_levels() {
 void matmul_at_level(std::string_view level, ThreadPool& pool, const WeightMatrix& w, const float* x,
                      std::size_t tokens, float* out, const float* bias) {
   run_matmul(table_or_throw(level), pool, w, x, tokens, out, bias);
+}
+
+bool quantizes_activations(std::string_view level, quant::WeightType type) {
+  return takes_int8(table_or_throw(level), type);
 }
 
 void dequantize_rows_at_level(std::string_view level, const WeightMatrix& w, std::size_t first, std::size_t count,

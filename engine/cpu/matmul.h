@@ -25,7 +25,8 @@ struct WeightMatrix {
 
 // out[t * w.rows + n] = dot(x[t * w.cols ...], row n of w) + (bias ? bias[n] : 0), for t < tokens.
 // Accumulates in f32 with the weights converted exactly (bf16, f16) or as ggml dequantizes them; at the
-// avx512bf16 level BF16 weights multiply activations rounded to bf16 (relative error up to about 1e-2).
+// avx512bf16 level BF16 weights multiply activations rounded to bf16 (relative error up to about 1e-2); at
+// avx512vnni quantized weights multiply activations quantized to int8 per block of 32 (quantizes_activations).
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,
             const float* bias = nullptr);
 
@@ -44,8 +45,8 @@ void matmul_group(ThreadPool& pool, std::span<const MatmulTarget> targets, const
 // Rows [first, first + count) of w as f32 (embedding lookups), count * w.cols values.
 void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out);
 
-// The SIMD level in use: "avx512bf16", "avx512", "avx2" or "portable": the best this CPU runs, unless the environment
-// variable ENGINE_SIMD (read once, at the first call) names another level it runs.
+// The SIMD level in use: "avx512vnni", "avx512bf16", "avx512", "avx2" or "portable": the best this CPU runs, unless
+// the environment variable ENGINE_SIMD (read once, at the first call) names another level it runs.
 std::string_view simd_level();
 
 // Every level this CPU runs, best first, and matmul / dequantize_rows at a given one (tests and benchmarks
@@ -54,6 +55,9 @@ std::string_view simd_level();
 std::vector<std::string_view> supported_simd_levels();
 void matmul_at_level(std::string_view level, ThreadPool& pool, const WeightMatrix& w, const float* x,
                      std::size_t tokens, float* out, const float* bias = nullptr);
+// Whether `level` multiplies weights of `type` against activations quantized to int8 (per block of 32, scale
+// max|x| / 127): the avx512vnni level for Q8_0 and Q4_0. std::invalid_argument for a level the CPU does not run.
+bool quantizes_activations(std::string_view level, quant::WeightType type);
 void dequantize_rows_at_level(std::string_view level, const WeightMatrix& w, std::size_t first, std::size_t count,
                               float* out);
 

@@ -1,7 +1,10 @@
 // engine-kernel-bench: throughput of the CPU matmul kernels on Qwen3-0.6B-sized matrices, per weight type.
 // Batch-1 (decode) is reported as GB/s of weights streamed, beside the machine's measured read bandwidth;
 // 64 tokens (prefill) as GFLOP/s. With --batches, the time of one matmul at 1..48 tokens (batched decode)
-// instead, weights streamed from memory. Usage: engine-kernel-bench [--threads N] [--level L] [--quick] [--batches]
+// instead, weights streamed from memory. With --compare A,B, two levels alternating in one run on the
+// quantized types (batch-1 GB/s, 8-token decode and 512-token prefill), with the ratio A / B: on a shared
+// machine only such ratios hold. Usage:
+// engine-kernel-bench [--threads N] [--level L] [--quick] [--batches] [--compare A,B]
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/matmul.h"
@@ -107,6 +111,71 @@ void bench_batches(ThreadPool& pool, const std::string& level, bool quick) {
   }
 }
 
+// The best of `rounds` alternating timings of a and b (a, b, a, b, ...), so that both see the same load.
+template <class A, class B>
+std::pair<double, double> alternating_best(int rounds, A&& a, B&& b) {
+  const auto seconds = [](auto& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  a();
+  b();
+  double best_a = 1e30, best_b = 1e30;
+  for (int i = 0; i < rounds; ++i) {
+    best_a = std::min(best_a, seconds(a));
+    best_b = std::min(best_b, seconds(b));
+  }
+  return {best_a, best_b};
+}
+
+// Level a against level b on the quantized types: batch-1 GB/s (weights from memory), an 8-token decode
+// step in ms (weights from memory) and a 512-token prefill in GFLOP/s, alternating a and b.
+void bench_compare(ThreadPool& pool, const std::string& a, const std::string& b, bool quick) {
+  const WeightType types[] = {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+  const Shape shapes[] = {{"3072x1024", 3072, 1024}, {"1024x3072", 1024, 3072}};
+  constexpr std::size_t kPrefill = 512, kDecodeBatch = 8;
+  const int rounds = quick ? 2 : 5;
+  std::printf("%s against %s, alternating (ratio = first / second; for ms, second / first)\n", a.c_str(), b.c_str());
+  std::printf("%-6s %-10s %22s %22s %26s\n", "type", "matrix", "batch-1 GB/s", "8 tokens ms", "512-token GFLOP/s");
+  for (const WeightType type : types) {
+    for (const Shape& shape : shapes) {
+      const auto bytes = make_weights(type, shape.rows, shape.cols);
+      std::size_t copies = 0;
+      const auto streamed = streamed_copies(bytes, quick ? (128u << 20) : (512u << 20), copies);
+      std::mt19937 rng(11);
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      std::vector<float> x(kPrefill * shape.cols);
+      for (auto& v : x) v = dist(rng);
+      std::vector<float> out(kPrefill * shape.rows);
+      const auto streamed_run = [&](const std::string& level, std::size_t tokens) {
+        return [&, tokens] {
+          for (std::size_t c = 0; c < copies; ++c) {
+            const WeightMatrix copy{type, streamed.data() + c * bytes.size(), shape.rows, shape.cols};
+            engine::cpu::matmul_at_level(level, pool, copy, x.data(), tokens, out.data());
+          }
+        };
+      };
+      const auto [gemv_a, gemv_b] = alternating_best(rounds, streamed_run(a, 1), streamed_run(b, 1));
+      const auto [batch_a, batch_b] =
+          alternating_best(rounds, streamed_run(a, kDecodeBatch), streamed_run(b, kDecodeBatch));
+      const WeightMatrix w{type, bytes.data(), shape.rows, shape.cols};
+      const auto prefill = [&](const std::string& level) {
+        return [&] { engine::cpu::matmul_at_level(level, pool, w, x.data(), kPrefill, out.data()); };
+      };
+      const auto [gemm_a, gemm_b] = alternating_best(rounds, prefill(a), prefill(b));
+      const double gb = static_cast<double>(streamed.size()) / 1e9;
+      const double gflop = 2.0 * static_cast<double>(shape.rows * shape.cols * kPrefill) / 1e9;
+      const double per_copy_ms = 1e3 / static_cast<double>(copies);
+      std::printf("%-6s %-10s %6.1f %6.1f  %5.2fx   %6.3f %6.3f %5.2fx   %7.1f %7.1f  %5.2fx\n",
+                  std::string(engine::quant::weight_type_name(type)).c_str(), shape.name, gb / gemv_a, gb / gemv_b,
+                  gemv_b / gemv_a, batch_a * per_copy_ms, batch_b * per_copy_ms, batch_b / batch_a, gflop / gemm_a,
+                  gflop / gemm_b, gemm_b / gemm_a);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +183,7 @@ int main(int argc, char** argv) {
   std::string level;
   bool quick = false;
   bool batches = false;
+  std::string compare;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) {
@@ -124,10 +194,12 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (arg == "--batches") {
       batches = true;
+    } else if (arg == "--compare" && i + 1 < argc) {
+      compare = argv[++i];
     } else {
       std::fprintf(stderr,
-                   "usage: engine-kernel-bench [--threads N] [--level avx512bf16|avx512|avx2|portable] [--quick] "
-                   "[--batches]\n");
+                   "usage: engine-kernel-bench [--threads N] [--level avx512vnni|avx512bf16|avx512|avx2|portable] "
+                   "[--quick] [--batches] [--compare LEVEL_A,LEVEL_B]\n");
       return arg == "--help" ? 0 : 2;
     }
   }
@@ -138,6 +210,19 @@ int main(int argc, char** argv) {
   std::printf("), %zu threads\n", pool.size());
   if (batches) {
     bench_batches(pool, level, quick);
+    return 0;
+  }
+  if (!compare.empty()) {
+    const auto comma = compare.find(',');
+    const auto levels = engine::cpu::supported_simd_levels();
+    const auto known = [&](std::string_view l) { return std::find(levels.begin(), levels.end(), l) != levels.end(); };
+    if (comma == std::string::npos || !known(compare.substr(0, comma)) || !known(compare.substr(comma + 1))) {
+      std::fprintf(stderr, "--compare %s: give two levels this CPU runs, as A,B\n", compare.c_str());
+      return 2;
+    }
+    const double bandwidth = engine::cpu::measure_memory_bandwidth(pool, quick ? (256u << 20) : (1u << 30));
+    std::printf("measured memory read bandwidth: %.1f GB/s\n", bandwidth);
+    bench_compare(pool, compare.substr(0, comma), compare.substr(comma + 1), quick);
     return 0;
   }
   const double bandwidth = engine::cpu::measure_memory_bandwidth(pool, quick ? (256u << 20) : (1u << 30));

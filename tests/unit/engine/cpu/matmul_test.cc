@@ -161,10 +161,10 @@ std::vector<float> poisoned(std::size_t n) {
   return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
 }
 
-// Whether `level` rounds the activations to bf16 for this weight type (avx512bf16 with BF16 weights:
-// vdpbf16ps multiplies bf16 by bf16).
+// Whether `level` rounds the activations to bf16 for this weight type (avx512bf16, and avx512vnni which keeps
+// its float kernels, with BF16 weights: vdpbf16ps multiplies bf16 by bf16).
 bool rounds_activations(std::string_view level, WeightType type) {
-  return level == "avx512bf16" && type == WeightType::BF16;
+  return (level == "avx512bf16" || level == "avx512vnni") && type == WeightType::BF16;
 }
 
 // x with every value rounded to bf16 (round to nearest even), what avx512bf16 multiplies BF16 weights with.
@@ -197,12 +197,163 @@ void expect_close_to(const Matrix& m, const std::vector<float>& x, std::size_t t
   }
 }
 
+// One block of 32 activations quantized as the int8 levels define it (docs/cpu-kernels.md): d = max|x| / 127,
+// q = x * (127 / max|x|) rounded to nearest even.
+struct QuantizedBlock {
+  float d = 0;
+  int q[32] = {};
+};
+
+QuantizedBlock quantize_block(const float* x) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  QuantizedBlock block;
+  block.d = amax / 127.0f;
+  const float inverse = amax > 0 ? 127.0f / amax : 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    const float scaled = x[i] * inverse;
+    block.q[i] = static_cast<int>(std::nearbyint(scaled));
+  }
+  return block;
+}
+
+// 32 weights of a quantized row as integers and multipliers, in ggml's layout: weight i is
+// scale[i / 16] * q[i] - min (the scales are ggml's f32 products d * sub-block scale).
+struct WeightBlock {
+  int q[32] = {};
+  float scale[2] = {};
+  float min = 0;
+};
+
+std::uint16_t read_u16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Block of 32 number `k` of a row of `type`.
+WeightBlock weight_block(WeightType type, const std::byte* row, std::size_t k) {
+  WeightBlock w;
+  const auto* base = reinterpret_cast<const std::uint8_t*>(row);
+  if (type == WeightType::Q8_0 || type == WeightType::Q4_0) {
+    const std::uint8_t* b = base + k * quant::block_bytes(type);
+    w.scale[0] = w.scale[1] = quant::f16_to_f32(read_u16(b));
+    for (int i = 0; i < 32; ++i) {
+      w.q[i] = type == WeightType::Q8_0 ? static_cast<std::int8_t>(b[2 + i])
+                                        : (i < 16 ? b[2 + i] & 0xF : b[2 + i - 16] >> 4) - 8;
+    }
+    return w;
+  }
+  const std::uint8_t* b = base + k / 8 * quant::block_bytes(type);
+  const int j = static_cast<int>(k % 8);  // the block of 32 within the block of 256
+  if (type == WeightType::Q6_K) {
+    const int h = j / 4, part = j % 4;
+    const float d = quant::f16_to_f32(read_u16(b + 208));
+    const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
+    w.scale[0] = d * static_cast<float>(scales[2 * j]);
+    w.scale[1] = d * static_cast<float>(scales[2 * j + 1]);
+    for (int i = 0; i < 32; ++i) {
+      const std::uint8_t low = b[64 * h + 32 * (part % 2) + i];
+      const int nibble = part < 2 ? low & 0xF : low >> 4;
+      w.q[i] = (nibble | ((b[128 + 32 * h + i] >> (2 * part)) & 3) << 4) - 32;
+    }
+    return w;
+  }
+  // Q4_K, Q5_K: 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
+  const std::uint8_t* packed = b + 4;
+  const int sc = j < 4 ? packed[j] & 63 : (packed[j + 4] & 0xF) | ((packed[j - 4] >> 6) << 4);
+  const int mn = j < 4 ? packed[j + 4] & 63 : (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+  w.scale[0] = w.scale[1] = quant::f16_to_f32(read_u16(b)) * static_cast<float>(sc);
+  w.min = quant::f16_to_f32(read_u16(b + 2)) * static_cast<float>(mn);
+  const std::uint8_t* nibbles = b + (type == WeightType::Q4_K ? 16 : 48) + 32 * (j / 2);
+  for (int i = 0; i < 32; ++i) {
+    w.q[i] = j % 2 == 0 ? nibbles[i] & 0xF : nibbles[i] >> 4;
+    if (type == WeightType::Q5_K) w.q[i] |= ((b[16 + i] >> j) & 1) << 4;
+  }
+  return w;
+}
+
+// What an int8 level must compute, bit for bit (docs/cpu-kernels.md): per block of 32, the exact integer dot
+// product times scale * d_x (an f32 product), by fma, less min * (d_x * sum q) by fma (Q4_K, Q5_K), Q6_K's
+// two halves one after the other; in block order from 0, then + bias. Also checks that the weight
+// integers read here are the dequantized weights.
+std::vector<float> int8_expected(const Matrix& m, const std::vector<float>& x, std::size_t tokens, const float* bias) {
+  const std::size_t blocks = m.cols / 32, row_bytes = *quant::row_bytes(m.type, m.cols);
+  const bool halves = m.type == WeightType::Q6_K, has_min = m.type == WeightType::Q4_K || m.type == WeightType::Q5_K;
+  std::vector<float> out(tokens * m.rows);
+  for (std::size_t n = 0; n < m.rows; ++n) {
+    std::vector<WeightBlock> row(blocks);
+    for (std::size_t b = 0; b < blocks; ++b) {
+      row[b] = weight_block(m.type, m.bytes.data() + n * row_bytes, b);
+      for (int i = 0; i < 32; ++i) {
+        const float value = row[b].scale[i / 16] * static_cast<float>(row[b].q[i]) - row[b].min;
+        EXPECT_EQ(value, m.dequantized[n * m.cols + 32 * b + static_cast<std::size_t>(i)]) << "row " << n;
+      }
+    }
+    for (std::size_t t = 0; t < tokens; ++t) {
+      float acc = 0;
+      for (std::size_t b = 0; b < blocks; ++b) {
+        const QuantizedBlock xb = quantize_block(x.data() + t * m.cols + 32 * b);
+        const WeightBlock& wb = row[b];
+        std::int32_t dot[2] = {0, 0}, sum = 0;
+        for (int i = 0; i < 32; ++i) {
+          dot[i / 16] += wb.q[i] * xb.q[i];
+          sum += xb.q[i];
+        }
+        if (halves) {
+          acc = std::fma(static_cast<float>(dot[0]), wb.scale[0] * xb.d, acc);
+          acc = std::fma(static_cast<float>(dot[1]), wb.scale[1] * xb.d, acc);
+        } else {
+          acc = std::fma(static_cast<float>(dot[0] + dot[1]), wb.scale[0] * xb.d, acc);
+          if (has_min) acc = std::fma(-wb.min, xb.d * static_cast<float>(sum), acc);
+        }
+      }
+      out[t * m.rows + n] = bias != nullptr ? acc + bias[n] : acc;
+    }
+  }
+  return out;
+}
+
+// The error quantizing the activations allows against the exact product: each activation is within d / 2
+// of d q, so a (row, token) result is within sum over blocks of d_b / 2 * sum |w| (slightly widened for
+// the rounding of d itself), plus f32 rounding of the products' magnitudes.
+void expect_within_quantization_error(const Matrix& m, const std::vector<float>& x, std::size_t tokens,
+                                      const std::vector<float>& out, const float* bias, const std::string& what) {
+  for (std::size_t t = 0; t < tokens; ++t) {
+    for (std::size_t n = 0; n < m.rows; ++n) {
+      double dot = bias != nullptr ? bias[n] : 0.0, magnitude = bias != nullptr ? std::fabs(bias[n]) : 0.0;
+      double allowed = 0;
+      for (std::size_t b = 0; b < m.cols / 32; ++b) {
+        double amax = 0, weights = 0;
+        for (std::size_t k = 32 * b; k < 32 * b + 32; ++k) {
+          const double w = m.dequantized[n * m.cols + k], xv = x[t * m.cols + k];
+          dot += w * xv;
+          magnitude += std::fabs(w * xv);
+          amax = std::max(amax, std::fabs(xv));
+          weights += std::fabs(w);
+        }
+        allowed += amax / 127.0 / 2.0 * (1.0 + 1e-6) * weights;
+      }
+      ASSERT_NEAR(out[t * m.rows + n], dot, allowed + 1e-5 * magnitude + 1e-30)
+          << what << " token " << t << " row " << n;
+    }
+  }
+}
+
 // The double-precision reference at float rounding (1e-5); where the level rounds the activations to bf16,
 // the reference uses the same rounded activations, and the result must also stay within 1e-2 of the exact
 // product (bf16 keeps 8 significant bits: each product is off by at most 2^-9 relative).
 void expect_close_to_reference(std::string_view level, const Matrix& m, const std::vector<float>& x, std::size_t tokens,
                                const std::vector<float>& out, const float* bias, const std::string& what) {
-  if (rounds_activations(level, m.type)) {
+  if (quantizes_activations(level, m.type)) {
+    const auto expected = int8_expected(m, x, tokens, bias);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(expected[i]))
+          << what << " (int8 activations) token " << i / m.rows << " row " << i % m.rows << ": " << out[i] << " vs "
+          << expected[i];
+    }
+    expect_within_quantization_error(m, x, tokens, out, bias, what + " (int8 activations)");
+  } else if (rounds_activations(level, m.type)) {
     expect_close_to(m, bf16_rounded(x), tokens, out, bias, 1e-5, what + " (bf16 activations)");
     expect_close_to(m, x, tokens, out, bias, 1e-2, what + " (f32 activations)");
   } else {
@@ -333,7 +484,7 @@ TEST_P(MatmulLevels, LongBatchesMatchSingleTokens) {
   std::uint32_t seed = 700;
   for (const WeightType type : kAllTypes) {
     const Matrix m = make_matrix(type, 9, 3072, ++seed);
-    const std::size_t tokens = 61;
+    const std::size_t tokens = 130;  // past the int8 kernels' token block of 96 as well
     const auto x = random_vector(tokens * m.cols, ++seed);
     auto batched = poisoned(tokens * m.rows);
     matmul_at_level(level, pool, m.view(), x.data(), tokens, batched.data());
@@ -407,7 +558,9 @@ TEST(Matmul, LevelsAgree) {
       const std::string what = std::string(level) + " " + std::string(quant::weight_type_name(type));
       auto got = poisoned(6 * m.rows);
       matmul_at_level(level, pool, m.view(), x.data(), 6, got.data());
-      if (rounds_activations(level, type)) {
+      if (quantizes_activations(level, type)) {
+        expect_within_quantization_error(m, x, 6, got, nullptr, what + " (int8 activations)");
+      } else if (rounds_activations(level, type)) {
         agree(got, expected_bf16, 1e-5f, what + " (bf16 activations)");
         // Relative to the products' magnitudes: the dot products cancel, so their rounding errors don't.
         expect_close_to(m, x, 6, got, nullptr, 1e-2, what + " (f32 activations)");
@@ -527,7 +680,10 @@ TEST(Dispatch, LevelInUse) {
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq")) {
-    EXPECT_EQ(levels.front(), __builtin_cpu_supports("avx512bf16") ? "avx512bf16" : "avx512");
+    const bool bf16 = __builtin_cpu_supports("avx512bf16");
+    EXPECT_EQ(levels.front(), bf16 && __builtin_cpu_supports("avx512vnni") ? "avx512vnni"
+                              : bf16                                       ? "avx512bf16"
+                                                                           : "avx512");
     EXPECT_NE(std::find(levels.begin(), levels.end(), "avx512"), levels.end());
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
