@@ -50,7 +50,7 @@ if (suite === "tools") {
 
   await assert.rejects(
     client.chat.completions.create({ model, messages: toolHistory, tools: [weatherTool], tool_choice: "required" }),
-    (e) => e.status === 400 && /structured outputs/.test(e.message),
+    (e) => e.status === 400 && /required. is not served yet/.test(e.message),
   );
   });
   process.exit(0);
