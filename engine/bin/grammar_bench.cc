@@ -1,7 +1,9 @@
-// grammar-bench: structured-output speed on a real vocabulary. For each grammar it prints the compile time
-// (parse, automaton, token mask cache) and the per-token mask time, median and p99, measured while walking
-// a realistic output: the tokens of an example text, each mask filled and timed before its token is
-// accepted.
+// grammar-bench: structured-output speed on a real vocabulary. For a JSON-schema case (through the schema
+// converter), a regex case and grammar cases it prints the compile time (conversion, parse, automaton, token
+// mask cache) and the per-token mask time, median and p99, measured while walking a realistic output: the
+// tokens of an example text, each mask filled and timed before its token is accepted. It then times the
+// compilation of typical schemas alone, and with --model the decode rate of a model at batch 1 and 8 with
+// and without a constraint (runs alternated, since a shared machine's speed drifts).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,12 +18,14 @@
 #include "engine/grammar/compiled_grammar.h"
 #include "engine/grammar/structured_output.h"
 #include "engine/grammar/token_vocabulary.h"
+#include "engine/runtime/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace grammar = engine::grammar;
+using Kind = grammar::StructuredOutputSpec::Kind;
 
 constexpr const char* kJsonGrammar = R"(# JSON (RFC 8259) with bounded whitespace
 root    ::= ws value ws
@@ -48,19 +52,91 @@ constexpr const char* kJsonDocument = R"({
   "manager": null
 })";
 
-// What a JSON schema with fixed properties reduces to (an object with required keys in order).
-constexpr const char* kSchemaGrammar =
-    R"(root ::= "{" ws "\"name\"" ws ":" ws string ws "," ws "\"age\"" ws ":" ws integer ws "," ws "\"email\"" ws ":" ws string ws "," ws "\"tags\"" ws ":" ws "[" ws ( string ( ws "," ws string )* )? ws "]" ws "}"
-string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
-integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
-ws ::= [ \t\n]{0,16}
-)";
-constexpr const char* kSchemaDocument =
-    R"({"name": "Ada Lovelace", "age": 36, "email": "ada@example.org", "tags": ["math", "poetry", "engines"]})";
+// A realistic response schema: formats, bounded strings, an enum, a nested object, a bounded array.
+constexpr const char* kUserSchema = R"({
+  "type": "object",
+  "properties": {
+    "id": {"type": "string", "format": "uuid"},
+    "name": {"type": "string", "minLength": 1, "maxLength": 100},
+    "email": {"type": "string", "format": "email"},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "role": {"enum": ["admin", "editor", "viewer"]},
+    "address": {
+      "type": "object",
+      "properties": {
+        "street": {"type": "string", "maxLength": 200},
+        "city": {"type": "string"},
+        "zip": {"type": "string", "pattern": "^[0-9]{5}$"}
+      },
+      "required": ["street", "city", "zip"],
+      "additionalProperties": false
+    },
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 10},
+    "created": {"type": "string", "format": "date-time"},
+    "active": {"type": "boolean"}
+  },
+  "required": ["id", "name", "email", "age", "role", "address", "tags", "created", "active"],
+  "additionalProperties": false
+})";
+constexpr const char* kUserDocument =
+    R"({"id": "8f14e45f-ceea-467f-a0e6-3f6b9b2c1d7e", "name": "Grace Brewster Hopper", "email": "grace.hopper@navy.mil", )"
+    R"("age": 85, "role": "admin", "address": {"street": "1 Computer History Way", "city": "Arlington", "zip": "22201"}, )"
+    R"("tags": ["compilers", "cobol", "navy"], "created": "1906-12-09T08:30:00Z", "active": false})";
 
-constexpr const char* kSimpleGrammar = R"(root ::= "The answer is " ("yes" | "no") ", because " [a-z ,']+ "."
-)";
-constexpr const char* kSimpleText = "The answer is yes, because the sky is blue, the grass is green and it's late.";
+constexpr const char* kContactRegex =
+    R"([A-Z][a-z]+( [A-Z][a-z]+)*, \(\d{3}\) \d{3}-\d{4}, [a-z0-9._%+-]+@[a-z0-9-]+(\.[a-z0-9-]+)*\.(com|org|net|mil))";
+constexpr const char* kContactText = "Grace Brewster Hopper, (703) 555-0142, grace.hopper@history.navy.mil";
+
+// (A raw string with a delimiter: the grammar itself holds `)"`.)
+constexpr const char* kArithmeticGrammar = R"gbnf(root   ::= expr
+expr   ::= term (ws ("+" | "-") ws term)*
+term   ::= factor (ws ("*" | "/") ws factor)*
+factor ::= number | "(" ws expr ws ")" | "-" factor | name ("(" ws (expr (ws "," ws expr)*)? ws ")")?
+number ::= [0-9]+ ("." [0-9]+)?
+name   ::= [a-z] [a-z0-9_]*
+ws     ::= " "?
+)gbnf";
+constexpr const char* kArithmeticText = "sqrt(3.25 * (x_1 + 42) - max(7, 2.5 / (1 + 1))) * -(12 - 4)";
+
+struct Case {
+  const char* name;
+  Kind kind;
+  std::string text;
+  std::string example;  // empty: compile only
+};
+
+// What typical requests send, for compile time alone.
+std::vector<Case> compile_cases() {
+  std::string properties, required, enumeration;
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "field_" + std::to_string(i);
+    const char* type = i % 4 == 0   ? R"({"type": "integer"})"
+                       : i % 4 == 1 ? R"({"type": "string"})"
+                       : i % 4 == 2 ? R"({"type": "boolean"})"
+                                    : R"({"type": "number"})";
+    properties += (i ? ", \"" : "\"") + key + "\": " + type;
+    required += (i ? ", \"" : "\"") + key + "\"";
+  }
+  for (int i = 0; i < 50; ++i) enumeration += (i ? ", \"" : "\"") + std::string("label_") + std::to_string(i) + "\"";
+  return {
+      {"string maxLength 100", Kind::JsonSchema, R"({"type": "string", "maxLength": 100})", ""},
+      {"string maxLength 1000", Kind::JsonSchema, R"({"type": "string", "maxLength": 1000})", ""},
+      {"object, 2 strings maxLength 500", Kind::JsonSchema,
+       R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 500}, "body": {"type": "string", "minLength": 10, "maxLength": 500}}, "required": ["title", "body"]})",
+       ""},
+      {"enum of 50 labels", Kind::JsonSchema, "{\"enum\": [" + enumeration + "]}", ""},
+      {"40 required properties", Kind::JsonSchema,
+       "{\"type\": \"object\", \"properties\": {" + properties + "}, \"required\": [" + required + "]}", ""},
+      {"nested objects, 4 deep", Kind::JsonSchema,
+       R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "object", "properties": {"c": {"type": "object", "properties": {"d": {"type": "integer"}}, "required": ["d"]}}, "required": ["c"]}}, "required": ["b"]}}, "required": ["a"]})",
+       ""},
+      {"recursive tree ($ref)", Kind::JsonSchema,
+       R"({"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["value", "children"]}}, "$ref": "#/$defs/node"})",
+       ""},
+      {"user schema", Kind::JsonSchema, kUserSchema, ""},
+      {"json_object", Kind::JsonObject, "", ""},
+  };
+}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -84,19 +160,36 @@ double percentile(std::vector<double> values, double p) {
   return values[std::min(index, values.size() - 1)];
 }
 
-void bench(const std::string& name, const std::shared_ptr<const grammar::TokenVocabulary>& vocabulary,
-           const engine::tokenizer::Tokenizer& tokenizer, const std::string& gbnf, const std::string& text,
-           std::uint64_t rounds) {
-  grammar::GrammarCompiler compiler(vocabulary);
+grammar::StructuredOutputSpec spec_of(const Case& c) {
   grammar::StructuredOutputSpec spec;
-  spec.kind = grammar::StructuredOutputSpec::Kind::Grammar;
-  spec.text = gbnf;
-  const auto start = Clock::now();
-  const auto compiled = compiler.compile(spec);
-  const double compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  const auto stats = compiled->masks().stats();
+  spec.kind = c.kind;
+  spec.text = c.text;
+  return spec;
+}
 
-  const std::vector<std::int32_t> tokens = tokenizer.encode(text, false);
+// Compiles with a fresh compiler (its cache would answer a second time); returns the milliseconds.
+std::shared_ptr<const grammar::CompiledGrammar> timed_compile(
+    const std::shared_ptr<const grammar::TokenVocabulary>& vocabulary, const Case& c, double& ms) {
+  grammar::GrammarCompiler compiler(vocabulary);
+  const auto start = Clock::now();
+  auto compiled = compiler.compile(spec_of(c));
+  ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return compiled;
+}
+
+void print_compiled(const Case& c, const grammar::CompiledGrammar& compiled, double ms) {
+  const auto stats = compiled.masks().stats();
+  std::printf("%-32s compile %7.1f ms  states %6zu  positions %5zu (walked %5zu)  uncertain %7zu  cache %5.1f MiB\n",
+              c.name, ms, compiled.automaton().nodes.size(), stats.positions, stats.walks, stats.uncertain_tokens,
+              static_cast<double>(stats.bytes) / (1 << 20));
+}
+
+void bench_masks(const Case& c, const std::shared_ptr<const grammar::TokenVocabulary>& vocabulary,
+                 const engine::tokenizer::Tokenizer& tokenizer, std::uint64_t rounds) {
+  double compile_ms = 0;
+  const auto compiled = timed_compile(vocabulary, c, compile_ms);
+  print_compiled(c, *compiled, compile_ms);
+  const std::vector<std::int32_t> tokens = tokenizer.encode(c.example, false);
   std::vector<std::uint32_t> mask(engine::sampling::bitmask_words(vocabulary->token_bytes.size()));
   std::vector<double> mask_us, accept_us;
   for (std::uint64_t round = 0; round < rounds; ++round) {
@@ -106,39 +199,120 @@ void bench(const std::string& name, const std::shared_ptr<const grammar::TokenVo
       matcher.fill_bitmask(mask);
       const auto t1 = Clock::now();
       if (!((mask[static_cast<std::size_t>(token) / 32] >> (token % 32)) & 1)) {
-        throw std::runtime_error(name + ": the mask forbids token " + std::to_string(token) + " of the example");
+        throw std::runtime_error(std::string(c.name) + ": the mask forbids token " + std::to_string(token) + " " +
+                                 tokenizer.decode({&token, 1}) + " of the example");
       }
       if (!matcher.accept(token))
-        throw std::runtime_error(name + ": the matcher refused token " + std::to_string(token));
+        throw std::runtime_error(std::string(c.name) + ": the matcher refused token " + std::to_string(token));
       const auto t2 = Clock::now();
       mask_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       accept_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
     }
-    if (!matcher.can_terminate()) throw std::runtime_error(name + ": the example does not complete the grammar");
+    if (!matcher.can_terminate())
+      throw std::runtime_error(std::string(c.name) + ": the example does not complete the grammar");
   }
-  std::printf("%-8s compile %8.1f ms  states %6zu  cached positions %5zu  uncertain tokens %7zu  cache %6.1f MiB\n",
-              name.c_str(), compile_ms, compiled->automaton().nodes.size(), stats.positions, stats.uncertain_tokens,
-              static_cast<double>(stats.bytes) / (1 << 20));
-  std::printf("%-8s %zu tokens x %llu rounds: mask median %.1f us, p99 %.1f us, max %.1f us; accept median %.2f us\n",
-              name.c_str(), tokens.size(), static_cast<unsigned long long>(rounds), percentile(mask_us, 0.5),
+  std::printf("%-32s %zu tokens x %llu rounds: mask median %.1f us, p99 %.1f us, max %.1f us; accept median %.2f us\n",
+              c.name, tokens.size(), static_cast<unsigned long long>(rounds), percentile(mask_us, 0.5),
               percentile(mask_us, 0.99), percentile(mask_us, 1.0), percentile(accept_us, 0.5));
+}
+
+// Decodes `steps` tokens for each of `batch` sequences through the engine's sampling path (temperature 1,
+// seeded), each sequence constrained by `compiled` when it is given (a matcher that terminates starts over:
+// the measurement is of masks on a running sequence, not of what it says). Returns tokens per second.
+double decode_rate(engine::runtime::Engine& engine, std::size_t batch, std::size_t steps,
+                   const std::shared_ptr<const grammar::CompiledGrammar>& compiled) {
+  namespace runtime = engine::runtime;
+  namespace sampling = engine::sampling;
+  const std::vector<std::int32_t> prompt = engine.tokenizer().encode("Reply with the user record as JSON:", false);
+  std::vector<runtime::SequenceCache> caches(batch);
+  std::vector<std::unique_ptr<sampling::SequenceSampler>> samplers;
+  std::vector<sampling::SequenceSampler*> sampler_ptrs;
+  std::vector<runtime::StepInput> inputs;
+  std::vector<std::int32_t> next(batch);
+  const auto constraint = [&]() -> std::unique_ptr<sampling::TokenConstraint> {
+    if (!compiled) return nullptr;
+    return std::make_unique<grammar::GrammarMatcher>(compiled);
+  };
+  for (std::size_t b = 0; b < batch; ++b) {
+    if (!engine.reserve(caches[b], prompt.size() + steps + 2)) throw std::runtime_error("KV cache too small");
+    sampling::SamplingParams params;
+    params.seed = 1000 + b;
+    samplers.push_back(std::make_unique<sampling::SequenceSampler>(params, prompt, constraint()));
+    sampler_ptrs.push_back(samplers.back().get());
+    inputs.push_back({&caches[b], prompt});
+  }
+  std::vector<sampling::SampledToken> out;
+  engine.step_and_sample(inputs, sampler_ptrs, out);  // the prefill, not timed
+  const auto advance = [&] {
+    for (std::size_t b = 0; b < batch; ++b) {
+      next[b] = out[b].token;
+      inputs[b] = {&caches[b], {&next[b], 1}};
+      if (samplers[b]->constraint_terminated()) samplers[b]->set_constraint(constraint());
+    }
+  };
+  advance();
+  const auto start = Clock::now();
+  for (std::size_t s = 0; s < steps; ++s) {
+    engine.step_and_sample(inputs, sampler_ptrs, out);
+    advance();
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  for (auto& cache : caches) engine.release(cache);
+  return static_cast<double>(batch * steps) / elapsed;
+}
+
+void bench_decode(const std::string& model, std::uint64_t steps, std::uint64_t repeats) {
+  engine::runtime::EngineOptions options;
+  options.max_model_len = steps + 64;
+  auto engine = engine::runtime::Engine::load(model, options);
+  const auto& tokenizer = engine->tokenizer();
+  std::vector<std::int32_t> stops;
+  if (const auto end = tokenizer.token_to_id("<|im_end|>")) stops.push_back(*end);
+  if (const auto end = tokenizer.token_to_id("<|endoftext|>")) stops.push_back(*end);
+  auto vocabulary = std::make_shared<const grammar::TokenVocabulary>(
+      grammar::vocabulary_from_tokenizer(tokenizer, engine->config().vocab_size, stops));
+  grammar::GrammarCompiler compiler(vocabulary);
+  grammar::StructuredOutputSpec spec;
+  spec.kind = Kind::JsonSchema;
+  spec.text = kUserSchema;
+  const auto compiled = compiler.compile(spec);
+  std::printf("-- decode: %s on %s, %llu steps per run, runs alternated x%llu, constrained by the user schema\n",
+              model.c_str(), std::string(engine->device_name()).c_str(), static_cast<unsigned long long>(steps),
+              static_cast<unsigned long long>(repeats));
+  for (const std::size_t batch : {std::size_t{1}, std::size_t{8}}) {
+    std::vector<double> free_rates, constrained_rates;
+    decode_rate(*engine, batch, 4, nullptr);  // warm up
+    for (std::uint64_t r = 0; r < repeats; ++r) {
+      free_rates.push_back(decode_rate(*engine, batch, steps, nullptr));
+      constrained_rates.push_back(decode_rate(*engine, batch, steps, compiled));
+    }
+    const double free_rate = percentile(free_rates, 0.5), constrained_rate = percentile(constrained_rates, 0.5);
+    std::printf("decode batch %zu: %.2f tokens/s unconstrained, %.2f constrained (medians); ratio %.3f (", batch,
+                free_rate, constrained_rate, constrained_rate / free_rate);
+    for (std::uint64_t r = 0; r < repeats; ++r)
+      std::printf("%s%.3f", r ? " " : "", constrained_rates[r] / free_rates[r]);
+    std::printf(" per pair)\n");
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string tokenizer_path;
-  std::uint64_t rounds = 20;
-  std::uint64_t logits_width = 0;
+  std::string tokenizer_path, model;
+  std::uint64_t rounds = 20, logits_width = 0, steps = 32, repeats = 3;
   std::string grammar_path, text_path;
   base::FlagParser flags(
-      "usage: grammar-bench --tokenizer tokenizer.json [--logits-width N] [--rounds N] [--grammar FILE --text FILE]");
+      "usage: grammar-bench --tokenizer tokenizer.json [--logits-width N] [--rounds N] [--grammar FILE --text FILE]\n"
+      "                     [--model DIR [--steps N] [--repeats N]]");
   flags.add_string("tokenizer", "PATH", "the tokenizer.json whose vocabulary the masks cover", &tokenizer_path);
   flags.add_uint("logits-width", "N", "the model's logits (default: the tokenizer's size; Qwen3: 151936)",
                  &logits_width, 0, 1u << 24);
-  flags.add_string("grammar", "PATH", "a GBNF file to measure instead of the built-in grammars", &grammar_path);
+  flags.add_string("grammar", "PATH", "a GBNF file to measure instead of the built-in cases", &grammar_path);
   flags.add_string("text", "PATH", "with --grammar: the example output it walks", &text_path);
   flags.add_uint("rounds", "N", "times each example is walked (default 20)", &rounds, 1, 100000);
+  flags.add_string("model", "PATH", "also measure decode with and without a constraint on this model", &model);
+  flags.add_uint("steps", "N", "with --model: decode steps per run (default 32)", &steps, 1, 100000);
+  flags.add_uint("repeats", "N", "with --model: alternated pairs of runs per batch size (default 3)", &repeats, 1, 100);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
       std::cout << flags.help();
@@ -162,12 +336,24 @@ int main(int argc, char** argv) {
                 cpu_model().c_str(), width, tokenizer.vocab_size(), vocab_ms, sort_ms);
     if (!grammar_path.empty()) {
       if (text_path.empty()) throw base::UsageError("--grammar needs --text (the example output to walk)");
-      bench("file", vocabulary, tokenizer, read_file(grammar_path), read_file(text_path), rounds);
+      bench_masks({"file", Kind::Grammar, read_file(grammar_path), read_file(text_path)}, vocabulary, tokenizer,
+                  rounds);
       return 0;
     }
-    bench("json", vocabulary, tokenizer, kJsonGrammar, kJsonDocument, rounds);
-    bench("schema", vocabulary, tokenizer, kSchemaGrammar, kSchemaDocument, rounds);
-    bench("simple", vocabulary, tokenizer, kSimpleGrammar, kSimpleText, rounds);
+    std::printf("-- per-token masks while walking an example output\n");
+    bench_masks({"json schema (user record)", Kind::JsonSchema, kUserSchema, kUserDocument}, vocabulary, tokenizer,
+                rounds);
+    bench_masks({"regex (contact line)", Kind::Regex, kContactRegex, kContactText}, vocabulary, tokenizer, rounds);
+    bench_masks({"grammar (arithmetic)", Kind::Grammar, kArithmeticGrammar, kArithmeticText}, vocabulary, tokenizer,
+                rounds);
+    bench_masks({"grammar (JSON)", Kind::Grammar, kJsonGrammar, kJsonDocument}, vocabulary, tokenizer, rounds);
+    std::printf("-- compile time of typical schemas\n");
+    for (const Case& c : compile_cases()) {
+      double ms = 0;
+      const auto compiled = timed_compile(vocabulary, c, ms);
+      print_compiled(c, *compiled, ms);
+    }
+    if (!model.empty()) bench_decode(model, steps, repeats);
     return 0;
   } catch (const base::UsageError& e) {
     std::cerr << "grammar-bench: " << e.what() << "\n" << flags.help();

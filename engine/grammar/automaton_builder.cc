@@ -17,11 +17,39 @@ struct RawNode {
   std::vector<ByteEdge> bytes;
   std::vector<RefEdge> refs;
   std::vector<std::uint32_t> empty;  // moves that read nothing
+  std::uint32_t repeat_group = ByteAutomaton::kNoGroup;
+  std::uint32_t agree_depth = 0;
 };
+
+std::size_t utf8_length(char32_t c) {
+  return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+}
+
+// The fewest bytes `expr` matches; 0 for anything through a rule (not known here, and 0 is safe).
+std::size_t min_bytes(const GrammarExpr& expr) {
+  switch (expr.kind) {
+    case GrammarExpr::Kind::Literal: return expr.literal.size();
+    case GrammarExpr::Kind::Class: return expr.ranges.empty() ? 0 : utf8_length(expr.ranges.front().lo);
+    case GrammarExpr::Kind::RuleRef: return 0;
+    case GrammarExpr::Kind::Sequence: {
+      std::size_t sum = 0;
+      for (const auto& child : expr.children) sum += min_bytes(child);
+      return sum;
+    }
+    case GrammarExpr::Kind::Alternation: {
+      std::size_t least = SIZE_MAX;
+      for (const auto& child : expr.children) least = std::min(least, min_bytes(child));
+      return least == SIZE_MAX ? 0 : least;
+    }
+    case GrammarExpr::Kind::Repeat: return expr.min * min_bytes(expr.children.front());
+  }
+  return 0;
+}
 
 class RuleGraphBuilder {
  public:
-  RuleGraphBuilder(std::size_t& states, std::size_t max_states) : states_(states), max_states_(max_states) {}
+  RuleGraphBuilder(std::size_t& states, std::size_t max_states, std::uint32_t& next_group)
+      : states_(states), max_states_(max_states), next_group_(next_group) {}
 
   std::vector<RawNode>& nodes() { return nodes_; }
 
@@ -99,10 +127,37 @@ class RuleGraphBuilder {
     return end;
   }
 
+  // Builds one copy of `body` after `at`, its nodes in group `group` + (offset in the copy) unless an inner
+  // repetition grouped them already, agreeing for `agree` bytes (see ByteAutomaton::Node::repeat_group).
+  // The first copy of a part allocates the part's groups.
+  std::uint32_t build_copy(const GrammarExpr& body, std::uint32_t at, std::uint32_t& group, std::size_t agree) {
+    const std::size_t first = nodes_.size();
+    const std::uint32_t end = build(body, at);
+    if (group == ByteAutomaton::kNoGroup) {
+      group = next_group_;
+      next_group_ += static_cast<std::uint32_t>(nodes_.size() - first);
+    }
+    for (std::size_t n = first; n < nodes_.size() && agree > 0; ++n) {
+      if (nodes_[n].repeat_group != ByteAutomaton::kNoGroup) continue;
+      nodes_[n].repeat_group = group + static_cast<std::uint32_t>(n - first);
+      nodes_[n].agree_depth = static_cast<std::uint32_t>(std::min<std::size_t>(agree, UINT32_MAX));
+    }
+    return end;
+  }
+
   std::uint32_t build_repeat(const GrammarExpr& expr, std::uint32_t from) {
     const GrammarExpr& body = expr.children.front();
+    // Copies differ only in the copies left after them, each at least `least` bytes: a mandatory copy with
+    // `left` more to go agrees with one with more on strings shorter than left * least bytes (only then can
+    // it leave the mandatory part); an optional one on strings up to left * least bytes (only longer ones
+    // can start a copy it has no room for).
+    const std::size_t least = min_bytes(body);
+    std::uint32_t mandatory = ByteAutomaton::kNoGroup, optional = ByteAutomaton::kNoGroup;
     std::uint32_t at = from;
-    for (std::uint32_t i = 0; i < expr.min; ++i) at = build(body, at);
+    for (std::uint32_t i = 0; i < expr.min; ++i) {
+      const std::size_t left = expr.min - 1 - i;
+      at = build_copy(body, at, mandatory, left * least == 0 ? 0 : left * least - 1);
+    }
     if (expr.max == GrammarExpr::kUnbounded) {
       const std::uint32_t loop = add();
       nodes_[at].empty.push_back(loop);
@@ -116,7 +171,7 @@ class RuleGraphBuilder {
     const std::uint32_t end = add();
     nodes_[at].empty.push_back(end);
     for (std::uint32_t i = expr.min; i < expr.max; ++i) {
-      at = build(body, at);
+      at = build_copy(body, at, optional, std::size_t{expr.max - 1 - i} * least);
       nodes_[at].empty.push_back(end);
     }
     return end;
@@ -125,6 +180,7 @@ class RuleGraphBuilder {
   std::size_t& states_;
   std::size_t max_states_;
   std::vector<RawNode> nodes_;
+  std::uint32_t& next_group_;  // the next unused repeat group, across the grammar's rules
 };
 
 // Merges sorted byte edges with one target whose ranges touch; drops duplicates.
@@ -163,6 +219,8 @@ std::uint32_t append_rule(ByteAutomaton& automaton, std::vector<RawNode>& raw, s
     const std::uint32_t n = order[i];
     ByteAutomaton::Node node;
     node.rule = rule;
+    node.repeat_group = raw[n].repeat_group;
+    node.agree_depth = raw[n].agree_depth;
     std::vector<ByteEdge> bytes;
     std::vector<RefEdge> refs;
     pending.assign(1, n);
@@ -206,8 +264,9 @@ ByteAutomaton build_automaton(const GrammarAst& ast, std::size_t max_states) {
   automaton.root_rule = static_cast<std::uint32_t>(ast.root);
   automaton.rule_start.resize(ast.bodies.size());
   std::size_t states = 0;
+  std::uint32_t next_group = 0;
   for (std::size_t rule = 0; rule < ast.bodies.size(); ++rule) {
-    RuleGraphBuilder builder(states, max_states);
+    RuleGraphBuilder builder(states, max_states, next_group);
     const std::uint32_t start = builder.add();
     const std::uint32_t end = builder.build(ast.bodies[rule], start);
     automaton.rule_start[rule] = append_rule(automaton, builder.nodes(), end, static_cast<std::uint32_t>(rule));

@@ -24,15 +24,17 @@ struct StepEnds {
 class AutomatonWalker {
  public:
   explicit AutomatonWalker(const ByteAutomaton& automaton) : a_(automaton) {
-    // A rule referenced from exactly one place (other than root, which may also end the grammar) always
-    // returns there, so the mask cache can follow it out of an unknown context.
-    std::vector<std::uint32_t> sites(a_.rule_start.size(), 0);
-    unique_return_.assign(a_.rule_start.size(), ByteAutomaton::kNoNode);
+    // A rule whose every reference returns to one node (other than root, which may also end the grammar)
+    // always returns there, so the mask cache can follow it out of an unknown context. (A repetition such
+    // as `item*` refers to its rule from two edges with one return node.)
+    constexpr std::uint32_t kUnset = ByteAutomaton::kNoNode - 1;
+    unique_return_.assign(a_.rule_start.size(), kUnset);
     for (const auto& ref : a_.ref_edges) {
-      if (++sites[ref.rule] == 1) unique_return_[ref.rule] = ref.target;
+      std::uint32_t& back = unique_return_[ref.rule];
+      back = back == kUnset || back == ref.target ? ref.target : ByteAutomaton::kNoNode;
     }
-    for (std::size_t r = 0; r < sites.size(); ++r) {
-      if (sites[r] != 1 || r == a_.root_rule) unique_return_[r] = ByteAutomaton::kNoNode;
+    for (std::size_t r = 0; r < unique_return_.size(); ++r) {
+      if (unique_return_[r] == kUnset || r == a_.root_rule) unique_return_[r] = ByteAutomaton::kNoNode;
     }
   }
 

@@ -63,7 +63,14 @@ struct ByteAutomaton {
     std::uint32_t closure_begin = 0, closure_end = 0;  // into closure
     bool final = false;                                // the rule's body may end here
     bool can_pop = false;  // ... or may end without another byte (through rules that match nothing)
+    // Copies of one node in a counted repetition's copies (X{m,n} expands X once per count) share a group;
+    // a copy agrees with every copy of its group whose agree_depth is at least its own on every byte
+    // string of up to agree_depth bytes (they differ only in how many copies remain), so the mask cache
+    // walks only longer tokens from it.
+    std::uint32_t repeat_group = kNoGroup;
+    std::uint32_t agree_depth = 0;
   };
+  static constexpr std::uint32_t kNoGroup = UINT32_MAX;
 
   std::vector<Node> nodes;
   std::vector<ByteEdge> byte_edges;

@@ -36,6 +36,7 @@ struct GrammarMatcher::State {
   StackPool next_pool;
   std::vector<std::uint32_t> copied;  // old frame id -> new, during compaction
   std::vector<std::uint32_t> rejected_scratch;
+  std::vector<std::uint32_t> difference_scratch;
 
   const SortedVocabulary& vocabulary() const { return grammar->vocabulary(); }
 
@@ -58,6 +59,26 @@ struct GrammarMatcher::State {
   void apply_cached(std::uint32_t node, std::span<std::uint32_t> mask, bool overwrite) {
     const TokenMaskCache& masks = grammar->masks();
     const NodeTokenMask& cached = masks.at(node);
+    if (cached.base == NodeTokenMask::kSelf) {
+      apply_stored(cached, mask, overwrite);
+      return;
+    }
+    // A difference from another copy's set: build it whole, then merge.
+    std::span<std::uint32_t> target = mask;
+    if (!overwrite) {
+      difference_scratch.resize(vocabulary().bitmask_words());
+      target = difference_scratch;
+    }
+    apply_stored(masks.at(cached.base), target, true);
+    for (const std::int32_t id : masks.set_ids(cached)) set_bit(target, id);
+    for (const std::int32_t id : masks.clear_ids(cached)) clear_bit(target, id);
+    if (!overwrite) {
+      for (std::size_t w = 0; w < target.size(); ++w) mask[w] |= target[w];
+    }
+  }
+
+  void apply_stored(const NodeTokenMask& cached, std::span<std::uint32_t> mask, bool overwrite) {
+    const TokenMaskCache& masks = grammar->masks();
     const std::size_t words = vocabulary().bitmask_words();
     switch (cached.form) {
       case NodeTokenMask::Form::Accepted:
@@ -92,10 +113,17 @@ struct GrammarMatcher::State {
     }
   }
 
-  // Sets the bits of the uncertain tokens of `group`'s top node that the group's real stacks accept.
+  // Sets the bits of the uncertain tokens of `group`'s top node that the group's real stacks accept (a
+  // difference from another copy walks that copy's uncertain tokens and its own extra ones).
   void check_uncertain(std::span<const StackElement> group, std::span<std::uint32_t> mask) {
     const NodeTokenMask& cached = grammar->masks().at(group.front().node);
-    const auto uncertain = grammar->masks().uncertain(cached);
+    check_tokens(group, grammar->masks().uncertain(cached), mask);
+    check_tokens(group, grammar->masks().extra_uncertain(cached), mask);
+  }
+
+  // Sets the bits of the `uncertain` tokens (sorted indices, ascending) that `group`'s stacks accept.
+  void check_tokens(std::span<const StackElement> group, std::span<const std::uint32_t> uncertain,
+                    std::span<std::uint32_t> mask) {
     if (uncertain.empty()) return;
     const AutomatonWalker& walker = grammar->walker();
     const SortedVocabulary& vocab = vocabulary();

@@ -76,6 +76,22 @@ SortedVocabulary::SortedVocabulary(const TokenVocabulary& vocabulary) : vocab_si
   sentinel.token_begin = static_cast<std::uint32_t>(ids_.size());
   sentinel.subtree_end = static_cast<std::uint32_t>(trie_.size() + 1);
   trie_.push_back(sentinel);
+
+  // Preorder: a node's subtree follows it, so a backwards pass folds children into parents.
+  subtree_max_depth_.assign(trie_.size(), 0);
+  std::vector<std::uint32_t> parent_at_depth;
+  for (std::size_t i = 0; i + 1 < trie_.size(); ++i) subtree_max_depth_[i] = trie_[i].depth;
+  for (std::size_t i = trie_.size() - 1; i-- > 0;) {
+    for (std::uint32_t child = static_cast<std::uint32_t>(i) + 1; child < trie_[i].subtree_end;
+         child = trie_[child].subtree_end) {
+      subtree_max_depth_[i] = std::max(subtree_max_depth_[i], subtree_max_depth_[child]);
+    }
+  }
+  longest_first_.resize(ids_.size());
+  std::iota(longest_first_.begin(), longest_first_.end(), 0u);
+  std::stable_sort(longest_first_.begin(), longest_first_.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return bytes(a).size() > bytes(b).size(); });
+  max_token_length_ = ids_.empty() ? 0 : bytes(longest_first_.front()).size();
 }
 
 bool SortedVocabulary::is_stop(std::int32_t id) const {

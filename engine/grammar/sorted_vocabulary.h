@@ -41,6 +41,12 @@ class SortedVocabulary {
   // The sorted tokens below trie node `node` (itself included).
   std::uint32_t subtree_tokens_end(std::uint32_t node) const { return trie_[trie_[node].subtree_end].token_begin; }
 
+  // The longest token's bytes, the longest token's at or below trie node `node`, and the sorted tokens
+  // longest first (what a walk that only needs tokens longer than some depth visits).
+  std::size_t max_token_length() const { return max_token_length_; }
+  std::uint16_t subtree_max_depth(std::uint32_t node) const { return subtree_max_depth_[node]; }
+  std::span<const std::uint32_t> longest_first() const { return longest_first_; }
+
   // Bit per id: whether the id is among the sorted tokens.
   std::span<const std::uint32_t> producible() const { return producible_; }
   bool is_producible(std::int32_t id) const {
@@ -61,6 +67,9 @@ class SortedVocabulary {
   std::vector<std::uint32_t> producible_;
   std::vector<std::int32_t> stop_ids_;       // sorted, unique
   std::vector<std::uint32_t> sorted_of_id_;  // id -> sorted index, or UINT32_MAX
+  std::size_t max_token_length_ = 0;
+  std::vector<std::uint16_t> subtree_max_depth_;  // per trie node
+  std::vector<std::uint32_t> longest_first_;      // sorted indices
 };
 
 }  // namespace engine::grammar

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,8 +23,10 @@ class NodeWalk {
   NodeWalk(const AutomatonWalker& walker, const SortedVocabulary& vocabulary)
       : walker_(walker), vocabulary_(vocabulary) {}
 
-  void run(std::uint32_t node, std::vector<std::uint32_t>& accepted, std::vector<std::uint32_t>& uncertain,
-           const TokenMaskCache::Clock::time_point deadline, std::chrono::milliseconds budget) {
+  // Only tokens longer than `min_depth` bytes are sorted (and subtrees with none are skipped).
+  void run(std::uint32_t node, std::size_t min_depth, std::vector<std::uint32_t>& accepted,
+           std::vector<std::uint32_t>& uncertain, const TokenMaskCache::Clock::time_point deadline,
+           std::chrono::milliseconds budget) {
     accepted.clear();
     uncertain.clear();
     pool_.clear();
@@ -41,6 +44,10 @@ class NodeWalk {
                            " ms (while precomputing token masks); simplify the grammar or raise the budget");
       }
       const SortedVocabulary::TrieNode& t = trie[i];
+      if (vocabulary_.subtree_max_depth(static_cast<std::uint32_t>(i)) <= min_depth) {
+        i = t.subtree_end;
+        continue;
+      }
       const std::size_t d = t.depth;
       states_.truncate(d - 1);
       maybe_.resize(d);
@@ -51,7 +58,7 @@ class NodeWalk {
       const bool inside = !states_.at(d).empty();
       const bool left = states_.ends(d).left_frame;
       const bool accept_here = inside || left;
-      for (std::uint32_t k = t.token_begin; k < t.token_begin + t.token_count; ++k) {
+      for (std::uint32_t k = t.token_begin; d > min_depth && k < t.token_begin + t.token_count; ++k) {
         if (accept_here) {
           accepted.push_back(k);
         } else if (maybe) {
@@ -63,7 +70,7 @@ class NodeWalk {
         if (maybe) {
           for (std::uint32_t k = t.token_begin + t.token_count;
                k < vocabulary_.subtree_tokens_end(static_cast<std::uint32_t>(i)); ++k) {
-            uncertain.push_back(k);
+            if (vocabulary_.bytes(k).size() > min_depth) uncertain.push_back(k);
           }
         }
         i = t.subtree_end;
@@ -81,36 +88,124 @@ class NodeWalk {
   std::vector<bool> maybe_;
 };
 
+// What one thread computes at a time: a position alone, or every copy of one node in a counted repetition
+// (the copy with the most copies left first; see ByteAutomaton::Node::repeat_group).
+using Job = std::vector<std::uint32_t>;
+
+std::vector<Job> plan_jobs(const ByteAutomaton& automaton) {
+  std::vector<Job> jobs;
+  std::map<std::uint32_t, std::size_t> group_job;
+  for (std::uint32_t node = 0; node < automaton.nodes.size(); ++node) {
+    if (!automaton.has_bytes(node)) continue;
+    const std::uint32_t group = automaton.nodes[node].repeat_group;
+    if (group == ByteAutomaton::kNoGroup) {
+      jobs.push_back({node});
+      continue;
+    }
+    const auto [it, added] = group_job.emplace(group, jobs.size());
+    if (added) jobs.emplace_back();
+    jobs[it->second].push_back(node);
+  }
+  for (Job& job : jobs) {
+    std::stable_sort(job.begin(), job.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return automaton.nodes[a].agree_depth > automaton.nodes[b].agree_depth;
+    });
+  }
+  return jobs;
+}
+
 }  // namespace
 
-TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabulary& vocabulary,
-                               Clock::time_point deadline, std::chrono::milliseconds budget) {
-  const ByteAutomaton& automaton = walker.automaton();
-  masks_.resize(automaton.nodes.size());
-  std::vector<std::uint32_t> nodes;
-  for (std::uint32_t node = 0; node < automaton.nodes.size(); ++node) {
-    if (automaton.has_bytes(node)) nodes.push_back(node);
+// Computes one job's masks: the first node by a whole walk, the others from it (below).
+class TokenMaskCache::JobRunner {
+ public:
+  JobRunner(TokenMaskCache& cache, const AutomatonWalker& walker, const SortedVocabulary& vocabulary, std::mutex& mutex,
+            Clock::time_point deadline, std::chrono::milliseconds budget)
+      : cache_(cache),
+        walk_(walker, vocabulary),
+        vocabulary_(vocabulary),
+        mutex_(mutex),
+        deadline_(deadline),
+        budget_(budget) {}
+
+  void run(const Job& job) {
+    const ByteAutomaton& automaton = cache_.automaton_;
+    const std::uint32_t base = job.front();
+    walk_.run(base, 0, accepted_, uncertain_, deadline_, budget_);
+    {
+      std::lock_guard lock(mutex_);
+      cache_.store(base, accepted_, uncertain_, vocabulary_);
+      ++cache_.walks_;
+    }
+    if (job.size() == 1) return;
+    // The base's class per sorted token: 0 rejected, 1 accepted, 2 uncertain.
+    base_class_.assign(vocabulary_.size(), 0);
+    for (const std::uint32_t k : accepted_) base_class_[k] = 1;
+    for (const std::uint32_t k : uncertain_) base_class_[k] = 2;
+    class_.assign(vocabulary_.size(), 0);
+    for (std::size_t j = 1; j < job.size(); ++j) {
+      const std::uint32_t node = job[j];
+      const std::size_t agree = automaton.nodes[node].agree_depth;
+      if (agree >= vocabulary_.max_token_length()) {
+        // Every token is within the depth the copies agree on: the base's masks are this node's.
+        std::lock_guard lock(mutex_);
+        cache_.masks_[node] = cache_.masks_[base];
+        continue;
+      }
+      // Tokens up to `agree` bytes are classed as the base's; walk the longer ones and keep the differences.
+      walk_.run(node, agree, accepted_, uncertain_, deadline_, budget_);
+      for (const std::uint32_t k : accepted_) class_[k] = 1;
+      for (const std::uint32_t k : uncertain_) class_[k] = 2;
+      set_.clear();
+      clear_.clear();
+      extra_uncertain_.clear();
+      for (const std::uint32_t k : vocabulary_.longest_first()) {
+        if (vocabulary_.bytes(k).size() <= agree) break;
+        const std::uint8_t mine = class_[k], theirs = base_class_[k];
+        if (mine == 1 && theirs != 1) set_.push_back(vocabulary_.id(k));
+        if (mine != 1 && theirs == 1) clear_.push_back(vocabulary_.id(k));
+        if (mine == 2 && theirs != 2) extra_uncertain_.push_back(k);
+        class_[k] = 0;
+      }
+      std::sort(extra_uncertain_.begin(), extra_uncertain_.end());
+      std::lock_guard lock(mutex_);
+      cache_.store_difference(node, base, set_, clear_, extra_uncertain_);
+      ++cache_.walks_;
+    }
   }
-  positions_ = nodes.size();
-  // The nodes' walks are independent: large grammars spread them over a few threads (a compilation runs
-  // off the engine thread, and its positions can number in the thousands with counted repetitions).
-  const std::size_t threads = nodes.size() < kNodesPerThread
+
+ private:
+  TokenMaskCache& cache_;
+  NodeWalk walk_;
+  const SortedVocabulary& vocabulary_;
+  std::mutex& mutex_;
+  Clock::time_point deadline_;
+  std::chrono::milliseconds budget_;
+  std::vector<std::uint32_t> accepted_, uncertain_, extra_uncertain_;
+  std::vector<std::int32_t> set_, clear_;
+  std::vector<std::uint8_t> base_class_, class_;
+};
+
+TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabulary& vocabulary,
+                               Clock::time_point deadline, std::chrono::milliseconds budget)
+    : automaton_(walker.automaton()) {
+  masks_.resize(automaton_.nodes.size());
+  const std::vector<Job> jobs = plan_jobs(automaton_);
+  for (const Job& job : jobs) positions_ += job.size();
+  // The jobs are independent: large grammars spread them over a few threads (a compilation runs off the
+  // engine thread, and its positions can number in the thousands with counted repetitions).
+  const std::size_t threads = jobs.size() < kNodesPerThread
                                   ? 1
                                   : std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()),
-                                                           kMaxThreads, nodes.size() / kNodesPerThread});
+                                                           kMaxThreads, jobs.size() / kNodesPerThread});
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
-  std::mutex mutex;  // guards store() and error
+  std::mutex mutex;  // guards the stores and error
   const auto work = [&] {
     try {
-      NodeWalk walk(walker, vocabulary);
-      std::vector<std::uint32_t> accepted, uncertain;
-      for (std::size_t i = next++; i < nodes.size() && !failed; i = next++) {
-        walk.run(nodes[i], accepted, uncertain, deadline, budget);
-        std::lock_guard lock(mutex);
-        store(nodes[i], accepted, uncertain, vocabulary);
-      }
+      JobRunner runner(*this, walker, vocabulary, mutex, deadline, budget);
+      for (std::size_t i = next++; i < jobs.size() && !failed; i = next++) runner.run(jobs[i]);
     } catch (...) {
       std::lock_guard lock(mutex);
       if (!error) error = std::current_exception();
@@ -122,6 +217,23 @@ TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabu
   work();
   for (auto& helper : helpers) helper.join();
   if (error) std::rethrow_exception(error);
+}
+
+void TokenMaskCache::store_difference(std::uint32_t node, std::uint32_t base, const std::vector<std::int32_t>& set,
+                                      const std::vector<std::int32_t>& clear,
+                                      const std::vector<std::uint32_t>& extra_uncertain) {
+  NodeTokenMask& mask = masks_[node];
+  mask = masks_[base];
+  mask.base = base;
+  mask.set_begin = static_cast<std::uint32_t>(ids_.size());
+  mask.set_count = static_cast<std::uint32_t>(set.size());
+  ids_.insert(ids_.end(), set.begin(), set.end());
+  mask.clear_begin = static_cast<std::uint32_t>(ids_.size());
+  mask.clear_count = static_cast<std::uint32_t>(clear.size());
+  ids_.insert(ids_.end(), clear.begin(), clear.end());
+  mask.extra_uncertain_begin = static_cast<std::uint32_t>(uncertain_.size());
+  mask.extra_uncertain_count = static_cast<std::uint32_t>(extra_uncertain.size());
+  uncertain_.insert(uncertain_.end(), extra_uncertain.begin(), extra_uncertain.end());
 }
 
 void TokenMaskCache::store(std::uint32_t node, const std::vector<std::uint32_t>& accepted,
@@ -168,7 +280,8 @@ void TokenMaskCache::store(std::uint32_t node, const std::vector<std::uint32_t>&
 TokenMaskCache::Stats TokenMaskCache::stats() const {
   Stats stats;
   stats.positions = positions_;
-  for (const auto& mask : masks_) stats.uncertain_tokens += mask.uncertain_count;
+  stats.walks = walks_;
+  for (const auto& mask : masks_) stats.uncertain_tokens += mask.uncertain_count + mask.extra_uncertain_count;
   stats.bytes = masks_.size() * sizeof(NodeTokenMask) + ids_.size() * sizeof(std::int32_t) +
                 words_.size() * sizeof(std::uint32_t) + uncertain_.size() * sizeof(std::uint32_t);
   return stats;

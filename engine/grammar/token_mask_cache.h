@@ -2,7 +2,8 @@
 
 // The adaptive token mask cache (the idea xgrammar publishes): for every automaton node a matcher
 // position can have on top, which tokens are accepted or rejected whatever the stack below holds
-// ("context-independent"), computed at compile time by walking the sorted vocabulary from that node alone.
+// ("context-independent"), computed at compile time by walking the sorted vocabulary from that node alone
+// (copies of a node in a counted repetition share the walk of one copy, see NodeTokenMask::base).
 // Only the rest ("uncertain": tokens that would leave the node's rule into the unknown context, with a
 // byte that may follow the rule) are checked against the real stack when a mask is filled. Each node's
 // set is stored as whichever is smallest: the accepted ids, the rejected ids, or a bitmask.
@@ -20,11 +21,19 @@ namespace engine::grammar {
 
 struct NodeTokenMask {
   enum class Form : std::uint8_t { Accepted, Rejected, Bitmask };
+  static constexpr std::uint32_t kSelf = UINT32_MAX;
   Form form = Form::Accepted;
   std::uint32_t begin = 0;  // Accepted / Rejected: token ids from ids(); Bitmask: words from words()
   std::uint32_t count = 0;
   std::uint32_t uncertain_begin = 0;  // sorted-vocabulary indices, ascending
   std::uint32_t uncertain_count = 0;
+  // A copy in a counted repetition may be stored as a difference from another copy of its group: start
+  // from node `base`'s accepted set (and walk its uncertain tokens), allow the set ids, forbid the cleared
+  // ones and walk the extra uncertain tokens too (only tokens longer than the copies agree on differ).
+  std::uint32_t base = kSelf;
+  std::uint32_t set_begin = 0, set_count = 0;                          // token ids, into ids()
+  std::uint32_t clear_begin = 0, clear_count = 0;                      // token ids, into ids()
+  std::uint32_t extra_uncertain_begin = 0, extra_uncertain_count = 0;  // sorted indices, ascending
 };
 
 class TokenMaskCache {
@@ -44,9 +53,19 @@ class TokenMaskCache {
   std::span<const std::uint32_t> uncertain(const NodeTokenMask& mask) const {
     return {uncertain_.data() + mask.uncertain_begin, mask.uncertain_count};
   }
+  std::span<const std::int32_t> set_ids(const NodeTokenMask& mask) const {
+    return {ids_.data() + mask.set_begin, mask.set_count};
+  }
+  std::span<const std::int32_t> clear_ids(const NodeTokenMask& mask) const {
+    return {ids_.data() + mask.clear_begin, mask.clear_count};
+  }
+  std::span<const std::uint32_t> extra_uncertain(const NodeTokenMask& mask) const {
+    return {uncertain_.data() + mask.extra_uncertain_begin, mask.extra_uncertain_count};
+  }
 
   struct Stats {
     std::size_t positions = 0;         // nodes with a cached mask
+    std::size_t walks = 0;             // of them, computed by a walk of the vocabulary
     std::size_t uncertain_tokens = 0;  // summed over them
     std::size_t bytes = 0;             // storage
   };
@@ -55,8 +74,14 @@ class TokenMaskCache {
  private:
   void store(std::uint32_t node, const std::vector<std::uint32_t>& accepted,
              const std::vector<std::uint32_t>& uncertain, const SortedVocabulary& vocabulary);
+  void store_difference(std::uint32_t node, std::uint32_t base, const std::vector<std::int32_t>& set,
+                        const std::vector<std::int32_t>& clear, const std::vector<std::uint32_t>& extra_uncertain);
 
+  class JobRunner;
+
+  const ByteAutomaton& automaton_;
   std::size_t positions_ = 0;
+  std::size_t walks_ = 0;
   std::vector<NodeTokenMask> masks_;  // per automaton node
   std::vector<std::int32_t> ids_;
   std::vector<std::uint32_t> words_;

@@ -49,6 +49,10 @@ const std::vector<std::string> kGrammars = {
     "root ::= a* b? a+ \"!\"?\na ::= \"th\" | \"t\" | \"e\" | \"\"\nb ::= \"the\" | \"he\" \" \"?\n",
     // Counted repetitions, negated classes, any character.
     "root ::= [a-z]{2,5} (\"-\" [0-9]{3})? ([ \\n] [^\\n]{0,4})* | \"\\\"\" ( [^\"\\\\] | \"\\\\\" . )* \"\\\"\"\n",
+    // Long counted repetitions (a JSON string with minLength and maxLength, escapes included): copies of one
+    // node share a mask walk and store differences for tokens longer than the copies agree on.
+    "root ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) ){2,12} \"\\\"\" "
+    "(\",\" [a-z]{0,8})?\n",
 };
 
 struct Vocab {
