@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Builds the parsers and servers that read untrusted input (chat templates, JSON, HTTP, hub listings, URLs,
+# grammars, JSON schemas and regexes of structured outputs,
 # the KV cache manager and its prefix cache) with AddressSanitizer and UndefinedBehaviorSanitizer into
 # build-sanitize/ (override with BUILD_DIR), and runs their tests there. Any sanitizer report fails the
 # test that caused it.
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-sanitize}
 targets=(base_tests engine_format_tests engine_template_tests fetchd_hub_tests fetchd_proof_tests fetchd_resolve_tests
   fetchd_transfer_tests fetchd_request_tests fetchd_resolver_tests serverd_http_server_tests serverd_http_tls_tests serverd_api_tests
-  engine_runtime_tests)
+  engine_runtime_tests engine_grammar_tests)
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DENGINE_CUDA=OFF -DMODELSERVE_WERROR=ON \
     -DMODELSERVE_SANITIZE=address,undefined
