@@ -1,6 +1,7 @@
 #include "serverd/api/chat_parsing.h"
 
 #include "serverd/api/api_error.h"
+#include "serverd/parsers/forced_tool_calls.h"
 
 namespace serverd::api {
 namespace {
@@ -10,19 +11,22 @@ bool parses_tools(const ChatRequest& request, const ChatParserOptions& options) 
          !options.tool_call_parser.empty();
 }
 
+// The tool-call parser of one choice: the forced calls' reader, the --tool-call-parser for "auto", or none.
+std::unique_ptr<parsers::ToolCallParser> forced_or_auto_parser(ToolChoice forced, const std::string& function,
+                                                               const std::string& tool_name,
+                                                               const parsers::ToolCallOptions& tools) {
+  if (forced == ToolChoice::kNamed) return std::make_unique<parsers::NamedToolCallParser>(function, tools);
+  if (forced == ToolChoice::kRequired) return std::make_unique<parsers::RequiredToolCallsParser>(tools);
+  if (tool_name.empty()) return nullptr;
+  return parsers::make_tool_call_parser(tool_name, tools);
+}
+
 }  // namespace
 
 void check_tool_choice(const ChatRequest& request, const ChatParserOptions& options) {
   if (request.tool_choice == ToolChoice::kAuto && !parses_tools(request, options)) {
     throw_bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
                       "tool_choice");
-  }
-  if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed) {
-    throw_bad_request(
-        "'tool_choice' is not supported by this server: " +
-            std::string(request.tool_choice == ToolChoice::kRequired ? "'required'" : "a named function") +
-            " is not served yet; use \"auto\" or a response_format json_schema",
-        "tool_choice");
   }
 }
 
@@ -40,8 +44,10 @@ ChatParsing chat_parsing(const ChatRequest& request, const ChatParserOptions& op
   ChatParsing parsing;
   parsing.reasoning = !options.reasoning_parser.empty();
   parsing.auto_tools = parses_tools(request, options);
+  const bool forced = request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed;
+  if (forced) parsing.forced_tools = request.tool_choice;
   parsing.include_reasoning = request.include_reasoning;
-  if (!parsing.reasoning && !parsing.auto_tools) return parsing;
+  if (!parsing.reasoning && !parsing.auto_tools && !forced) return parsing;
 
   parsers::ReasoningOptions reasoning;
   reasoning.enable_thinking = request.enable_thinking;
@@ -53,11 +59,11 @@ ChatParsing chat_parsing(const ChatRequest& request, const ChatParserOptions& op
   parsers::ToolCallOptions tools;
   tools.parallel_tool_calls = request.parallel_tool_calls;
   parsing.make_parser = [reasoning_name = options.reasoning_parser,
-                         tool_name = parsing.auto_tools ? options.tool_call_parser : std::string(), reasoning,
-                         tools]() {
+                         tool_name = parsing.auto_tools ? options.tool_call_parser : std::string(), reasoning, tools,
+                         forced = parsing.forced_tools, function = request.tool_choice_name]() {
     return std::make_unique<parsers::ChoiceParser>(
         reasoning_name.empty() ? nullptr : parsers::make_reasoning_parser(reasoning_name, reasoning),
-        tool_name.empty() ? nullptr : parsers::make_tool_call_parser(tool_name, tools));
+        forced_or_auto_parser(forced, function, tool_name, tools));
   };
   return parsing;
 }

@@ -30,6 +30,9 @@ struct ChatParsing {
   bool reasoning = false;         // a reasoning parser is on: usage has completion_tokens_details
   bool include_reasoning = true;  // the request's include_reasoning: false drops the split-off reasoning
   bool auto_tools = false;        // tool calls are parsed: finish_reason "tool_calls" when some were made
+  // kRequired or kNamed: the output, constrained to the calls' JSON (tool_call_schema.h), is read as calls
+  // (serverd/parsers/forced_tool_calls.h); kNone otherwise.
+  ToolChoice forced_tools = ToolChoice::kNone;
   // The generated text starts inside the reasoning (a reasoning parser is on and neither the prompt nor
   // enable_thinking=false closed it): structured outputs wait for kReasoningEndTag.
   bool starts_in_reasoning = false;
@@ -39,8 +42,8 @@ struct ChatParsing {
 inline constexpr std::string_view kReasoningEndTag = "</think>";
 
 // Throws ApiException (400, vLLM's message) when the request's tool_choice is "auto" and the server was not
-// started with --enable-auto-tool-choice and --tool-call-parser; "required" and named functions are refused
-// by name until their calls are answered as tool_calls.
+// started with --enable-auto-tool-choice and --tool-call-parser ("required" and named functions need
+// neither: structured outputs make the calls).
 void check_tool_choice(const ChatRequest& request, const ChatParserOptions& options);
 
 // The tools the chat template sees: vLLM shows them for tool_choice "none" too, unless

@@ -301,10 +301,12 @@ void GenerationSession::parse_new_text(Choice& choice) {
 
 std::string_view GenerationSession::finish_reason(const Choice& choice) const {
   const std::string_view reason = choice.out.finish_reason();
-  // vLLM: a whole response that made calls says "tool_calls" whatever ended it; a stream only when the
-  // sequence stopped (not on length).
-  const bool called = settings_.parsing.auto_tools && choice.parser && choice.parser->made_tool_calls();
-  if (called && (!settings_.stream || reason == "stop")) return "tool_calls";
+  // vLLM: with tool_choice "auto", a whole response that made calls says "tool_calls" whatever ended it, a
+  // stream only when the sequence stopped (not on length); "required" says it when the calls ended the
+  // sequence; a named function keeps "stop", as OpenAI does.
+  const bool called = choice.parser && choice.parser->made_tool_calls();
+  if (called && settings_.parsing.auto_tools && (!settings_.stream || reason == "stop")) return "tool_calls";
+  if (called && settings_.parsing.forced_tools == ToolChoice::kRequired && reason == "stop") return "tool_calls";
   return reason;
 }
 
@@ -534,6 +536,8 @@ std::string GenerationSession::full_response() const {
         message = choice.parser->result();
         if (!settings_.parsing.include_reasoning) message.reasoning.reset();
         if (!echo.empty()) message.content = echo + message.content.value_or("");
+        // vLLM answers forced calls with content "" beside them.
+        if (settings_.parsing.forced_tools != ToolChoice::kNone && !message.content) message.content = "";
       } else {
         message.content = echo + choice.out.text();
       }

@@ -11,6 +11,7 @@
 #include "serverd/api/prompts.h"
 #include "serverd/api/responses_formatter.h"
 #include "serverd/api/structured_outputs.h"
+#include "serverd/api/tool_call_schema.h"
 
 namespace serverd::api {
 namespace {
@@ -381,7 +382,7 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   settings.prompt_tokens.push_back(prompt.tokens.size());
   settings.first_prompt_tokens.push_back(prompt.tokens.front());
   settings.parsing = chat_parsing(request, options_.parsers, prompt.text);
-  p.constraint = compile_constraint(request.common.structured_output, model);
+  p.constraint = compile_constraint(chat_constraint(request), model);
   // vLLM constrains only what follows the reasoning; a prompt that closed the think block starts after it.
   if (settings.parsing.starts_in_reasoning) {
     p.constraint = after_reasoning(std::move(p.constraint), model.tokenizer->encode(kReasoningEndTag, false));
@@ -419,7 +420,12 @@ void OpenAiService::responses(const std::shared_ptr<http::Exchange>& exchange, c
   const ChatParsing parsing = chat_parsing(chat, options_.parsers, prompt.text);
   auto parser = parsing.make_parser ? parsing.make_parser() : std::make_unique<parsers::ChoiceParser>(nullptr, nullptr);
   const LogprobPlan no_logprobs;  // the Responses API asks for none (top_logprobs > 0 is refused)
-  const SequencePlan p = plan(chat.common, model, no_logprobs);
+  SequencePlan p = plan(chat.common, model, no_logprobs);
+  // text.format and a forced tool_choice constrain the output as they do in chat completions.
+  p.constraint = compile_constraint(chat_constraint(chat), model);
+  if (parsing.starts_in_reasoning) {
+    p.constraint = after_reasoning(std::move(p.constraint), model.tokenizer->encode(kReasoningEndTag, false));
+  }
 
   const std::string id = "resp_" + request_id;
   SessionSettings settings = settings_for(ApiKind::kResponses, id, chat.common, model, no_logprobs, headers, options_);

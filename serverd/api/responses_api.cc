@@ -238,17 +238,29 @@ std::string chat_tools(const Value& tools) {
   return w.take();
 }
 
-std::string tool_choice(const Value& body) {
+// tool_choice: "none", "auto", "required", or {"type": "function", "name": ...}; `echo` is it as given.
+ToolChoice tool_choice(const Value& body, std::string& function, std::string& echo) {
   const auto* choice = field(body, "tool_choice");
-  if (choice == nullptr) return "auto";
-  if (!choice->IsString()) unsupported("tool_choice", "a named tool choice needs structured outputs");
-  const std::string mode = text_of(*choice);
-  if (mode == "required") unsupported("tool_choice", "'required' needs structured outputs");
-  if (mode != "auto" && mode != "none") {
-    throw_bad_request("'tool_choice' must be 'none', 'auto', 'required' or a named tool; got '" + mode + "'",
-                      "tool_choice");
+  if (choice == nullptr) return ToolChoice::kAuto;
+  if (choice->IsObject()) {
+    const auto type = string_field(*choice, "type");
+    const auto name = string_field(*choice, "name");
+    if (type != "function" || !name) {
+      unsupported("tool_choice",
+                  "a named tool choice must be {\"type\": \"function\", \"name\": ...} (function "
+                  "tools only)");
+    }
+    function = *name;
+    echo = to_json(*choice);
+    return ToolChoice::kNamed;
   }
-  return mode;
+  const std::string mode = choice->IsString() ? text_of(*choice) : to_json(*choice);
+  echo = JsonWriter().value(mode).take();
+  if (mode == "auto") return ToolChoice::kAuto;
+  if (mode == "none") return ToolChoice::kNone;
+  if (mode == "required") return ToolChoice::kRequired;
+  throw_bad_request("'tool_choice' must be 'none', 'auto', 'required' or a named tool; got '" + mode + "'",
+                    "tool_choice");
 }
 
 // reasoning.effort reaches the template as reasoning_effort, as vLLM passes it; a summary cannot be made.
@@ -268,19 +280,40 @@ std::optional<std::string> reasoning_effort(const Value& body) {
   return effort;
 }
 
-void check_text_format(const Value& body) {
+// text.format: {"type": "text"} (none), {"type": "json_object"}, or {"type": "json_schema", "name", "schema",
+// "strict", "description"}: the same constraint as chat's response_format, named "text.format" in errors.
+std::optional<StructuredOutputRequest> text_format(const Value& body) {
   const auto* text = field(body, "text");
-  if (text == nullptr) return;
+  if (text == nullptr) return std::nullopt;
   if (!text->IsObject()) throw_bad_request("'text' must be an object", "text");
   for (const auto& member : text->GetObject()) {
     const std::string_view name(member.name.GetString(), member.name.GetStringLength());
     if (name != "format" && !member.value.IsNull()) unsupported("text", "'text." + std::string(name) + "'");
   }
   const auto* format = field(*text, "format");
-  if (format == nullptr) return;
+  if (format == nullptr) return std::nullopt;
   if (!format->IsObject()) throw_bad_request("'text.format' must be an object", "text");
   const auto type = string_field(*format, "type");
-  if (type && *type != "text") unsupported("text", "text.format type '" + *type + "' needs structured outputs");
+  if (!type || *type == "text") return std::nullopt;
+  StructuredOutputRequest r;
+  r.field = "text.format";
+  if (*type == "json_object") {
+    r.spec.kind = engine::grammar::StructuredOutputSpec::Kind::JsonObject;
+    return r;
+  }
+  if (*type != "json_schema") {
+    throw_bad_request("'text.format.type' must be 'text', 'json_object' or 'json_schema'; got '" + *type + "'", "text");
+  }
+  if (!string_field(*format, "name")) throw_bad_request("'text.format' of type 'json_schema' needs a 'name'", "text");
+  string_field(*format, "description");  // type-checked; it does not change the output
+  bool_field(*format, "strict");         // the output always matches the schema, strict or not
+  const auto* schema = field(*format, "schema");
+  if (schema == nullptr || !schema->IsObject()) {
+    throw_bad_request("'text.format' of type 'json_schema' needs a 'schema' object", "text");
+  }
+  r.spec.kind = engine::grammar::StructuredOutputSpec::Kind::JsonSchema;
+  r.spec.text = to_json(*schema);
+  return r;
 }
 
 void copy_field(JsonWriter& w, const Value& body, std::string_view from, std::string_view to) {
@@ -311,7 +344,7 @@ ResponsesRequest parse_responses_request(const Value& body, const ParseLimits& l
       throw_bad_request("'truncation' must be 'auto' or 'disabled'; got '" + *truncation + "'", "truncation");
     }
   }
-  check_text_format(body);
+  std::optional<StructuredOutputRequest> format = text_format(body);
   if (const auto* text = field(body, "text")) r.text_json = to_json(*text);
   const std::optional<std::string> effort = reasoning_effort(body);
   if (const auto* reasoning = field(body, "reasoning")) r.reasoning_json = to_json(*reasoning);
@@ -322,13 +355,17 @@ ResponsesRequest parse_responses_request(const Value& body, const ParseLimits& l
   }
 
   std::string tools_for_template;
-  r.tool_choice = tool_choice(body);
+  std::string function;
+  const ToolChoice choice = tool_choice(body, function, r.tool_choice);
   if (const auto* tools = field(body, "tools")) {
     r.tools_json = to_json(*tools);
     tools_for_template = chat_tools(*tools);
     if (tools->Empty()) tools_for_template.clear();
   }
-  r.parse_tool_calls = !tools_for_template.empty() && r.tool_choice == "auto";
+  if (tools_for_template.empty() && (choice == ToolChoice::kRequired || choice == ToolChoice::kNamed)) {
+    throw_bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+  }
+  r.parse_tool_calls = !tools_for_template.empty() && choice == ToolChoice::kAuto;
   if (r.parse_tool_calls && (!parsers.enable_auto_tool_choice || parsers.tool_call_parser.empty())) {
     throw_bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
                       "tool_choice");
@@ -351,8 +388,10 @@ ResponsesRequest parse_responses_request(const Value& body, const ParseLimits& l
   r.chat = parse_chat_request(chat_body, limits);
   r.chat.tools_json = tools_for_template;
   // What chat_parsing reads to set up this response's parsers, as for a chat request.
-  r.chat.tool_choice = r.parse_tool_calls ? ToolChoice::kAuto : ToolChoice::kNone;
+  r.chat.tool_choice = (r.parse_tool_calls || choice != ToolChoice::kAuto) ? choice : ToolChoice::kNone;
+  r.chat.tool_choice_name = function;
   r.chat.parallel_tool_calls = r.parallel_tool_calls;
+  r.chat.common.structured_output = std::move(format);
   return r;
 }
 
@@ -440,7 +479,7 @@ std::string response_json(const ResponseEcho& echo, std::string_view status, con
   w.end_array();
   w.key("parallel_tool_calls").value(request.parallel_tool_calls);
   w.key("temperature").value(echo.temperature);
-  w.key("tool_choice").value(request.tool_choice);
+  w.key("tool_choice").raw(request.tool_choice);
   w.key("tools").raw(request.tools_json);
   w.key("top_p").value(echo.top_p);
   w.key("background").value(false);

@@ -27,11 +27,11 @@ struct ResponsesRequest {
   std::string metadata_json = "null";  // echoed
   std::optional<std::string> user;     // echoed
   bool parallel_tool_calls = true;
-  std::string tools_json = "[]";  // the request's tools as given, echoed
-  std::string tool_choice = "auto";
-  bool parse_tool_calls = false;        // tools given and tool_choice "auto": the tool-call parser runs
-  std::string reasoning_json = "null";  // echoed
-  std::string text_json = "null";       // echoed
+  std::string tools_json = "[]";         // the request's tools as given, echoed
+  std::string tool_choice = "\"auto\"";  // JSON, echoed: "auto", "none", "required" or the named tool object
+  bool parse_tool_calls = false;         // tools given and tool_choice "auto": the tool-call parser runs
+  std::string reasoning_json = "null";   // echoed
+  std::string text_json = "null";        // echoed
   std::string truncation = "disabled";
 };
 

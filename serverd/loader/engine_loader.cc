@@ -9,6 +9,7 @@
 #include "base/printable.h"
 #include "engine/runtime/engine.h"
 #include "engine/template/chat_template.h"
+#include "serverd/api/grammar_constraints.h"
 #include "serverd/fetch/fetchd_client.h"
 #include "serverd/loader/chat_template_flag.h"
 #include "serverd/loader/checkpoint_flags.h"
@@ -48,6 +49,7 @@ class EngineModel final : public LoadedModel {
     if (const auto id = tokenizer.eos_id()) eos.insert(*id);
     for (const auto id : g.eos_token_ids) eos.insert(static_cast<std::int32_t>(id));
     info_.eos_token_ids.assign(eos.begin(), eos.end());
+    info_.constraints = structured_outputs(tokenizer, info_.vocab_size, info_.eos_token_ids);
     auto to_float = [](const std::optional<double>& v) -> std::optional<float> {
       return v ? std::optional<float>(static_cast<float>(*v)) : std::nullopt;
     };
@@ -73,9 +75,22 @@ class EngineModel final : public LoadedModel {
   api::Generator& generator() override { return *generator_; }
 
  private:
+  // The grammar engine over this model's vocabulary; null (structured outputs refused with a 400) when the
+  // tokenizer cannot describe its tokens as bytes, which the log says once.
+  api::ConstraintCompiler* structured_outputs(const engine::tokenizer::Tokenizer& tokenizer, std::size_t logits_width,
+                                              const std::vector<std::int32_t>& stop_ids) {
+    try {
+      constraints_ = std::make_unique<api::GrammarConstraints>(tokenizer, logits_width, stop_ids);
+    } catch (const engine::grammar::GrammarError& e) {
+      std::cerr << "serverd: structured outputs are not served for this model: " << base::printable(e.what()) << '\n';
+    }
+    return constraints_.get();
+  }
+
   std::unique_ptr<fetch::FetchdChild> fetchd_;  // the child fetchd, when serverd started one
   std::unique_ptr<engine::runtime::Engine> engine_;
-  PromptSources prompts_;  // parsed here, where prompts are built
+  PromptSources prompts_;                                 // parsed here, where prompts are built
+  std::unique_ptr<api::GrammarConstraints> constraints_;  // what info_.constraints points to
   api::ModelInfo info_;
   std::unique_ptr<scheduler::Scheduler> generator_;  // stopped before the engine goes
 };

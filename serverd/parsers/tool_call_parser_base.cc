@@ -28,17 +28,27 @@ ToolParserDelta ToolCallParserBase::finish() {
 }
 
 void ToolCallParserBase::emit_call(RecognisedCall call, ToolParserDelta& out) {
+  const int index = begin_call(std::move(call.name), out);
+  call_arguments(index, call.arguments, out);
+}
+
+int ToolCallParserBase::begin_call(std::string name, ToolParserDelta& out) {
   const int index = calls_++;
   gap_text_ = false;
-  if (index > 0 && !parallel_tool_calls_) return;
+  if (index > 0 && !parallel_tool_calls_) return index;
   ToolCallDelta header;
   header.index = index;
   header.id = ids_.next();
-  header.name = std::move(call.name);
+  header.name = std::move(name);
+  out.tool_calls.push_back(std::move(header));
+  return index;
+}
+
+void ToolCallParserBase::call_arguments(int index, std::string_view text, ToolParserDelta& out) {
+  if (index > 0 && !parallel_tool_calls_) return;
   ToolCallDelta arguments;
   arguments.index = index;
-  arguments.arguments = std::move(call.arguments);
-  out.tool_calls.push_back(std::move(header));
+  arguments.arguments = std::string(text);
   out.tool_calls.push_back(std::move(arguments));
 }
 

@@ -32,6 +32,10 @@ class ToolCallParserBase : public ToolCallParser {
   // A recognised call: its header and arguments pieces, unless parallel_tool_calls is false and a call
   // came before it (then nothing, as vLLM drops it).
   void emit_call(RecognisedCall call, ToolParserDelta& out);
+  // A call whose arguments come in pieces: its header now (the same rule for parallel_tool_calls), then
+  // call_arguments for each piece. Returns the call's index.
+  int begin_call(std::string name, ToolParserDelta& out);
+  void call_arguments(int index, std::string_view text, ToolParserDelta& out);
   // Text outside calls. Before the first call it is content as it is. After a call, the whitespace that
   // follows it is dropped (vLLM keeps no text around calls) and the rest of the text up to the next call
   // is content, from its first other byte on, so that nothing the model wrote after its calls is lost.

@@ -64,7 +64,9 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   for (const char* check :
        {"models", "completions", "chat", "chat streaming with usage", "n > 1", "logprobs", "stop strings",
         "seed reproducibility", "errors", "64 concurrent streams match their runs alone",
-        "a client that disconnects mid-stream is cancelled", "responses", "responses streaming"}) {
+        "a client that disconnects mid-stream is cancelled", "responses", "responses streaming",
+        "response_format json_schema", "beta parse", "structured_outputs regex", "tool_choice named and required",
+        "responses text.format"}) {
     EXPECT_THAT(output, HasSubstr(std::string("ok ") + check + "\n")) << output;
   }
 

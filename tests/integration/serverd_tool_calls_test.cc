@@ -272,11 +272,16 @@ TEST_F(ToolCallsTest, ToolChoicesThatCannotBeHonouredAreRefusedByName) {
   start_with("x", /*parsers=*/false);
   expect_error(post("/v1/chat/completions", chat_body("")), 400, "BadRequestError", "tool_choice",
                "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set");
+  // "required" and a named function need no parser but structured outputs, which this model (no grammar
+  // engine) cannot serve; the tiny-model tests (serverd_structured_outputs_test.cc) serve them.
   expect_error(post("/v1/chat/completions", chat_body(R"("tool_choice": "required")")), 400, "BadRequestError",
-               "tool_choice", "'required' is not served yet");
+               "tool_choice", "'tool_choice' asks for structured outputs");
   expect_error(post("/v1/chat/completions",
                     chat_body(R"("tool_choice": {"type": "function", "function": {"name": "get_time"}})")),
-               400, "BadRequestError", "tool_choice", "a named function is not served yet");
+               400, "BadRequestError", "tool_choice", "'tool_choice' asks for structured outputs");
+  expect_error(
+      post("/v1/chat/completions", chat_body(R"("tool_choice": {"type": "function", "function": {"name": "nope"}})")),
+      400, "BadRequestError", "tool_choice", "Tool 'nope' has not been passed in `tools`.");
   expect_error(post("/v1/chat/completions", chat_body(R"("tool_choice": "sometimes")")), 400, "BadRequestError",
                "tool_choice",
                "Invalid value for `tool_choice`: sometimes! Only named tools, \"none\", \"auto\" or \"required\" are "

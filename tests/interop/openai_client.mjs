@@ -1,7 +1,12 @@
 // The official `openai` npm client against a running serverd: node openai_client.mjs BASE_URL MODEL API_KEY [SUITE]
 // Each check asserts and prints "ok <name>"; the first failure exits non-zero with the reason.
 import assert from "node:assert/strict";
+import { createRequire } from "node:module";
 import OpenAI from "openai";
+
+// ajv validates structured outputs independently of serverd's grammar engine.
+const require = createRequire(import.meta.url);
+const Ajv = require("ajv").default;
 
 const [baseURL, model, apiKey, suite] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
@@ -49,8 +54,10 @@ if (suite === "tools") {
   assert.equal(typeof usage.completion_tokens_details.reasoning_tokens, "number");
 
   await assert.rejects(
-    client.chat.completions.create({ model, messages: toolHistory, tools: [weatherTool], tool_choice: "required" }),
-    (e) => e.status === 400 && /required. is not served yet/.test(e.message),
+    client.chat.completions.create({
+      model, messages: toolHistory, tools: [weatherTool], tool_choice: { type: "function", function: { name: "get_news" } },
+    }),
+    (e) => e.status === 400 && /Tool 'get_news' has not been passed in `tools`/.test(e.message),
   );
   });
   process.exit(0);
@@ -378,4 +385,118 @@ await check("responses streaming", async () => {
   const whole = await client.responses.create(body);
   assert.equal(whole.output[0].content[0].text, text);
   assert.equal(whole.usage.output_tokens, completed.usage.output_tokens);
+});
+
+// Structured outputs: the random model writes noise unless constrained, so every output validating (ajv) is
+// the constraint's doing. Every value is bounded so that random weights end it.
+const personSchema = {
+  type: "object",
+  properties: {
+    name: { type: "string", minLength: 1, maxLength: 8 },
+    age: { type: "integer", minimum: 0, maximum: 120 },
+    role: { enum: ["admin", "user", "guest"] },
+    tags: { type: "array", items: { enum: ["a", "b", "c"] }, maxItems: 3 },
+  },
+  required: ["name", "age", "role"],
+  additionalProperties: false,
+};
+const cityParameters = {
+  type: "object",
+  properties: { city: { enum: ["Paris", "Oslo", "Lima"] }, days: { type: "integer", minimum: 1, maximum: 7 } },
+  required: ["city", "days"],
+  additionalProperties: false,
+};
+const timeParameters = {
+  type: "object", properties: { zone: { type: "string", maxLength: 6 } }, required: ["zone"], additionalProperties: false,
+};
+const ajv = new Ajv({ strict: false });
+const validators = new Map();
+function assertValid(schema, value, what) {
+  if (!validators.has(schema)) validators.set(schema, ajv.compile(schema));
+  const validate = validators.get(schema);
+  assert.ok(validate(value), `${what} ${JSON.stringify(value)}: ${ajv.errorsText(validate.errors)}`);
+}
+const cityTools = [
+  { type: "function", function: { name: "get_weather", strict: true, parameters: cityParameters } },
+  { type: "function", function: { name: "get_time", strict: true, parameters: timeParameters } },
+];
+const toolSchemas = { get_weather: cityParameters, get_time: timeParameters };
+
+await check("response_format json_schema", async () => {
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: "user", content: "Someone?" }], max_tokens: 300, temperature: 1, seed: 3, n: 2,
+    response_format: { type: "json_schema", json_schema: { name: "person", strict: true, schema: personSchema } },
+  });
+  for (const choice of r.choices) {
+    assert.equal(choice.finish_reason, "stop");
+    assertValid(personSchema, JSON.parse(choice.message.content), "content");
+  }
+});
+
+await check("beta parse", async () => {
+  // A plain JSON schema (no zod): the client parses the content itself into `parsed`.
+  const r = await client.beta.chat.completions.parse({
+    model, messages: [{ role: "user", content: "Someone?" }], max_tokens: 300, temperature: 1, seed: 4,
+    response_format: { type: "json_schema", json_schema: { name: "person", strict: true, schema: personSchema } },
+  });
+  assertValid(personSchema, r.choices[0].message.parsed, "parsed");
+  assert.deepEqual(r.choices[0].message.parsed, JSON.parse(r.choices[0].message.content));
+  // Strict tools are parsed by the client itself: parsed_arguments of a named call.
+  const call = await client.beta.chat.completions.parse({
+    model, messages: [{ role: "user", content: "Weather?" }], max_tokens: 200, temperature: 1, seed: 5,
+    tools: cityTools, tool_choice: { type: "function", function: { name: "get_weather" } },
+  });
+  const made = call.choices[0].message.tool_calls;
+  assert.equal(made.length, 1);
+  assert.equal(made[0].function.name, "get_weather");
+  assertValid(cityParameters, made[0].function.parsed_arguments, "parsed_arguments");
+});
+
+await check("structured_outputs regex", async () => {
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: "user", content: "A code?" }], max_tokens: 20, temperature: 1, seed: 6, n: 3,
+    structured_outputs: { regex: "[a-z]{3}-\\d{2}" },
+  });
+  for (const choice of r.choices) assert.match(choice.message.content, /^[a-z]{3}-\d{2}$/);
+});
+
+await check("tool_choice named and required", async () => {
+  const named = await client.chat.completions.create({
+    model, messages: [{ role: "user", content: "Weather?" }], max_tokens: 200, temperature: 1, seed: 7,
+    tools: cityTools, tool_choice: { type: "function", function: { name: "get_weather" } },
+  });
+  assert.equal(named.choices[0].finish_reason, "stop");
+  const [call] = named.choices[0].message.tool_calls;
+  assert.equal(call.type, "function");
+  assert.equal(call.function.name, "get_weather");
+  assertValid(cityParameters, JSON.parse(call.function.arguments), "arguments");
+
+  const required = await client.chat.completions.create({
+    model, messages: [{ role: "user", content: "Weather and time?" }], max_tokens: 400, temperature: 1, seed: 8,
+    tools: cityTools, tool_choice: "required",
+  });
+  assert.equal(required.choices[0].finish_reason, "tool_calls");
+  const calls = required.choices[0].message.tool_calls;
+  assert.ok(calls.length >= 1);
+  for (const c of calls) assertValid(toolSchemas[c.function.name], JSON.parse(c.function.arguments), c.function.name);
+
+  // Streamed: the client's own accumulation of the deltas gives the same calls.
+  const stream = client.beta.chat.completions.stream({
+    model, messages: [{ role: "user", content: "Weather and time?" }], max_tokens: 400, temperature: 1, seed: 8,
+    tools: cityTools, tool_choice: "required",
+  });
+  const final = await stream.finalChatCompletion();
+  assert.deepEqual(
+    final.choices[0].message.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+    calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+  );
+});
+
+await check("responses text.format", async () => {
+  const r = await client.responses.create({
+    model, input: "Someone?", max_output_tokens: 300, temperature: 1,
+    text: { format: { type: "json_schema", name: "person", strict: true, schema: personSchema } },
+  });
+  assert.equal(r.status, "completed");
+  assertValid(personSchema, JSON.parse(r.output_text), "output_text");
 });

@@ -72,7 +72,31 @@ TEST(ResponsesRequestTest, FunctionToolsAreFlattenedForTheTemplateAndEchoedAsGiv
 
   const auto automatic = parse(R"({"input": "x", "tools": )" + tools + "}", ChatParserOptions{true, "hermes", ""});
   EXPECT_TRUE(automatic.parse_tool_calls);
-  EXPECT_EQ(automatic.tool_choice, "auto");
+  EXPECT_EQ(automatic.tool_choice, R"("auto")");
+}
+
+TEST(ResponsesRequestTest, TextFormatAndForcedToolChoicesConstrainTheChatRequest) {
+  const auto schema = parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s",
+                                "schema": {"type": "object"}, "strict": true}}})");
+  ASSERT_TRUE(schema.chat.common.structured_output);
+  EXPECT_EQ(schema.chat.common.structured_output->field, "text.format");
+  EXPECT_EQ(schema.chat.common.structured_output->spec.kind, engine::grammar::StructuredOutputSpec::Kind::JsonSchema);
+  EXPECT_EQ(schema.chat.common.structured_output->spec.text, R"({"type":"object"})");
+  const auto object = parse(R"({"input": "x", "text": {"format": {"type": "json_object"}}})");
+  ASSERT_TRUE(object.chat.common.structured_output);
+  EXPECT_EQ(object.chat.common.structured_output->spec.kind, engine::grammar::StructuredOutputSpec::Kind::JsonObject);
+  EXPECT_FALSE(parse(R"({"input": "x", "text": {"format": {"type": "text"}}})").chat.common.structured_output);
+
+  const std::string tools = R"([{"type": "function", "name": "f", "parameters": {"type": "object"}}])";
+  const auto named =
+      parse(R"({"input": "x", "tool_choice": {"type": "function", "name": "f"}, "tools": )" + tools + "}");
+  EXPECT_EQ(named.chat.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(named.chat.tool_choice_name, "f");
+  EXPECT_EQ(named.tool_choice, R"({"type":"function","name":"f"})");
+  EXPECT_FALSE(named.parse_tool_calls);
+  const auto required = parse(R"({"input": "x", "tool_choice": "required", "tools": )" + tools + "}");
+  EXPECT_EQ(required.chat.tool_choice, ToolChoice::kRequired);
+  EXPECT_EQ(required.tool_choice, R"("required")");
 }
 
 TEST(ResponsesRequestTest, EchoedFieldsAndReasoningEffort) {
@@ -100,16 +124,18 @@ TEST(ResponsesRequestTest, RefusesWhatItCannotHonourByName) {
       {R"({"input": "x", "previous_response_id": "resp_1"})", 404, "previous_response_id",
        "Response with id 'resp_1' not found"},
       {R"({"input": "x", "background": true})", 400, "background", "does not support `store=True`"},
-      {R"({"input": "x", "tool_choice": "required", "tools": [{"type": "function", "name": "f"}]})", 400, "tool_choice",
-       "'required' needs structured outputs"},
-      {R"({"input": "x", "tool_choice": {"type": "function", "name": "f"}, "tools": [{"type": "function", "name": "f"}]})",
-       400, "tool_choice", "named tool choice"},
+      {R"({"input": "x", "tool_choice": "required"})", 400, "tool_choice", "`tools` must be set"},
+      {R"({"input": "x", "tool_choice": {"type": "file_search"}, "tools": [{"type": "function", "name": "f"}]})", 400,
+       "tool_choice", "a named tool choice must be {\"type\": \"function\", \"name\": ...}"},
       {R"({"input": "x", "tools": [{"type": "function", "name": "f"}]})", 400, "tool_choice",
        "--enable-auto-tool-choice"},
       {R"({"input": "x", "tools": [{"type": "web_search_preview"}], "tool_choice": "none"})", 400, "tools",
        "'web_search_preview'"},
-      {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s", "schema": {}}}})", 400, "text",
-       "structured outputs"},
+      {R"({"input": "x", "text": {"format": {"type": "xml"}}})", 400, "text",
+       "'text.format.type' must be 'text', 'json_object' or 'json_schema'; got 'xml'"},
+      {R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}})", 400, "text", "needs a 'name'"},
+      {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s"}}})", 400, "text",
+       "needs a 'schema' object"},
       {R"({"input": "x", "truncation": "auto"})", 400, "truncation", "'auto'"},
       {R"({"input": "x", "reasoning": {"summary": "auto"}})", 400, "reasoning", "reasoning.summary"},
       {R"({"input": "x", "include": ["message.output_text.logprobs"]})", 400, "include", "'include'"},
