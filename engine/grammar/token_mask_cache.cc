@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/grammar/position_set_table.h"
 #include "engine/grammar/structured_output.h"
 
 namespace engine::grammar {
@@ -17,11 +18,12 @@ constexpr std::size_t kNodesPerThread = 64;
 constexpr std::size_t kMaxThreads = 8;
 
 // Walks every token from one node over an unknown context, sorting the tokens into accepted and
-// uncertain (the rest are rejected).
+// uncertain (the rest are rejected). Steps go through a PositionSetTable kept across the walks of one
+// thread, so a step some earlier trie node or walk took already costs a lookup.
 class NodeWalk {
  public:
   NodeWalk(const AutomatonWalker& walker, const SortedVocabulary& vocabulary)
-      : walker_(walker), vocabulary_(vocabulary) {}
+      : sets_(walker), vocabulary_(vocabulary) {}
 
   // Only tokens longer than `min_depth` bytes are sorted (and subtrees with none are skipped).
   void run(std::uint32_t node, std::size_t min_depth, std::vector<std::uint32_t>& accepted,
@@ -29,11 +31,12 @@ class NodeWalk {
            std::chrono::milliseconds budget) {
     accepted.clear();
     uncertain.clear();
-    pool_.clear();
-    const StackElement start{node, StackPool::kUnknown};
-    states_.reset({&start, 1}, false);
-    // maybe_[d]: a rule ended before depth d into the unknown context with a byte that may follow it, so
-    // tokens through depth d may yet be accepted there.
+    if (sets_.sets() > kMaxRememberedSets) sets_.clear();
+    // set_[d], ends_[d]: the positions after the current trie path's first d bytes, and what the step to
+    // them found. maybe_[d]: a rule ended before depth d into the unknown context with a byte that may
+    // follow it, so tokens through depth d may yet be accepted there.
+    set_.assign(1, sets_.start(node));
+    ends_.assign(1, kNoEnds);
     maybe_.assign(1, false);
     const auto& trie = vocabulary_.trie();
     const std::size_t nodes = trie.size() - 1;
@@ -49,14 +52,17 @@ class NodeWalk {
         continue;
       }
       const std::size_t d = t.depth;
-      states_.truncate(d - 1);
+      set_.resize(d);
+      ends_.resize(d);
       maybe_.resize(d);
-      const StepEnds& before = states_.ends(d - 1);
-      const bool maybe = maybe_[d - 1] || (before.left_frame && before.exit_follow.test(t.byte));
-      states_.push(walker_, t.byte, pool_);
+      const bool maybe = maybe_[d - 1] || (ends_[d - 1] != kNoEnds && sets_.ends(ends_[d - 1]).left_frame &&
+                                           sets_.ends(ends_[d - 1]).exit_follow.test(t.byte));
+      const PositionSetTable::Step step = sets_.step(set_[d - 1], t.byte);
+      set_.push_back(step.next);
+      ends_.push_back(step.ends);
       maybe_.push_back(maybe);
-      const bool inside = !states_.at(d).empty();
-      const bool left = states_.ends(d).left_frame;
+      const bool inside = !sets_.empty(step.next);
+      const bool left = sets_.ends(step.ends).left_frame;
       const bool accept_here = inside || left;
       for (std::uint32_t k = t.token_begin; d > min_depth && k < t.token_begin + t.token_count; ++k) {
         if (accept_here) {
@@ -81,10 +87,12 @@ class NodeWalk {
   }
 
  private:
-  const AutomatonWalker& walker_;
+  static constexpr std::uint32_t kNoEnds = UINT32_MAX;
+  static constexpr std::size_t kMaxRememberedSets = std::size_t{1} << 20;
+
+  PositionSetTable sets_;
   const SortedVocabulary& vocabulary_;
-  StackPool pool_;
-  DepthStates states_;
+  std::vector<std::uint32_t> set_, ends_;
   std::vector<bool> maybe_;
 };
 
