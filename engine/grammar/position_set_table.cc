@@ -18,12 +18,13 @@ bool same_ends(const StepEnds& a, const StepEnds& b) {
 
 }  // namespace
 
-PositionSetTable::PositionSetTable(const AutomatonWalker& walker) : walker_(walker) {
+PositionSetTable::PositionSetTable(const AutomatonWalker& walker, StackPool* pool)
+    : walker_(walker), pool_(pool ? *pool : own_pool_) {
   clear();
 }
 
 void PositionSetTable::clear() {
-  pool_.clear();
+  own_pool_.clear();
   elements_.clear();
   set_begin_.assign(1, 0);
   set_hash_.clear();

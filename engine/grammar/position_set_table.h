@@ -22,10 +22,16 @@ class PositionSetTable {
     std::uint32_t ends = 0;  // what else the step found, into ends()
   };
 
-  explicit PositionSetTable(const AutomatonWalker& walker);
+  // Interns stack frames in `pool` when one is given (the matcher's, whose positions a walk starts from),
+  // else in a pool of its own.
+  explicit PositionSetTable(const AutomatonWalker& walker, StackPool* pool = nullptr);
+  PositionSetTable(const PositionSetTable&) = delete;
+  PositionSetTable& operator=(const PositionSetTable&) = delete;
 
   // The set holding `node` alone over the unknown context.
   std::uint32_t start(std::uint32_t node);
+  // The set of `positions` (sorted by key, unique; their frames from this table's pool).
+  std::uint32_t start(std::span<const StackElement> positions) { return intern(positions); }
   // Reads `byte` from set `set`; memoized.
   Step step(std::uint32_t set, std::uint8_t byte);
 
@@ -33,6 +39,7 @@ class PositionSetTable {
   const StepEnds& ends(std::uint32_t id) const { return ends_[id]; }
   // Interned sets; a caller that keeps one table for many walks clears it when this grows too large.
   std::size_t sets() const { return set_begin_.size() - 1; }
+  // Forgets every set and step (and the frames, when the pool is the table's own).
   void clear();
 
  private:
@@ -44,7 +51,8 @@ class PositionSetTable {
   static std::uint64_t hash(std::span<const StackElement> set);
 
   const AutomatonWalker& walker_;
-  StackPool pool_;
+  StackPool own_pool_;
+  StackPool& pool_;
   std::vector<StackElement> elements_;    // every set's positions, sorted and unique within a set
   std::vector<std::uint32_t> set_begin_;  // set s: elements_[set_begin_[s], set_begin_[s + 1])
   std::vector<std::uint64_t> set_hash_;
