@@ -35,9 +35,13 @@ class NodeWalk {
     // set_[d], ends_[d]: the positions after the current trie path's first d bytes, and what the step to
     // them found. maybe_[d]: a rule ended before depth d into the unknown context with a byte that may
     // follow it, so tokens through depth d may yet be accepted there.
-    set_.assign(1, sets_.start(node));
-    ends_.assign(1, kNoEnds);
-    maybe_.assign(1, false);
+    const std::size_t depths = vocabulary_.max_token_length() + 1;
+    set_.resize(depths);
+    ends_.resize(depths);
+    maybe_.resize(depths);
+    set_[0] = sets_.start(node);
+    ends_[0] = kNoEnds;
+    maybe_[0] = 0;
     const auto& trie = vocabulary_.trie();
     const std::size_t nodes = trie.size() - 1;
     std::size_t steps = 0;
@@ -52,15 +56,13 @@ class NodeWalk {
         continue;
       }
       const std::size_t d = t.depth;
-      set_.resize(d);
-      ends_.resize(d);
-      maybe_.resize(d);
-      const bool maybe = maybe_[d - 1] || (ends_[d - 1] != kNoEnds && sets_.ends(ends_[d - 1]).left_frame &&
-                                           sets_.ends(ends_[d - 1]).exit_follow.test(t.byte));
+      const std::uint32_t before = ends_[d - 1];
+      const bool maybe = maybe_[d - 1] != 0 || (before != kNoEnds && sets_.ends(before).left_frame &&
+                                                sets_.ends(before).exit_follow.test(t.byte));
       const PositionSetTable::Step step = sets_.step(set_[d - 1], t.byte);
-      set_.push_back(step.next);
-      ends_.push_back(step.ends);
-      maybe_.push_back(maybe);
+      set_[d] = step.next;
+      ends_[d] = step.ends;
+      maybe_[d] = maybe ? 1 : 0;
       const bool inside = !sets_.empty(step.next);
       const bool left = sets_.ends(step.ends).left_frame;
       const bool accept_here = inside || left;
@@ -92,8 +94,8 @@ class NodeWalk {
 
   PositionSetTable sets_;
   const SortedVocabulary& vocabulary_;
-  std::vector<std::uint32_t> set_, ends_;
-  std::vector<bool> maybe_;
+  std::vector<std::uint32_t> set_, ends_;  // by depth
+  std::vector<std::uint8_t> maybe_;
 };
 
 // What one thread computes at a time: a position alone, or every copy of one node in a counted repetition
