@@ -2,9 +2,9 @@
 
 // Position sets over an unknown context, interned, with their byte steps memoized: a lazily built DFA over
 // the pushdown automaton's reachable configurations. The mask cache walks the whole vocabulary trie from
-// every node at compile time; most trie nodes lead to a position set some other trie node (or an earlier
-// walk) reached already, so a step is one hash lookup instead of closures, frame interning and a sort
-// (about 300 ns a trie node otherwise, which made a string position's walk cost ~30 ms on Qwen3).
+// every node at compile time; most trie nodes lead to a position set some other trie node reached already, so a step is
+// one hash lookup instead of closures, frame interning and a sort (about 300 ns a trie node otherwise, which made a
+// string position's walk cost ~30 ms on Qwen3).
 
 #include <cstdint>
 #include <span>
@@ -37,7 +37,7 @@ class PositionSetTable {
 
   bool empty(std::uint32_t set) const { return set_begin_[set + 1] == set_begin_[set]; }
   const StepEnds& ends(std::uint32_t id) const { return ends_[id]; }
-  // Interned sets; a caller that keeps one table for many walks clears it when this grows too large.
+  // Interned sets.
   std::size_t sets() const { return set_begin_.size() - 1; }
   // Forgets every set and step (and the frames, when the pool is the table's own).
   void clear();

@@ -18,8 +18,9 @@ constexpr std::size_t kNodesPerThread = 64;
 constexpr std::size_t kMaxThreads = 8;
 
 // Walks every token from one node over an unknown context, sorting the tokens into accepted and
-// uncertain (the rest are rejected). Steps go through a PositionSetTable kept across the walks of one
-// thread, so a step some earlier trie node or walk took already costs a lookup.
+// uncertain (the rest are rejected). Steps go through a PositionSetTable, so a step some earlier trie node
+// of the walk took already costs a lookup. The table starts empty for every walk: kept across walks it
+// grew out of the caches and cost more than the steps it shared.
 class NodeWalk {
  public:
   NodeWalk(const AutomatonWalker& walker, const SortedVocabulary& vocabulary)
@@ -31,7 +32,7 @@ class NodeWalk {
            std::chrono::milliseconds budget) {
     accepted.clear();
     uncertain.clear();
-    if (sets_.sets() > kMaxRememberedSets) sets_.clear();
+    sets_.clear();
     // set_[d], ends_[d]: the positions after the current trie path's first d bytes, and what the step to
     // them found. maybe_[d]: a rule ended before depth d into the unknown context with a byte that may
     // follow it, so tokens through depth d may yet be accepted there.
@@ -90,7 +91,6 @@ class NodeWalk {
 
  private:
   static constexpr std::uint32_t kNoEnds = UINT32_MAX;
-  static constexpr std::size_t kMaxRememberedSets = std::size_t{1} << 20;
 
   PositionSetTable sets_;
   const SortedVocabulary& vocabulary_;
