@@ -300,7 +300,7 @@ void bench_decode(const std::string& model, std::uint64_t steps, std::uint64_t r
 int main(int argc, char** argv) {
   std::string tokenizer_path, model;
   std::uint64_t rounds = 20, logits_width = 0, steps = 32, repeats = 3;
-  std::string grammar_path, text_path;
+  std::string grammar_path, text_path, only;
   base::FlagParser flags(
       "usage: grammar-bench --tokenizer tokenizer.json [--logits-width N] [--rounds N] [--grammar FILE --text FILE]\n"
       "                     [--model DIR [--steps N] [--repeats N]]");
@@ -309,6 +309,7 @@ int main(int argc, char** argv) {
                  &logits_width, 0, 1u << 24);
   flags.add_string("grammar", "PATH", "a GBNF file to measure instead of the built-in cases", &grammar_path);
   flags.add_string("text", "PATH", "with --grammar: the example output it walks", &text_path);
+  flags.add_string("only", "TEXT", "run only the built-in cases whose name contains TEXT", &only);
   flags.add_uint("rounds", "N", "times each example is walked (default 20)", &rounds, 1, 100000);
   flags.add_string("model", "PATH", "also measure decode with and without a constraint on this model", &model);
   flags.add_uint("steps", "N", "with --model: decode steps per run (default 32)", &steps, 1, 100000);
@@ -340,15 +341,22 @@ int main(int argc, char** argv) {
                   rounds);
       return 0;
     }
+    const auto selected = [&](const Case& c) {
+      return only.empty() || std::string_view(c.name).find(only) != std::string_view::npos;
+    };
     std::printf("-- per-token masks while walking an example output\n");
-    bench_masks({"json schema (user record)", Kind::JsonSchema, kUserSchema, kUserDocument}, vocabulary, tokenizer,
-                rounds);
-    bench_masks({"regex (contact line)", Kind::Regex, kContactRegex, kContactText}, vocabulary, tokenizer, rounds);
-    bench_masks({"grammar (arithmetic)", Kind::Grammar, kArithmeticGrammar, kArithmeticText}, vocabulary, tokenizer,
-                rounds);
-    bench_masks({"grammar (JSON)", Kind::Grammar, kJsonGrammar, kJsonDocument}, vocabulary, tokenizer, rounds);
+    const Case mask_cases[] = {
+        {"json schema (user record)", Kind::JsonSchema, kUserSchema, kUserDocument},
+        {"regex (contact line)", Kind::Regex, kContactRegex, kContactText},
+        {"grammar (arithmetic)", Kind::Grammar, kArithmeticGrammar, kArithmeticText},
+        {"grammar (JSON)", Kind::Grammar, kJsonGrammar, kJsonDocument},
+    };
+    for (const Case& c : mask_cases) {
+      if (selected(c)) bench_masks(c, vocabulary, tokenizer, rounds);
+    }
     std::printf("-- compile time of typical schemas\n");
     for (const Case& c : compile_cases()) {
+      if (!selected(c)) continue;
       double ms = 0;
       const auto compiled = timed_compile(vocabulary, c, ms);
       print_compiled(c, *compiled, ms);

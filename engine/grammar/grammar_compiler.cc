@@ -11,6 +11,7 @@
 
 #include "engine/grammar/compiled_grammar.h"
 #include "engine/grammar/gbnf_parser.h"
+#include "engine/grammar/rule_inliner.h"
 #include "engine/grammar/spec_to_gbnf.h"
 #include "engine/grammar/structured_output.h"
 
@@ -55,7 +56,8 @@ struct GrammarCompiler::State {
 
   std::shared_ptr<const CompiledGrammar> compile_uncached(const StructuredOutputSpec& spec) const {
     const auto deadline = TokenMaskCache::Clock::now() + budget.time;
-    const GrammarAst ast = parse_gbnf(spec_to_gbnf(spec));
+    GrammarAst ast = parse_gbnf(spec_to_gbnf(spec));
+    inline_small_rules(ast);
     ByteAutomaton automaton = build_automaton(ast, budget.max_states);
     return std::make_shared<const CompiledGrammar>(std::move(automaton), sorted, deadline, budget.time);
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/grammar/compiled_grammar.h"
+#include "engine/grammar/position_set_table.h"
 #include "engine/grammar/structured_output.h"
 
 namespace engine::grammar {
@@ -25,6 +26,8 @@ void clear_bit(std::span<std::uint32_t> mask, std::int32_t id) {
 }  // namespace
 
 struct GrammarMatcher::State {
+  explicit State(std::shared_ptr<const CompiledGrammar> compiled) : grammar(std::move(compiled)) {}
+
   std::shared_ptr<const CompiledGrammar> grammar;
   StackPool pool;
   std::vector<StackElement> elements;  // sorted by key, unique
@@ -37,6 +40,8 @@ struct GrammarMatcher::State {
   std::vector<std::uint32_t> copied;  // old frame id -> new, during compaction
   std::vector<std::uint32_t> rejected_scratch;
   std::vector<std::uint32_t> difference_scratch;
+  PositionSetTable sets{grammar->walker(), &pool};  // (declared after grammar and pool, which it uses)
+  std::vector<std::uint32_t> set_at;                // check_tokens: the set after each depth of a token
 
   const SortedVocabulary& vocabulary() const { return grammar->vocabulary(); }
 
@@ -121,27 +126,30 @@ struct GrammarMatcher::State {
     check_tokens(group, grammar->masks().extra_uncertain(cached), mask);
   }
 
-  // Sets the bits of the `uncertain` tokens (sorted indices, ascending) that `group`'s stacks accept.
+  // Sets the bits of the `uncertain` tokens (sorted indices, ascending) that `group`'s stacks accept. The
+  // tokens share prefixes (the walk rolls back to the common one, and skips tokens under a dead prefix),
+  // and the steps are memoized: within a string, say, every prefix of one length reaches the same positions.
   void check_tokens(std::span<const StackElement> group, std::span<const std::uint32_t> uncertain,
                     std::span<std::uint32_t> mask) {
     if (uncertain.empty()) return;
-    const AutomatonWalker& walker = grammar->walker();
     const SortedVocabulary& vocab = vocabulary();
-    walk.reset(group, false);
+    sets.clear();  // its sets name frames of `pool`, which compaction renumbers between calls
+    set_at.assign(1, sets.start(group));
     std::string_view previous;
     std::size_t dead = SIZE_MAX;  // the depth at which the walk has nothing left, if it has
     for (const std::uint32_t k : uncertain) {
       const std::string_view bytes = vocab.bytes(k);
       std::size_t common = 0;
-      const std::size_t limit = std::min({previous.size(), bytes.size(), walk.depth()});
+      const std::size_t limit = std::min({previous.size(), bytes.size(), set_at.size() - 1});
       while (common < limit && previous[common] == bytes[common]) ++common;
-      walk.truncate(common);
+      set_at.resize(common + 1);
       previous = bytes;
       if (dead != SIZE_MAX && dead > common) dead = SIZE_MAX;
       if (dead != SIZE_MAX) continue;
       for (std::size_t d = common; d < bytes.size(); ++d) {
-        walk.push(walker, static_cast<std::uint8_t>(bytes[d]), pool);
-        if (!walk.alive(d + 1)) {
+        const PositionSetTable::Step step = sets.step(set_at.back(), static_cast<std::uint8_t>(bytes[d]));
+        set_at.push_back(step.next);
+        if (sets.empty(step.next) && !sets.ends(step.ends).grammar_ended) {
           dead = d + 1;
           break;
         }
@@ -151,9 +159,15 @@ struct GrammarMatcher::State {
   }
 };
 
-GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar) : state_(std::make_unique<State>()) {
+namespace {
+std::shared_ptr<const CompiledGrammar> given(std::shared_ptr<const CompiledGrammar> grammar) {
   if (!grammar) throw std::invalid_argument("GrammarMatcher: no compiled grammar given");
-  state_->grammar = std::move(grammar);
+  return grammar;
+}
+}  // namespace
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
+    : state_(std::make_unique<State>(given(std::move(grammar)))) {
   const ByteAutomaton& automaton = state_->grammar->automaton();
   StepEnds ends;
   state_->grammar->walker().arrive(automaton.rule_start[automaton.root_rule], StackPool::kRoot, state_->elements,

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/grammar/position_set_table.h"
 #include "engine/grammar/structured_output.h"
 
 namespace engine::grammar {
@@ -17,11 +18,13 @@ constexpr std::size_t kNodesPerThread = 64;
 constexpr std::size_t kMaxThreads = 8;
 
 // Walks every token from one node over an unknown context, sorting the tokens into accepted and
-// uncertain (the rest are rejected).
+// uncertain (the rest are rejected). Steps go through a PositionSetTable, so a step some earlier trie node
+// of the walk took already costs a lookup. The table starts empty for every walk: kept across walks it
+// grew out of the caches and cost more than the steps it shared.
 class NodeWalk {
  public:
   NodeWalk(const AutomatonWalker& walker, const SortedVocabulary& vocabulary)
-      : walker_(walker), vocabulary_(vocabulary) {}
+      : sets_(walker), vocabulary_(vocabulary) {}
 
   // Only tokens longer than `min_depth` bytes are sorted (and subtrees with none are skipped).
   void run(std::uint32_t node, std::size_t min_depth, std::vector<std::uint32_t>& accepted,
@@ -29,12 +32,17 @@ class NodeWalk {
            std::chrono::milliseconds budget) {
     accepted.clear();
     uncertain.clear();
-    pool_.clear();
-    const StackElement start{node, StackPool::kUnknown};
-    states_.reset({&start, 1}, false);
-    // maybe_[d]: a rule ended before depth d into the unknown context with a byte that may follow it, so
-    // tokens through depth d may yet be accepted there.
-    maybe_.assign(1, false);
+    sets_.clear();
+    // set_[d], ends_[d]: the positions after the current trie path's first d bytes, and what the step to
+    // them found. maybe_[d]: a rule ended before depth d into the unknown context with a byte that may
+    // follow it, so tokens through depth d may yet be accepted there.
+    const std::size_t depths = vocabulary_.max_token_length() + 1;
+    set_.resize(depths);
+    ends_.resize(depths);
+    maybe_.resize(depths);
+    set_[0] = sets_.start(node);
+    ends_[0] = kNoEnds;
+    maybe_[0] = 0;
     const auto& trie = vocabulary_.trie();
     const std::size_t nodes = trie.size() - 1;
     std::size_t steps = 0;
@@ -49,14 +57,15 @@ class NodeWalk {
         continue;
       }
       const std::size_t d = t.depth;
-      states_.truncate(d - 1);
-      maybe_.resize(d);
-      const StepEnds& before = states_.ends(d - 1);
-      const bool maybe = maybe_[d - 1] || (before.left_frame && before.exit_follow.test(t.byte));
-      states_.push(walker_, t.byte, pool_);
-      maybe_.push_back(maybe);
-      const bool inside = !states_.at(d).empty();
-      const bool left = states_.ends(d).left_frame;
+      const std::uint32_t before = ends_[d - 1];
+      const bool maybe = maybe_[d - 1] != 0 || (before != kNoEnds && sets_.ends(before).left_frame &&
+                                                sets_.ends(before).exit_follow.test(t.byte));
+      const PositionSetTable::Step step = sets_.step(set_[d - 1], t.byte);
+      set_[d] = step.next;
+      ends_[d] = step.ends;
+      maybe_[d] = maybe ? 1 : 0;
+      const bool inside = !sets_.empty(step.next);
+      const bool left = sets_.ends(step.ends).left_frame;
       const bool accept_here = inside || left;
       for (std::uint32_t k = t.token_begin; d > min_depth && k < t.token_begin + t.token_count; ++k) {
         if (accept_here) {
@@ -81,11 +90,12 @@ class NodeWalk {
   }
 
  private:
-  const AutomatonWalker& walker_;
+  static constexpr std::uint32_t kNoEnds = UINT32_MAX;
+
+  PositionSetTable sets_;
   const SortedVocabulary& vocabulary_;
-  StackPool pool_;
-  DepthStates states_;
-  std::vector<bool> maybe_;
+  std::vector<std::uint32_t> set_, ends_;  // by depth
+  std::vector<std::uint8_t> maybe_;
 };
 
 // What one thread computes at a time: a position alone, or every copy of one node in a counted repetition

@@ -1,0 +1,69 @@
+#pragma once
+
+// Position sets over an unknown context, interned, with their byte steps memoized: a lazily built DFA over
+// the pushdown automaton's reachable configurations. The mask cache walks the whole vocabulary trie from
+// every node at compile time; most trie nodes lead to a position set some other trie node reached already, so a step is
+// one hash lookup instead of closures, frame interning and a sort (about 300 ns a trie node otherwise, which made a
+// string position's walk cost ~30 ms on Qwen3).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/grammar/automaton_walker.h"
+#include "engine/grammar/stack_pool.h"
+
+namespace engine::grammar {
+
+class PositionSetTable {
+ public:
+  struct Step {
+    std::uint32_t next = 0;  // the position set reached
+    std::uint32_t ends = 0;  // what else the step found, into ends()
+  };
+
+  // Interns stack frames in `pool` when one is given (the matcher's, whose positions a walk starts from),
+  // else in a pool of its own.
+  explicit PositionSetTable(const AutomatonWalker& walker, StackPool* pool = nullptr);
+  PositionSetTable(const PositionSetTable&) = delete;
+  PositionSetTable& operator=(const PositionSetTable&) = delete;
+
+  // The set holding `node` alone over the unknown context.
+  std::uint32_t start(std::uint32_t node);
+  // The set of `positions` (sorted by key, unique; their frames from this table's pool).
+  std::uint32_t start(std::span<const StackElement> positions) { return intern(positions); }
+  // Reads `byte` from set `set`; memoized.
+  Step step(std::uint32_t set, std::uint8_t byte);
+
+  bool empty(std::uint32_t set) const { return set_begin_[set + 1] == set_begin_[set]; }
+  const StepEnds& ends(std::uint32_t id) const { return ends_[id]; }
+  // Interned sets.
+  std::size_t sets() const { return set_begin_.size() - 1; }
+  // Forgets every set and step (and the frames, when the pool is the table's own).
+  void clear();
+
+ private:
+  std::uint32_t intern(std::span<const StackElement> set);
+  std::uint32_t intern_ends(const StepEnds& ends);
+  std::span<const StackElement> at(std::uint32_t set) const {
+    return {elements_.data() + set_begin_[set], elements_.data() + set_begin_[set + 1]};
+  }
+  static std::uint64_t hash(std::span<const StackElement> set);
+
+  const AutomatonWalker& walker_;
+  StackPool own_pool_;
+  StackPool& pool_;
+  std::vector<StackElement> elements_;    // every set's positions, sorted and unique within a set
+  std::vector<std::uint32_t> set_begin_;  // set s: elements_[set_begin_[s], set_begin_[s + 1])
+  std::vector<std::uint64_t> set_hash_;
+  std::vector<std::uint32_t> set_slots_;  // open addressing over set ids
+  std::vector<StepEnds> ends_;            // distinct step ends; few (ends of rules and of the grammar)
+  // Memoized steps: open addressing, keyed by set * 256 + byte (kNoKey: empty slot).
+  static constexpr std::uint64_t kNoKey = UINT64_MAX;
+  std::vector<std::uint64_t> step_keys_;
+  std::vector<Step> step_values_;
+  std::size_t steps_ = 0;
+  std::vector<StackElement> scratch_;
+};
+
+}  // namespace engine::grammar
