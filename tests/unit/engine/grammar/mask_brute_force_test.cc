@@ -19,8 +19,8 @@
 #include "engine/grammar/token_vocabulary.h"
 #include "engine/model_writer/model_writer_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/reference_recognizer.h"
 #include "tests/unit/engine/grammar/grammar_test_support.h"
-#include "tests/unit/engine/grammar/reference_recognizer.h"
 
 namespace {
 

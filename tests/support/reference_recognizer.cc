@@ -1,4 +1,4 @@
-#include "tests/unit/engine/grammar/reference_recognizer.h"
+#include "tests/support/reference_recognizer.h"
 
 #include <algorithm>
 #include <unordered_set>
