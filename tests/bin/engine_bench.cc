@@ -1,13 +1,19 @@
 // engine-bench: the CPU engine's speed on a model (the Qwen3-0.6B-shaped demo model in docs/engine.md):
-// prefill tokens/s, decode tokens/s at batch 1 and 8, peak RSS, and the weight bytes batch-1 decode streams
-// per second beside this machine's measured memory bandwidth (the bound a memory-bound decode can reach).
+// prefill tokens/s, decode tokens/s at batch 1 after a short and a long prompt and at larger batches, load
+// time, peak RSS, and the weight bytes batch-1 decode streams per second beside this machine's measured
+// memory bandwidth (the bound a memory-bound decode can reach). --json prints the same as one JSON object
+// (scripts/bench-vs-llamacpp.sh reads it).
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/flags.h"
@@ -46,20 +52,31 @@ std::vector<std::int32_t> prompt_tokens(const Engine& engine, std::size_t count)
   return ids;
 }
 
+struct DecodeRate {
+  double prefill = 0;  // prompt tokens per second over all sequences, the prompts prefilled in one step
+  double decode = 0;   // decode tokens per second over all sequences
+};
+
 // Decodes `steps` tokens for each of `batch` sequences (greedy argmax of the logits; the numbers do not
-// depend on which token), after a short prefill. Returns decode tokens per second over all sequences.
-double decode_rate(Engine& engine, std::size_t batch, std::size_t prompt_len, std::size_t steps) {
+// depend on which token), after a prefill of `prompt_len` tokens each.
+DecodeRate decode_rate(Engine& engine, std::size_t batch, std::size_t prompt_len, std::size_t steps) {
   const std::size_t vocab = engine.config().vocab_size;
   std::vector<SequenceCache> caches(batch);
   std::vector<std::vector<std::int32_t>> next(batch);
   const auto prompt = prompt_tokens(engine, prompt_len);
   std::vector<StepInput> inputs;
   for (std::size_t b = 0; b < batch; ++b) {
-    if (!engine.reserve(caches[b], prompt_len + steps + 1)) throw std::runtime_error("KV cache too small");
+    if (!engine.reserve(caches[b], prompt_len + steps + 1)) {
+      throw std::runtime_error("the KV cache cannot hold " + std::to_string(batch) + " sequences of " +
+                               std::to_string(prompt_len + steps + 1) + " tokens");
+    }
     inputs.push_back({&caches[b], prompt, false});
   }
   std::vector<float> logits;
+  DecodeRate rate;
+  const auto prefill_start = Clock::now();
   engine.step(inputs, logits);
+  rate.prefill = static_cast<double>(batch * prompt_len) / seconds_since(prefill_start);
   auto argmax_into_next = [&] {
     for (std::size_t b = 0; b < batch; ++b) {
       const float* row = logits.data() + b * vocab;
@@ -75,30 +92,58 @@ double decode_rate(Engine& engine, std::size_t batch, std::size_t prompt_len, st
     engine.step(inputs, logits);
     argmax_into_next();
   }
-  const double elapsed = seconds_since(start);
+  rate.decode = static_cast<double>(batch * steps) / seconds_since(start);
   for (auto& cache : caches) engine.release(cache);
-  return static_cast<double>(batch * steps) / elapsed;
+  return rate;
+}
+
+// "8,32" as batch sizes, each at least 1.
+std::vector<std::size_t> parse_batches(std::string_view text) {
+  std::vector<std::size_t> batches;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    std::size_t batch = 0;
+    const auto [ptr, ec] = std::from_chars(text.data() + at, text.data() + end, batch);
+    if (ec != std::errc() || ptr != text.data() + end || batch == 0) {
+      throw base::UsageError("--batches " + std::string(text) + ": \"" + std::string(text.substr(at, end - at)) +
+                             "\" is not a batch size (give sizes of at least 1 separated by commas)");
+    }
+    batches.push_back(batch);
+    at = end + 1;
+  }
+  return batches;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model;
-  std::uint64_t threads = 0, prefill_len = 512, steps = 32;
-  base::FlagParser flags("usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N]");
+  std::string model, batches_text = "8,32";
+  std::uint64_t threads = 0, prefill_len = 512, steps = 32, short_prompt = 16, long_prompt = 2048;
+  bool json = false;
+  base::FlagParser flags(
+      "usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N] [--short-prompt N] "
+      "[--long-prompt N] [--batches LIST] [--json]");
   flags.add_string("model", "PATH", "model directory or .gguf file (e.g. the demo model)", &model);
   flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &threads);
   flags.add_uint("prefill", "N", "prompt tokens for the prefill measurement (default 512)", &prefill_len, 1);
   flags.add_uint("steps", "N", "decode steps per measurement (default 32)", &steps, 1);
+  flags.add_uint("short-prompt", "N", "prompt tokens before each decode measurement (default 16)", &short_prompt, 1);
+  flags.add_uint("long-prompt", "N", "batch-1 decode also after an N-token prompt (default 2048; 0: not measured)",
+                 &long_prompt);
+  flags.add_string("batches", "LIST", "batch sizes decoded after the short prompt, besides 1 (default 8,32)",
+                   &batches_text);
+  flags.add_switch("json", "print one JSON object instead of the table", &json);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
       std::cout << flags.help();
       return 0;
     }
     if (model.empty()) throw base::UsageError("--model is required");
+    const auto batches = parse_batches(batches_text);
     engine::runtime::EngineOptions options;
     options.threads = threads;
-    options.max_model_len = prefill_len + 2 * steps + 64;
+    options.max_model_len = std::max({prefill_len, short_prompt, long_prompt}) + steps + 64;
     const auto load_start = Clock::now();
     auto engine = Engine::load(model, options);
     const double load_s = seconds_since(load_start);
@@ -115,21 +160,45 @@ int main(int argc, char** argv) {
     const double prefill_rate = static_cast<double>(prefill_len) / seconds_since(prefill_start);
     engine->release(cache);
 
-    const double decode1 = decode_rate(*engine, 1, 16, steps);
-    const double decode8 = decode_rate(*engine, 8, 16, steps);
+    const double decode1 = decode_rate(*engine, 1, short_prompt, steps).decode;
+    const DecodeRate after_long = long_prompt > 0 ? decode_rate(*engine, 1, long_prompt, steps) : DecodeRate{};
+    std::vector<double> batch_rates;
+    for (const auto batch : batches) batch_rates.push_back(decode_rate(*engine, batch, short_prompt, steps).decode);
     const double rss_mb = peak_rss_mb();  // before the bandwidth probe's own buffer
     engine::cpu::ThreadPool pool(threads);
     const double bandwidth = engine::cpu::measure_memory_bandwidth(pool);
     const double streamed = decode1 * weight_gb;
+    const std::string simd(engine::cpu::simd_level());
 
+    if (json) {
+      std::printf(
+          "{\"simd\": \"%s\", \"threads\": %zu, \"weight_gb\": %.4f, \"load_s\": %.3f, \"prefill_tokens\": %llu, "
+          "\"prefill_tps\": %.2f, \"short_prompt\": %llu, \"decode1_tps\": %.3f, \"long_prompt\": %llu, "
+          "\"long_prefill_tps\": %.2f, \"decode1_long_tps\": %.3f, \"batch_decode_tps\": {",
+          simd.c_str(), pool.size(), weight_gb, load_s, static_cast<unsigned long long>(prefill_len), prefill_rate,
+          static_cast<unsigned long long>(short_prompt), decode1, static_cast<unsigned long long>(long_prompt),
+          after_long.prefill, after_long.decode);
+      for (std::size_t i = 0; i < batches.size(); ++i) {
+        std::printf("%s\"%zu\": %.3f", i == 0 ? "" : ", ", batches[i], batch_rates[i]);
+      }
+      std::printf("}, \"peak_rss_mb\": %.1f, \"bandwidth_gbs\": %.3f}\n", rss_mb, bandwidth);
+      return 0;
+    }
     std::printf("model            %s\n", model.c_str());
-    std::printf("simd, threads    %s, %zu\n", std::string(engine::cpu::simd_level()).c_str(), pool.size());
+    std::printf("simd, threads    %s, %zu\n", simd.c_str(), pool.size());
     std::printf("weights/token    %.3f GB\n", weight_gb);
     std::printf("load             %.2f s\n", load_s);
     std::printf("prefill          %.1f tokens/s (%llu-token prompt)\n", prefill_rate,
                 static_cast<unsigned long long>(prefill_len));
-    std::printf("decode batch 1   %.2f tokens/s\n", decode1);
-    std::printf("decode batch 8   %.2f tokens/s\n", decode8);
+    std::printf("decode batch 1   %.2f tokens/s (after %llu prompt tokens)\n", decode1,
+                static_cast<unsigned long long>(short_prompt));
+    if (long_prompt > 0) {
+      std::printf("decode batch 1   %.2f tokens/s (after %llu prompt tokens, prefilled at %.1f tokens/s)\n",
+                  after_long.decode, static_cast<unsigned long long>(long_prompt), after_long.prefill);
+    }
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      std::printf("decode batch %-3zu %.2f tokens/s\n", batches[i], batch_rates[i]);
+    }
     std::printf("peak RSS         %.0f MB (weights %.0f MB)\n", rss_mb, weight_gb * 1e3);
     std::printf("decode streams   %.2f GB/s of weights; memory bandwidth %.2f GB/s measured; %.0f%% of the bound\n",
                 streamed, bandwidth, 100.0 * streamed / bandwidth);

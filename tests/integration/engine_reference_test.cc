@@ -27,6 +27,7 @@
 #include "engine/model_writer/model_writer.h"
 #include "engine/runtime/engine.h"
 #include "tests/support/environment.h"
+#include "tests/support/log_softmax.h"
 #include "tests/support/reference_model.h"
 #include "tests/support/reference_scores.h"
 #include "tests/support/temp_dir.h"
@@ -300,15 +301,6 @@ struct LogprobDistance {
   double any_token = 0;
 };
 
-std::vector<double> log_softmax(std::span<const double> row) {
-  const double max = *std::max_element(row.begin(), row.end());
-  double sum = 0;
-  for (const double v : row) sum += std::exp(v - max);
-  std::vector<double> out(row.size());
-  for (std::size_t i = 0; i < row.size(); ++i) out[i] = row[i] - max - std::log(sum);
-  return out;
-}
-
 LogprobDistance greedy_path_distance(Engine& engine, const fs::path& model) {
   const std::vector<std::int32_t>& prompt = kSequences[1];
   std::vector<std::int32_t> path = prompt;
@@ -318,7 +310,7 @@ LogprobDistance greedy_path_distance(Engine& engine, const fs::path& model) {
   LogprobDistance distance;
   for (std::size_t p = prompt.size() - 1; p + 1 < path.size(); ++p) {
     const std::vector<double> ours_row(ours[0][p].begin(), ours[0][p].end());
-    const auto got = log_softmax(ours_row), want = log_softmax(reference.row(0, p));
+    const auto got = testing_support::log_softmax(ours_row), want = testing_support::log_softmax(reference.row(0, p));
     const auto next = static_cast<std::size_t>(path[p + 1]);
     distance.path_token = std::max(distance.path_token, std::abs(got[next] - want[next]));
     for (std::size_t i = 0; i < got.size(); ++i) {

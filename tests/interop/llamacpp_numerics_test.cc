@@ -1,0 +1,248 @@
+// llama.cpp (node-llama-cpp's CPU backend, tests/interop/llamacpp_logprobs.mjs) beside the engine on
+// model-writer's tiny GGUF files of each architecture, one file of every type the project writes:
+// - llama.cpp loads every file;
+// - teacher-forced on llama.cpp's own greedy path (a 7-token prompt and 24 greedy tokens), the engine's
+//   log-probabilities at its int8 level and at its best float level are at least as close to the float64
+//   reference (tests/reference/reference_model.py) as llama.cpp's, per file (issue 18's bar).
+// Needs llama.cpp installed (scripts/install-llamacpp-peer.sh); CTest label `llamacpp`, which
+// scripts/test.sh leaves out (docs/building.md).
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/cpu/matmul.h"
+#include "engine/model_writer/model_writer.h"
+#include "engine/quant/quant.h"
+#include "tests/support/child_process.h"
+#include "tests/support/log_softmax.h"
+#include "tests/support/reference_model.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using engine::model::Architecture;
+using engine::quant::WeightType;
+using testing_support::ChildProcess;
+using testing_support::TempDir;
+
+// A prompt of ids below every generated tokenizer's size (engine_reference_test's second sequence).
+const std::vector<std::int32_t> kPrompt = {500, 2, 77, 12, 345, 6, 91};
+constexpr int kGreedySteps = 24;
+
+const std::vector<WeightType> kGgufTypes = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
+                                            WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+
+// Below this, a distance from the reference is the f32 rounding of an unquantized path (the reference
+// tests hold float-activation logits to 1e-4 of their scale), not a difference between implementations.
+constexpr double kRoundingFloor = 1e-3;
+
+using LogprobRows = std::vector<std::vector<double>>;  // one log-softmax row per position
+
+// llama.cpp's run on one file: its greedy path and every position's log-probabilities.
+struct LlamaCppRun {
+  std::vector<std::int32_t> path;
+  LogprobRows logprobs;
+};
+
+std::string join_ids(const std::vector<std::int32_t>& ids) {
+  std::string text;
+  for (const auto id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
+  return text;
+}
+
+// One node process for all the files (llama.cpp starts once); fails the test when llama.cpp refuses a file.
+std::map<fs::path, LlamaCppRun> run_llama_cpp(const std::vector<fs::path>& files) {
+  std::vector<std::string> argv = {NODE_EXECUTABLE, LLAMACPP_LOGPROBS_SCRIPT};
+  for (const auto& file : files) argv.insert(argv.end(), {"--model", file.string()});
+  // One thread: the log-probabilities do not depend on it, and ggml's thread barriers crawl on a busy machine.
+  argv.insert(argv.end(), {"--tokens", join_ids(kPrompt), "--greedy", std::to_string(kGreedySteps), "--full", "1",
+                           "--threads", "1"});
+  ChildProcess node(argv);
+  const int status = node.wait(std::chrono::minutes(5));
+  EXPECT_EQ(status, 0) << "llama.cpp (node-llama-cpp) failed:\n" << node.err();
+  std::map<fs::path, LlamaCppRun> runs;
+  if (status != 0) return runs;
+  const std::string out = node.out();
+  rapidjson::Document json;
+  json.Parse(out.c_str());
+  if (json.HasParseError() || !json.IsObject() || !json.HasMember("models")) {
+    ADD_FAILURE() << "llamacpp_logprobs.mjs printed no JSON: " << out.substr(0, 500);
+    return runs;
+  }
+  for (const auto& model : json["models"].GetArray()) {
+    LlamaCppRun run;
+    for (const auto& id : model["tokens"].GetArray()) run.path.push_back(id.GetInt());
+    for (const auto& position : model["positions"].GetArray()) {
+      auto& row = run.logprobs.emplace_back();
+      for (const auto& v : position["logprobs"].GetArray()) row.push_back(v.GetDouble());
+    }
+    runs[fs::path(model["model"].GetString())] = std::move(run);
+  }
+  return runs;
+}
+
+// The engine's log-probabilities at every position of `tokens`, at SIMD level `level` (engine-logits in a
+// child process: the level is read once per process).
+LogprobRows engine_logprobs(const fs::path& file, const std::vector<std::int32_t>& tokens, std::string_view level,
+                            const fs::path& scratch) {
+  const fs::path out = scratch / "logits.f32";
+  ChildProcess run({ENGINE_LOGITS, "--model", file.string(), "--device", "cpu", "--tokens", join_ids(tokens), "--out",
+                    out.string(), "--threads", "2", "--kv-cache-mib", "16"},
+                   {{"ENGINE_SIMD", std::string(level)}});
+  const int status = run.wait(std::chrono::minutes(2));
+  EXPECT_EQ(status, 0) << "engine-logits at " << level << " on " << file << ":\n" << run.err();
+  LogprobRows rows;
+  if (status != 0) return rows;
+  const auto bytes = testing_support::read_file(out);
+  const std::size_t vocab = bytes.size() / sizeof(float) / tokens.size();
+  EXPECT_EQ(bytes.size(), tokens.size() * vocab * sizeof(float));
+  std::vector<float> logits(bytes.size() / sizeof(float));
+  std::memcpy(logits.data(), bytes.data(), logits.size() * sizeof(float));
+  for (std::size_t p = 0; p < tokens.size(); ++p) {
+    const std::vector<double> row(logits.begin() + static_cast<std::ptrdiff_t>(p * vocab),
+                                  logits.begin() + static_cast<std::ptrdiff_t>((p + 1) * vocab));
+    rows.push_back(testing_support::log_softmax(row));
+  }
+  return rows;
+}
+
+// |log p - log p_reference| over the positions that predict the greedy tokens: the largest and the mean of
+// the path token each predicts, and the largest and the root mean square over the whole vocabulary. The
+// largest is set by one position's unlikely token; the means weigh every position alike.
+struct LogprobDistance {
+  double path_max = 0;
+  double path_mean = 0;
+  double any_max = 0;
+  double any_rms = 0;
+};
+
+LogprobDistance distance(const LogprobRows& got, const LogprobRows& reference, const std::vector<std::int32_t>& path) {
+  LogprobDistance d;
+  EXPECT_EQ(got.size(), path.size());
+  std::size_t positions = 0, entries = 0;
+  for (std::size_t p = kPrompt.size() - 1; p + 1 < path.size() && p < got.size(); ++p, ++positions) {
+    EXPECT_EQ(got[p].size(), reference[p].size()) << "vocabulary sizes differ at position " << p;
+    const auto next = static_cast<std::size_t>(path[p + 1]);
+    const double path_delta = std::abs(got[p][next] - reference[p][next]);
+    d.path_max = std::max(d.path_max, path_delta);
+    d.path_mean += path_delta;
+    for (std::size_t i = 0; i < std::min(got[p].size(), reference[p].size()); ++i, ++entries) {
+      const double delta = std::abs(got[p][i] - reference[p][i]);
+      d.any_max = std::max(d.any_max, delta);
+      d.any_rms += delta * delta;
+    }
+  }
+  d.path_mean /= static_cast<double>(std::max<std::size_t>(positions, 1));
+  d.any_rms = std::sqrt(d.any_rms / static_cast<double>(std::max<std::size_t>(entries, 1)));
+  return d;
+}
+
+std::string describe(const LogprobDistance& d) {
+  char text[128];
+  std::snprintf(text, sizeof text, "path max %.4f mean %.4f, vocabulary max %.4f rms %.4f", d.path_max, d.path_mean,
+                d.any_max, d.any_rms);
+  return text;
+}
+
+// The best level with int8 activations and the best without (empty when the CPU has none with them).
+std::string_view int8_level() {
+  for (const auto level : engine::cpu::supported_simd_levels()) {
+    if (engine::cpu::quantizes_activations(level, WeightType::Q8_0)) return level;
+  }
+  return {};
+}
+
+std::string_view float_level() {
+  for (const auto level : engine::cpu::supported_simd_levels()) {
+    if (!engine::cpu::quantizes_activations(level, WeightType::Q8_0)) return level;
+  }
+  return {};
+}
+
+bool quantized(WeightType type) {
+  return type != WeightType::F32 && type != WeightType::F16 && type != WeightType::BF16;
+}
+
+class LlamaCppNumerics : public testing::TestWithParam<Architecture> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(fs::path(LLAMACPP_NODE_MODULES) / "node-llama-cpp" / "package.json"))
+        << "llama.cpp is not installed in " << LLAMACPP_NODE_MODULES << ": run scripts/install-llamacpp-peer.sh";
+  }
+};
+
+std::string arch_name(const testing::TestParamInfo<Architecture>& info) {
+  switch (info.param) {
+    case Architecture::Qwen3: return "Qwen3";
+    case Architecture::Qwen2: return "Qwen2";
+    case Architecture::Llama: return "Llama";
+  }
+  return "unknown";
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, LlamaCppNumerics,
+                         testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama), arch_name);
+
+TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFile) {
+  TempDir dir;
+  engine::tools::ModelWriterOptions options;
+  options.arch = GetParam();
+  options.out_dir = dir.path();
+  options.seed = 5;
+  options.safetensors = false;
+  options.gguf_types = kGgufTypes;
+  engine::tools::write_model(options);
+  std::vector<fs::path> files;
+  for (const auto type : kGgufTypes) files.push_back(dir / engine::tools::gguf_file_name(type));
+
+  const auto llama_cpp = run_llama_cpp(files);
+  ASSERT_EQ(llama_cpp.size(), files.size()) << "llama.cpp did not load every file";
+  const std::string int8(int8_level()), floats(float_level());
+  ASSERT_FALSE(floats.empty());
+  if (int8.empty()) {
+    std::printf("[ llama.cpp ] no int8 level on this CPU: the engine compared at %s only\n", floats.c_str());
+  }
+
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const auto type = kGgufTypes[f];
+    const std::string name(engine::quant::weight_type_name(type));
+    SCOPED_TRACE(name);
+    const auto& run = llama_cpp.at(files[f]);
+    ASSERT_EQ(run.path.size(), kPrompt.size() + kGreedySteps);
+    const auto reference_logits = testing_support::reference_logits(files[f], {run.path});
+    LogprobRows reference;
+    for (std::size_t p = 0; p < run.path.size(); ++p) {
+      reference.push_back(testing_support::log_softmax(reference_logits.row(0, p)));
+    }
+    const auto theirs = distance(run.logprobs, reference, run.path);
+    const auto ours_float = distance(engine_logprobs(files[f], run.path, floats, dir.path()), reference, run.path);
+    const std::string arch = arch_name({GetParam(), 0});
+    std::printf("[ llama.cpp ] %s %s llama.cpp:  %s\n", arch.c_str(), name.c_str(), describe(theirs).c_str());
+    std::printf("[ llama.cpp ] %s %s %-10s  %s\n", arch.c_str(), name.c_str(), floats.c_str(),
+                describe(ours_float).c_str());
+    const double bar = std::max(theirs.path_max, kRoundingFloor);
+    EXPECT_LE(ours_float.path_max, bar) << files[f] << " at " << floats;
+    if (!int8.empty()) {
+      const auto ours_int8 = distance(engine_logprobs(files[f], run.path, int8, dir.path()), reference, run.path);
+      std::printf("[ llama.cpp ] %s %s %-10s  %s\n", arch.c_str(), name.c_str(), int8.c_str(),
+                  describe(ours_int8).c_str());
+      EXPECT_LE(ours_int8.path_max, bar) << files[f] << " at " << int8;
+      if (quantized(type)) {
+        EXPECT_GT(ours_int8.any_max, 1e-4) << files[f] << ": the activations were not quantized";
+      }
+    }
+  }
+}
+
+}  // namespace
