@@ -1,8 +1,10 @@
 // engine-bench: the CPU engine's speed on a model (the Qwen3-0.6B-shaped demo model in docs/engine.md):
-// prefill tokens/s, decode tokens/s at batch 1 and 8, peak RSS, and the weight bytes batch-1 decode streams
-// per second beside this machine's measured memory bandwidth (the bound a memory-bound decode can reach).
+// prefill tokens/s, decode tokens/s at batch 1 and 8 (and at batch 1 after a long prompt, --long-context),
+// peak RSS, and the weight bytes batch-1 decode streams per second beside this machine's measured memory
+// bandwidth (the bound a memory-bound decode can reach).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -84,12 +86,14 @@ double decode_rate(Engine& engine, std::size_t batch, std::size_t prompt_len, st
 
 int main(int argc, char** argv) {
   std::string model;
-  std::uint64_t threads = 0, prefill_len = 512, steps = 32;
-  base::FlagParser flags("usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N]");
+  std::uint64_t threads = 0, prefill_len = 512, steps = 32, long_context = 0;
+  base::FlagParser flags("usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N] [--long-context N]");
   flags.add_string("model", "PATH", "model directory or .gguf file (e.g. the demo model)", &model);
   flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &threads);
   flags.add_uint("prefill", "N", "prompt tokens for the prefill measurement (default 512)", &prefill_len, 1);
   flags.add_uint("steps", "N", "decode steps per measurement (default 32)", &steps, 1);
+  flags.add_uint("long-context", "N", "also decode at batch 1 after an N-token prompt (default: not measured)",
+                 &long_context);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
       std::cout << flags.help();
@@ -98,7 +102,7 @@ int main(int argc, char** argv) {
     if (model.empty()) throw base::UsageError("--model is required");
     engine::runtime::EngineOptions options;
     options.threads = threads;
-    options.max_model_len = prefill_len + 2 * steps + 64;
+    options.max_model_len = std::max(prefill_len, long_context) + 2 * steps + 64;
     const auto load_start = Clock::now();
     auto engine = Engine::load(model, options);
     const double load_s = seconds_since(load_start);
@@ -117,6 +121,7 @@ int main(int argc, char** argv) {
 
     const double decode1 = decode_rate(*engine, 1, 16, steps);
     const double decode8 = decode_rate(*engine, 8, 16, steps);
+    const double decode_long = long_context > 0 ? decode_rate(*engine, 1, long_context, steps) : 0;
     const double rss_mb = peak_rss_mb();  // before the bandwidth probe's own buffer
     engine::cpu::ThreadPool pool(threads);
     const double bandwidth = engine::cpu::measure_memory_bandwidth(pool);
@@ -130,6 +135,10 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(prefill_len));
     std::printf("decode batch 1   %.2f tokens/s\n", decode1);
     std::printf("decode batch 8   %.2f tokens/s\n", decode8);
+    if (long_context > 0) {
+      std::printf("decode batch 1   %.2f tokens/s after a %llu-token prompt\n", decode_long,
+                  static_cast<unsigned long long>(long_context));
+    }
     std::printf("peak RSS         %.0f MB (weights %.0f MB)\n", rss_mb, weight_gb * 1e3);
     std::printf("decode streams   %.2f GB/s of weights; memory bandwidth %.2f GB/s measured; %.0f%% of the bound\n",
                 streamed, bandwidth, 100.0 * streamed / bandwidth);
