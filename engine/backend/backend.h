@@ -51,7 +51,8 @@ struct KvCacheShape {
   std::size_t head_dim = 0;
   std::size_t block_size = 0;  // the engine sets it from EngineOptions::block_size (--block-size)
   std::size_t num_blocks = 0;
-  // F32, or BF16 to hold twice the positions (a GPU serving a bf16 checkpoint); the CPU backend keeps F32.
+  // How keys and values are stored (--kv-cache-dtype): F32, or BF16 or F16 to hold twice the positions and
+  // read half the bytes. The CPU backend takes all three; the CUDA backend F32 and BF16.
   quant::WeightType kv_type = quant::WeightType::F32;
 
   std::size_t element_bytes() const { return kv_type == quant::WeightType::F32 ? 4 : 2; }

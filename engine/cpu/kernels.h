@@ -44,6 +44,37 @@ using QuantizeFn = void (*)(const float* x, std::size_t cols, std::byte* out);
 using Int8MatmulFn = void (*)(const Rows& rows, const std::byte* x, std::size_t tokens, float* out,
                               std::size_t out_stride, const float* bias);
 
+// Keys per attention tile: the online softmax takes keys in tiles of this many positions, aligned to
+// multiples of it, so a query's order of operations depends on its position alone (attention.h).
+inline constexpr std::size_t kAttentionKeyTile = 32;
+
+// One piece of causal attention: `queries` consecutive positions of one sequence from `first_position` on,
+// each with the `group` q heads that share one kv head, against that kv head's cached keys and values at
+// positions [0, position]. Row r is query r / group, q head r % group.
+struct AttentionTask {
+  int kv_type;  // element type of the cache: kF32, kF16 or kBF16 (quant::WeightType values)
+  std::size_t head_dim;
+  std::size_t block_size;  // positions per cache block
+  std::size_t block_bytes;
+  const std::byte* cache;  // block 0
+  // Within a block, where this layer and kv head's keys ([head_dim][block_size], transposed) and values
+  // ([block_size][head_dim]) start.
+  std::size_t key_offset;
+  std::size_t value_offset;
+  const std::int32_t* block_table;  // the sequence's, covering every position attended to
+  std::size_t first_position;
+  std::size_t queries;
+  std::size_t group;
+  const float* q;  // query i, head h at q + i * q_stride + h * head_dim
+  std::size_t q_stride;
+  float* out;  // laid out as q
+  std::size_t out_stride;
+  float scale;
+};
+using AttentionFn = void (*)(const AttentionTask& task, std::byte* scratch);
+// Bytes of scratch (64-byte aligned) AttentionFn needs for `rows` rows of `head_dim`.
+using AttentionScratchFn = std::size_t (*)(std::size_t head_dim, std::size_t rows);
+
 struct Table {
   const char* name;
   GemvFn gemv[kTypeCount];
@@ -58,6 +89,8 @@ struct Table {
   Int8MatmulFn int8_matmul[kTypeCount] = {};
   QuantizeFn quantize_activations = nullptr;
   ScratchFn quantized_token_bytes = nullptr;
+  AttentionFn attention = nullptr;
+  AttentionScratchFn attention_scratch_bytes = nullptr;
 };
 
 const Table& portable_table();

@@ -19,6 +19,11 @@ struct Avx2 {
   static constexpr std::size_t kBatchMaxTokens = 12;
   static constexpr std::size_t kBatchMaxTokensKQuant = 6;
   static constexpr bool kLookup16 = false;
+  // Attention (attention_impl.h): scores of 2 rows x 4 key vectors = 8 accumulators beside 4 loaded keys;
+  // values of 2 rows x 4 vectors of dimensions = 8.
+  static constexpr int kScoreRows = 2;
+  static constexpr int kValueRows = 2;
+  static constexpr int kValueVectors = 4;
   using F = __m256;
   using I = __m256i;
 
@@ -47,6 +52,9 @@ struct Avx2 {
   static I sll(I a, int n) { return _mm256_sll_epi32(a, _mm_cvtsi32_si128(n)); }
   static F to_float(I a) { return _mm256_cvtepi32_ps(a); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static I as_int(F a) { return _mm256_castps_si256(a); }
+  static F as_float(I a) { return _mm256_castsi256_ps(a); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }

@@ -23,6 +23,11 @@ struct Avx512 {
   static constexpr std::size_t kBatchMaxTokens = 48;       // gemv_batch up to this many tokens, gemm above
   static constexpr std::size_t kBatchMaxTokensKQuant = 8;  // (K-quants: decoding dominates, see make_table)
   static constexpr bool kLookup16 = true;  // 4-bit weights decode with one vpermps from a 16-value table
+  // Attention (attention_impl.h): scores of 6 rows x 2 key vectors = 12 accumulators; values of 4 rows
+  // x 4 vectors of dimensions = 16.
+  static constexpr int kScoreRows = 6;
+  static constexpr int kValueRows = 4;
+  static constexpr int kValueVectors = 4;
   using F = __m512;
   using I = __m512i;
 
@@ -54,6 +59,9 @@ struct Avx512 {
   // table[idx & 15] per lane (vpermps reads only the low four index bits).
   static F lookup16(F table, I idx) { return _mm512_permutexvar_ps(idx, table); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static I as_int(F a) { return _mm512_castps_si512(a); }
+  static F as_float(I a) { return _mm512_castsi512_ps(a); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F fmsub(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }

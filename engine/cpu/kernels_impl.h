@@ -584,6 +584,14 @@ constexpr std::size_t batch_max_tokens(int type) {
   return type == kQ4_K || type == kQ5_K || type == kQ6_K ? V::kBatchMaxTokensKQuant : V::kBatchMaxTokens;
 }
 
+}  // namespace
+}  // namespace engine::cpu::kernels
+
+#include "engine/cpu/attention_impl.h"
+
+namespace engine::cpu::kernels {
+namespace {
+
 template <class V>
 constexpr Table make_table(const char* name) {
   return Table{
@@ -604,6 +612,8 @@ constexpr Table make_table(const char* name) {
       {},  // f32 activations for every type (the int8 kernels are kernels_avx512vnni.cc's)
       nullptr,
       nullptr,
+      attention_tile<V>,
+      attention_scratch_bytes,
   };
 }
 

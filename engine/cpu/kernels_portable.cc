@@ -21,6 +21,10 @@ struct Portable {
   static constexpr std::size_t kBatchMaxTokens = 12;
   static constexpr std::size_t kBatchMaxTokensKQuant = 6;
   static constexpr bool kLookup16 = false;
+  // Attention (attention_impl.h): one row at a time (a 16-lane vector is four registers of a baseline ISA).
+  static constexpr int kScoreRows = 1;
+  static constexpr int kValueRows = 1;
+  static constexpr int kValueVectors = 2;
   using F = float __attribute__((vector_size(64)));
   using I = std::int32_t __attribute__((vector_size(64)));
   using U = std::uint32_t __attribute__((vector_size(64)));
@@ -76,6 +80,9 @@ struct Portable {
   static I sll(I a, int n) { return reinterpret_cast<I>(reinterpret_cast<U>(a) << n); }
   static F to_float(I a) { return __builtin_convertvector(a, F); }
   static F add(F a, F b) { return a + b; }
+  static F max(F a, F b) { return a > b ? a : b; }
+  static I as_int(F a) { return reinterpret_cast<I>(a); }
+  static F as_float(I a) { return reinterpret_cast<F>(a); }
   static F mul(F a, F b) { return a * b; }
   static F fma(F a, F b, F c) { return a * b + c; }
   static F fmsub(F a, F b, F c) { return a * b - c; }

@@ -17,7 +17,30 @@ std::optional<Device> parse_device(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<KvCacheDtype> parse_kv_cache_dtype(std::string_view name) {
+  if (name == "auto") return KvCacheDtype::Auto;
+  if (name == "bfloat16") return KvCacheDtype::BFloat16;
+  if (name == "float16") return KvCacheDtype::Float16;
+  if (name == "float32") return KvCacheDtype::Float32;
+  return std::nullopt;
+}
+
 namespace {
+
+// The KV cache's element type for the option, on a GPU (`on_device`) or the CPU.
+quant::WeightType kv_element_type(KvCacheDtype dtype, bool on_device, quant::WeightType checkpoint_type) {
+  switch (dtype) {
+    case KvCacheDtype::BFloat16: return quant::WeightType::BF16;
+    case KvCacheDtype::Float16: return quant::WeightType::F16;
+    case KvCacheDtype::Float32: return quant::WeightType::F32;
+    case KvCacheDtype::Auto: break;
+  }
+  // On a GPU the cache follows the checkpoint's precision (vLLM's "auto"): f32 checkpoints keep f32 keys. On
+  // the CPU bf16 halves the cache and what long-context attention reads, within the rounding a bf16
+  // checkpoint's activations see anyway (docs/cpu-kernels.md).
+  if (on_device) return checkpoint_type == quant::WeightType::F32 ? quant::WeightType::F32 : quant::WeightType::BF16;
+  return quant::WeightType::BF16;
+}
 
 std::unique_ptr<backend::Backend> make_backend(const EngineOptions& options) {
   Device device = options.device;
@@ -58,10 +81,8 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   shape.head_dim = c.head_dim;
   shape.block_size = options.block_size;
   const auto device_budget = engine->backend_->kv_cache_budget(options.gpu_memory_utilization);
-  // On a GPU the cache follows the checkpoint's precision (vLLM's "auto"): f32 checkpoints keep f32 keys.
-  if (device_budget && engine->checkpoint_->weights().embed.type != quant::WeightType::F32) {
-    shape.kv_type = quant::WeightType::BF16;
-  }
+  shape.kv_type =
+      kv_element_type(options.kv_cache_dtype, device_budget.has_value(), engine->checkpoint_->weights().embed.type);
   const std::size_t cache_bytes =
       options.kv_cache_bytes ? options.kv_cache_bytes : device_budget.value_or(options.cpu_kv_cache_bytes);
   // What to raise when the cache is too small, by where its size came from.

@@ -25,6 +25,12 @@ enum class Device { Auto, Cpu, Cuda };
 // "auto", "cpu", "cuda" (vLLM's --device spellings); nullopt otherwise.
 std::optional<Device> parse_device(std::string_view name);
 
+// How the KV cache stores keys and values. Auto: bf16 on the CPU; on a GPU the checkpoint's precision (bf16
+// for 16-bit and quantized checkpoints, f32 for f32 ones).
+enum class KvCacheDtype { Auto, BFloat16, Float16, Float32 };
+// "auto", "bfloat16", "float16" (vLLM's --kv-cache-dtype spellings) and "float32"; nullopt otherwise.
+std::optional<KvCacheDtype> parse_kv_cache_dtype(std::string_view name);
+
 struct EngineOptions {
   Device device = Device::Auto;
   std::size_t threads = 0;         // CPU threads; 0: one per online CPU
@@ -32,10 +38,11 @@ struct EngineOptions {
   std::size_t kv_cache_bytes = 0;  // 0: cpu_kv_cache_bytes on the CPU; on a GPU, from gpu_memory_utilization
   // The CPU's KV cache when kv_cache_bytes is 0 (serverd: VLLM_CPU_KVCACHE_SPACE; 4 GiB is vLLM's default).
   std::size_t cpu_kv_cache_bytes = std::size_t{4} << 30;
-  std::size_t block_size = kDefaultBlockSize;  // KV cache positions per block (--block-size)
-  double gpu_memory_utilization = 0.9;         // share of the GPU's memory the engine may take (vLLM's meaning)
-  bool enforce_eager = false;                  // GPU: run every step kernel by kernel (no CUDA graphs)
-  bool overlap_kernels = true;                 // GPU (Hopper on): each kernel may start as the one before finishes
+  std::size_t block_size = kDefaultBlockSize;        // KV cache positions per block (--block-size)
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype
+  double gpu_memory_utilization = 0.9;               // share of the GPU's memory the engine may take (vLLM's meaning)
+  bool enforce_eager = false;                        // GPU: run every step kernel by kernel (no CUDA graphs)
+  bool overlap_kernels = true;  // GPU (Hopper on): each kernel may start as the one before finishes
   int cuda_device = 0;
 };
 

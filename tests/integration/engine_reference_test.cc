@@ -4,7 +4,8 @@
 // the BF16 GGUF at the avx512bf16 level, which rounds activations to bf16),
 // greedy generations identical for 64 steps, a sequence's logits bit-identical alone, inside a batch
 // of 8 mixed prefill/decode sequences, and with its prompt prefilled in chunks, and prompt tokens scored
-// (prompt_logprobs) against the reference's log-softmax.
+// (prompt_logprobs) against the reference's log-softmax. All with an f32 KV cache, but for the bf16 and f16
+// caches' own checks: within their rounding's bound of the reference, and bit-identical across batches.
 // The 1e-4 checks need float activations: the binary runs at the best level that keeps them (ENGINE_SIMD set to
 // it unless already set). The int8 checks (Int8* tests, which skip at a float level) run under
 // ENGINE_SIMD=avx512vnni (CTest: engine_reference_int8): log-probabilities of every GGUF type that takes int8
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/matmul.h"
@@ -38,6 +40,7 @@ namespace fs = std::filesystem;
 using engine::model::Architecture;
 using engine::quant::WeightType;
 using engine::runtime::Engine;
+using engine::runtime::KvCacheDtype;
 using engine::runtime::SequenceCache;
 using engine::runtime::StepInput;
 using testing_support::TempDir;
@@ -80,11 +83,14 @@ void write_tiny(Architecture arch, const fs::path& dir, WeightType dtype, std::v
   engine::tools::write_model(options);
 }
 
-std::unique_ptr<Engine> load(const fs::path& model) {
+// On the CPU the KV cache is f32 unless a test asks for another type: the 1e-4 checks need it (the default,
+// bf16, rounds keys and values to 2^-8). On a GPU the cache is the backend's default.
+std::unique_ptr<Engine> load(const fs::path& model, KvCacheDtype kv = KvCacheDtype::Float32) {
   engine::runtime::EngineOptions options;
   options.device = on_cuda() ? engine::runtime::Device::Cuda : engine::runtime::Device::Cpu;
   options.threads = 2;
   options.max_model_len = 256;
+  options.kv_cache_dtype = on_cuda() ? KvCacheDtype::Auto : kv;
   return Engine::load(model, options);
 }
 
@@ -260,8 +266,8 @@ Rows run_sequence_a(Engine& engine, bool crowded, const std::vector<std::size_t>
 }
 
 // Sequence A's logits rows are the same bits alone, crowded by seven others, and with its prompt in chunks.
-void expect_batch_invariant(const fs::path& model) {
-  auto engine = load(model);
+void expect_batch_invariant(const fs::path& model, KvCacheDtype kv = KvCacheDtype::Float32) {
+  auto engine = load(model, kv);
   const std::size_t prompt = kSequences[0].size();
   const Rows alone = run_sequence_a(*engine, false, {prompt});
   const Rows crowded = run_sequence_a(*engine, true, {prompt});
@@ -281,6 +287,37 @@ TEST_P(EngineReference, LogitsBitIdenticalAloneInABatchOf8AndInChunks) {
   TempDir dir;
   write_tiny(GetParam(), dir.path(), WeightType::F32);
   expect_batch_invariant(dir.path());
+}
+
+// A bf16 or f16 KV cache rounds each key and value to its unit roundoff u (2^-8, 2^-11) once, where a bf16
+// checkpoint at the avx512bf16 level rounds every matmul input to bf16 and is held to 2e-2: the same
+// rounding, applied to fewer values, so bf16 keys and values are held to 2e-2 and f16 ones, with u eight
+// times smaller, to 2e-2 / 8. Each must also differ from the f32 cache's result (the cache really rounds).
+TEST_P(EngineReference, SixteenBitKvCachesStayWithinTheirRoundingsBoundOfTheReference) {
+  if (on_cuda()) GTEST_SKIP() << "the CPU's KV cache types";
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::F32);
+  const auto reference = testing_support::reference_logits(dir.path(), kSequences);
+  const double f32 = worst_relative_error(engine_logits(*load(dir.path()), kSequences), reference);
+  for (const auto& [kv, bound] :
+       {std::pair{KvCacheDtype::BFloat16, 2e-2}, std::pair{KvCacheDtype::Float16, 2e-2 / 8}}) {
+    const auto engine = load(dir.path(), kv);
+    const double error = worst_relative_error(engine_logits(*engine, kSequences), reference);
+    std::printf("[ kv cache ] %s: worst relative logit error %.2e (f32 cache: %.2e)\n",
+                std::string(engine::quant::weight_type_name(engine->cache_shape().kv_type)).c_str(), error, f32);
+    EXPECT_LE(error, bound) << engine::quant::weight_type_name(engine->cache_shape().kv_type);
+    EXPECT_GT(error, f32) << engine::quant::weight_type_name(engine->cache_shape().kv_type);
+  }
+}
+
+TEST_P(EngineReference, SixteenBitKvCachesKeepLogitsBitIdenticalAloneInABatchOf8AndInChunks) {
+  if (on_cuda()) GTEST_SKIP() << "bit-identity across batches is a CPU property";
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::F32);
+  for (const auto kv : {KvCacheDtype::BFloat16, KvCacheDtype::Float16}) {
+    SCOPED_TRACE(kv == KvCacheDtype::BFloat16 ? "bfloat16" : "float16");
+    expect_batch_invariant(dir.path(), kv);
+  }
 }
 
 // The GGUF types the level in use multiplies against int8 activations.

@@ -140,6 +140,8 @@ class SchedulerTest : public testing::Test {
     options.threads = 2;
     options.max_model_len = 256;
     options.block_size = block_size;
+    // f32 keys and values: the cache is sized in f32 blocks below, and prompt scores meet the reference to 1e-4.
+    options.kv_cache_dtype = engine::runtime::KvCacheDtype::Float32;
     if (kv_blocks) {
       const auto& c = engine::runtime::Engine::load(dir_.path(), options)->config();
       options.kv_cache_bytes = kv_blocks * c.num_layers * 2 * c.num_kv_heads * block_size * c.head_dim * sizeof(float);

@@ -1,18 +1,19 @@
-// The CPU backend: weights used in place from the mapped checkpoint, the KV cache in host memory, every
-// kernel spread over a thread pool. Each row (token, head) is computed the same way whatever else is in
-// the step, so a sequence's results do not depend on its batch.
+// The CPU backend: weights used in place from the mapped checkpoint, the KV cache in host memory (f32, f16
+// or bf16, laid out as engine/cpu/attention.h reads it), every kernel spread over a thread pool. Each row
+// (token, head) is computed the same way whatever else is in the step, so a sequence's results do not
+// depend on its batch.
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/cpu/attention.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
 
@@ -22,7 +23,7 @@ namespace {
 
 // 64-byte aligned float storage (SIMD loads, no false sharing between rows handed to threads).
 struct AlignedFree {
-  void operator()(float* p) const { std::free(p); }
+  void operator()(void* p) const { std::free(p); }
 };
 using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
 
@@ -74,20 +75,6 @@ struct TokenPlace {
 
 constexpr std::size_t kMaxBlockSize = 128;
 
-// A dot product in 16 independent lanes (which the compiler vectorises), summed pairwise at the end.
-float dot(const float* a, const float* b, std::size_t n) {
-  float lanes[16] = {};
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (std::size_t l = 0; l < 16; ++l) lanes[l] += a[i + l] * b[i + l];
-  }
-  for (; i < n; ++i) lanes[i % 16] += a[i] * b[i];
-  for (std::size_t width = 8; width > 0; width /= 2) {
-    for (std::size_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-  }
-  return lanes[0];
-}
-
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(std::size_t threads) : pool_(threads) {}
@@ -107,19 +94,23 @@ class CpuBackend final : public Backend {
   }
 
   void init_cache(const KvCacheShape& shape, const RopeSpec& rope) override {
-    if (shape.kv_type != quant::WeightType::F32) {
-      throw std::invalid_argument("cpu backend: the KV cache is F32, not " +
-                                  std::string(quant::weight_type_name(shape.kv_type)));
-    }
     if (shape.num_blocks == 0 || shape.block_size == 0 || shape.block_size > kMaxBlockSize) {
       throw std::invalid_argument("cpu backend: a KV cache of " + std::to_string(shape.num_blocks) + " blocks of " +
                                   std::to_string(shape.block_size) + " positions (1 to " +
                                   std::to_string(kMaxBlockSize) + " per block)");
     }
+    layout_ = {shape.kv_type, shape.num_layers, shape.num_kv_heads, shape.head_dim, shape.block_size};
+    try {
+      cpu::check_kv_cache_layout(layout_);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("cpu backend: ") + e.what());
+    }
     shape_ = shape;
     rope_ = rope;
-    block_floats_ = shape.bytes_per_block() / sizeof(float);
-    cache_ = aligned_floats(block_floats_ * shape.num_blocks);
+    // Pages are only touched as blocks are first written: a large cache costs memory as it fills.
+    const std::size_t bytes = std::max<std::size_t>(64, (layout_.block_bytes() * shape.num_blocks + 63) / 64 * 64);
+    cache_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+    if (!cache_) throw std::bad_alloc();
   }
   const KvCacheShape& cache_shape() const override { return shape_; }
 
@@ -138,6 +129,12 @@ class CpuBackend final : public Backend {
       }
     }
     sequences_ = layout.sequences;
+    attention_sequences_.clear();
+    std::size_t first_row = 0;
+    for (const auto& seq : sequences_) {
+      attention_sequences_.push_back({first_row, seq.start_position, seq.num_tokens, seq.block_table});
+      first_row += seq.num_tokens;
+    }
     // cos/sin of every token's angles, computed in double so long positions keep their precision.
     const std::size_t half = rope_.inv_freq.size();
     cos_ = workspace_.take(places_.size() * half);
@@ -222,62 +219,24 @@ class CpuBackend final : public Backend {
   }
 
   void store_kv(std::size_t layer, Tensor k, Tensor v) override {
-    const std::size_t d = shape_.head_dim;
-    for (std::size_t t = 0; t < places_.size(); ++t) {
-      for (std::size_t g = 0; g < shape_.num_kv_heads; ++g) {
-        std::memcpy(cache_row(places_[t].block, layer, 0, g, places_[t].offset), k.data + t * k.cols + g * d,
-                    d * sizeof(float));
-        std::memcpy(cache_row(places_[t].block, layer, 1, g, places_[t].offset), v.data + t * v.cols + g * d,
-                    d * sizeof(float));
+    const std::size_t block_bytes = layout_.block_bytes();
+    pool_.parallel_for(places_.size(), grain(2 * k.cols), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t t = begin; t < end; ++t) {
+        cpu::store_kv(layout_, cache_.get() + places_[t].block * block_bytes, layer, places_[t].offset,
+                      k.data + t * k.cols, v.data + t * v.cols);
       }
-    }
+    });
   }
 
   void attention(std::size_t layer, Tensor q, float scale, Tensor out) override {
-    const std::size_t d = shape_.head_dim;
-    const std::size_t kv_heads = shape_.num_kv_heads;
-    const std::size_t q_heads = q.cols / d;
-    const std::size_t group = q_heads / kv_heads;
-    const std::size_t bs = shape_.block_size;
-    pool_.parallel_for(places_.size() * q_heads, 1, [&](std::size_t begin, std::size_t end) {
-      float scores[kMaxBlockSize];
-      for (std::size_t item = begin; item < end; ++item) {
-        const std::size_t t = item / q_heads;
-        const std::size_t h = item % q_heads;
-        const std::size_t g = h / group;
-        const TokenPlace& place = places_[t];
-        const auto& table = sequences_[place.sequence].block_table;
-        const float* qv = q.data + t * q.cols + h * d;
-        float* o = out.data + t * out.cols + h * d;
-        std::fill(o, o + d, 0.0f);
-        // Online softmax over the cached positions 0..position, one block at a time.
-        float running_max = -std::numeric_limits<float>::infinity();
-        float running_sum = 0;
-        const std::size_t length = place.position + 1;
-        for (std::size_t start = 0; start < length; start += bs) {
-          const std::size_t n = std::min(bs, length - start);
-          const std::size_t block = static_cast<std::size_t>(table[start / bs]);
-          const float* keys = cache_row(block, layer, 0, g, 0);
-          const float* values = cache_row(block, layer, 1, g, 0);
-          float block_max = running_max;
-          for (std::size_t j = 0; j < n; ++j) {
-            scores[j] = dot(qv, keys + j * d, d) * scale;
-            block_max = std::max(block_max, scores[j]);
-          }
-          const float correction = std::exp(running_max - block_max);
-          running_sum *= correction;
-          for (std::size_t i = 0; i < d; ++i) o[i] *= correction;
-          for (std::size_t j = 0; j < n; ++j) {
-            const float p = std::exp(scores[j] - block_max);
-            running_sum += p;
-            for (std::size_t i = 0; i < d; ++i) o[i] += p * values[j * d + i];
-          }
-          running_max = block_max;
-        }
-        const float inv = 1.0f / running_sum;
-        for (std::size_t i = 0; i < d; ++i) o[i] *= inv;
-      }
-    });
+    cpu::attention(pool_, {.layout = &layout_,
+                           .cache = cache_.get(),
+                           .layer = layer,
+                           .q = q.data,
+                           .out = out.data,
+                           .num_q_heads = q.cols / shape_.head_dim,
+                           .scale = scale,
+                           .sequences = attention_sequences_});
   }
 
   void silu_mul(Tensor gate, Tensor up, Tensor out) override {
@@ -313,24 +272,18 @@ class CpuBackend final : public Backend {
     return std::max<std::size_t>(1, (1u << 14) / std::max<std::size_t>(width, 1));
   }
 
-  // Cache layout per block: [layer][key, value][kv head][position in block][head_dim].
-  float* cache_row(std::size_t block, std::size_t layer, std::size_t kind, std::size_t head, std::size_t offset) {
-    const std::size_t d = shape_.head_dim;
-    const std::size_t bs = shape_.block_size;
-    return cache_.get() + block * block_floats_ + (((layer * 2 + kind) * shape_.num_kv_heads + head) * bs + offset) * d;
-  }
-
   cpu::ThreadPool pool_;
   std::deque<cpu::WeightMatrix> weights_;
   KvCacheShape shape_;
   RopeSpec rope_;
-  std::size_t block_floats_ = 0;
-  AlignedFloats cache_;
+  cpu::KvCacheLayout layout_;
+  std::unique_ptr<std::byte, AlignedFree> cache_;
   Workspace workspace_;
   std::vector<TokenPlace> places_;
   std::vector<std::int32_t> tokens_;
   std::vector<std::size_t> logit_rows_;
   std::vector<StepSequence> sequences_;
+  std::vector<cpu::AttentionSequence> attention_sequences_;
   float* cos_ = nullptr;
   float* sin_ = nullptr;
 };

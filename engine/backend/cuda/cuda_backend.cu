@@ -238,8 +238,10 @@ class CudaBackend final : public Backend {
 
   void init_cache(const KvCacheShape& shape, const RopeSpec& rope) override {
     if (shape.kv_type != WeightType::F32 && shape.kv_type != WeightType::BF16) {
-      throw std::invalid_argument("cuda backend: the KV cache is F32 or BF16, not " +
-                                  std::string(quant::weight_type_name(shape.kv_type)));
+      // The attention kernels read keys and values as f32 or bf16 only.
+      throw std::invalid_argument("cuda backend: a " + std::string(quant::weight_type_name(shape.kv_type)) +
+                                  " KV cache is not supported (the CUDA kernels store keys and values as F32 or "
+                                  "BF16); use --kv-cache-dtype bfloat16, float32 or auto");
     }
     if (shape.num_blocks == 0 || shape.block_size == 0 || shape.num_kv_heads == 0) {
       throw std::invalid_argument("cuda backend: a KV cache of " + std::to_string(shape.num_blocks) + " blocks of " +

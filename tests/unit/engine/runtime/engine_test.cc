@@ -1,5 +1,6 @@
 // The engine's KV cache sizing on the CPU: kv_cache_bytes when given, else cpu_kv_cache_bytes (serverd's
-// VLLM_CPU_KVCACHE_SPACE), and a cache too small names the setting to raise.
+// VLLM_CPU_KVCACHE_SPACE), and a cache too small names the setting to raise; its element type from
+// --kv-cache-dtype (bf16 by default on the CPU).
 #include "engine/runtime/engine.h"
 
 #include <gmock/gmock.h>
@@ -58,6 +59,35 @@ TEST_F(EngineCacheTest, ATooSmallCacheNamesWhatToRaise) {
                                           "raise VLLM_CPU_KVCACHE_SPACE (GiB)"));
   options.kv_cache_bytes = 1;
   EXPECT_THAT(refusal(options), HasSubstr("raise --kv-cache-memory-bytes"));
+}
+
+TEST_F(EngineCacheTest, TheKvCacheDtypeChoosesTheCachesTypeAndSixteenBitsHoldTwiceThePositions) {
+  using engine::quant::WeightType;
+  using engine::runtime::KvCacheDtype;
+  auto options = cpu();
+  options.max_model_len = 64;
+  options.cpu_kv_cache_bytes = std::size_t{1} << 20;
+  const auto blocks = [&](KvCacheDtype dtype, WeightType expected) {
+    options.kv_cache_dtype = dtype;
+    const auto engine = engine::runtime::Engine::load(dir_.path(), options);
+    EXPECT_EQ(engine->cache_shape().kv_type, expected);
+    return engine->kv_cache().num_blocks();
+  };
+  const std::size_t f32 = blocks(KvCacheDtype::Float32, WeightType::F32);
+  EXPECT_EQ(blocks(KvCacheDtype::Auto, WeightType::BF16), 2 * f32);
+  EXPECT_EQ(blocks(KvCacheDtype::BFloat16, WeightType::BF16), 2 * f32);
+  EXPECT_EQ(blocks(KvCacheDtype::Float16, WeightType::F16), 2 * f32);
+}
+
+TEST(KvCacheDtype, ParsesVllmsSpellingsAndFloat32) {
+  using engine::runtime::KvCacheDtype;
+  using engine::runtime::parse_kv_cache_dtype;
+  EXPECT_EQ(parse_kv_cache_dtype("auto"), KvCacheDtype::Auto);
+  EXPECT_EQ(parse_kv_cache_dtype("bfloat16"), KvCacheDtype::BFloat16);
+  EXPECT_EQ(parse_kv_cache_dtype("float16"), KvCacheDtype::Float16);
+  EXPECT_EQ(parse_kv_cache_dtype("float32"), KvCacheDtype::Float32);
+  EXPECT_FALSE(parse_kv_cache_dtype("fp8"));
+  EXPECT_FALSE(parse_kv_cache_dtype("bf16"));
 }
 
 }  // namespace

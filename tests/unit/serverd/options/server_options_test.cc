@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/flags.h"
+#include "engine/runtime/engine.h"
 #include "fetchd/request/fetch_error.h"
 
 namespace serverd {
@@ -199,7 +200,29 @@ TEST(ServerOptions, AFullVllmLaunchLineParses) {
                                     HasSubstr("--pipeline-parallel-size 1:"), HasSubstr("--trust-remote-code:"),
                                     HasSubstr("--enable-chunked-prefill:"), HasSubstr("--disable-log-requests:"),
                                     HasSubstr("--disable-log-stats:"), HasSubstr("--uvicorn-log-level warning:"),
-                                    HasSubstr("--swap-space 4:"), HasSubstr("--kv-cache-dtype auto:")));
+                                    HasSubstr("--swap-space 4:")));
+  EXPECT_EQ(o->kv_cache_dtype, "auto");  // honoured, so no note
+}
+
+// --kv-cache-dtype takes vLLM's 16-bit values and float32, and refuses each fp8 value by name.
+TEST(ServerOptions, KvCacheDtypeTakesSixteenAndThirtyTwoBitValuesAndRefusesFp8ByName) {
+  EXPECT_EQ(parse({"a/b"})->kv_cache_dtype, "auto");
+  for (const std::string dtype : {"auto", "bfloat16", "float16", "float32"}) {
+    const auto o = parse({"a/b", "--kv-cache-dtype", dtype});
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->kv_cache_dtype, dtype);
+    EXPECT_TRUE(o->notes.empty());
+    // Every value the flag takes is one the engine takes (the loader passes it on).
+    EXPECT_TRUE(engine::runtime::parse_kv_cache_dtype(dtype)) << dtype;
+  }
+  for (const std::string dtype : {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}) {
+    EXPECT_EQ(refusal({"a/b", "--kv-cache-dtype", dtype}),
+              "--kv-cache-dtype " + dtype +
+                  ": serverd has no fp8 KV cache; use --kv-cache-dtype bfloat16 (half the "
+                  "memory of float32) or auto");
+  }
+  EXPECT_THAT(refusal({"a/b", "--kv-cache-dtype", "int4"}),
+              HasSubstr("--kv-cache-dtype takes one of auto, bfloat16, float16, float32, fp8"));
 }
 
 TEST(ServerOptions, ARepeatedAcceptedFlagLogsOneLine) {

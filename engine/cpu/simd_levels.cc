@@ -1,0 +1,87 @@
+#include "engine/cpu/simd_levels.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/matmul.h"
+
+namespace engine::cpu {
+
+namespace {
+
+bool cpu_supports(std::string_view level) {
+  if (level == "portable") return true;
+#if defined(ENGINE_CPU_X86)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (level == "avx2") return avx2;
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (level == "avx512") return avx512;
+  if (level == "avx512bf16") return avx512 && __builtin_cpu_supports("avx512bf16");
+  if (level == "avx512vnni") {
+    return avx512 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+  }
+#endif
+  return false;
+}
+
+const kernels::Table* table_for(std::string_view level) {
+  if (!cpu_supports(level)) return nullptr;
+  if (level == "portable") return &kernels::portable_table();
+#if defined(ENGINE_CPU_X86)
+  if (level == "avx2") return &kernels::avx2_table();
+  if (level == "avx512") return &kernels::avx512_table();
+  if (level == "avx512bf16") return &kernels::avx512bf16_table();
+  if (level == "avx512vnni") return &kernels::avx512vnni_table();
+#endif
+  return nullptr;
+}
+
+constexpr std::string_view kLevelsBestFirst[] = {"avx512vnni", "avx512bf16", "avx512", "avx2", "portable"};
+
+// The best level the CPU runs, unless ENGINE_SIMD names another one it runs.
+const kernels::Table& choose_table() {
+  if (const char* forced = std::getenv("ENGINE_SIMD"); forced != nullptr && *forced != '\0') {
+    if (const auto* table = table_for(forced)) return *table;
+    std::fprintf(stderr,
+                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512vnni, avx512bf16, avx512, avx2, "
+                 "portable); "
+                 "using the best one\n",
+                 forced);
+  }
+  for (const auto level : kLevelsBestFirst) {
+    if (const auto* table = table_for(level)) return *table;
+  }
+  return kernels::portable_table();
+}
+
+}  // namespace
+
+const kernels::Table& active_table() {
+  static const kernels::Table& table = choose_table();
+  return table;
+}
+
+const kernels::Table& table_or_throw(std::string_view level) {
+  const auto* table = table_for(level);
+  if (table == nullptr) throw std::invalid_argument("SIMD level '" + std::string(level) + "' is not available");
+  return *table;
+}
+
+std::string_view simd_level() {
+  return active_table().name;
+}
+
+std::vector<std::string_view> supported_simd_levels() {
+  std::vector<std::string_view> levels;
+  for (const auto level : kLevelsBestFirst) {
+    if (table_for(level) != nullptr) levels.push_back(level);
+  }
+  return levels;
+}
+
+}  // namespace engine::cpu
