@@ -220,7 +220,7 @@ double seconds(Clock::duration d) {
 
 // Added to the logits of tokens holding a '"' or an '@' (an email's way out of its local part) where text
 // is otherwise unbounded (Case::nudge_quotes).
-constexpr float kQuoteBias = 3.0f;
+constexpr float kQuoteBias = 5.0f;
 
 struct KindCount {
   std::size_t outputs = 0;

@@ -47,20 +47,22 @@ TEST(StepLayout, RefusalsNameTheBackendAndTheNumbers) {
   EXPECT_THAT(refusal({{{0, 1, one}}, {1}, {1}}), HasSubstr("logit row 1 is past the step's 1 tokens"));
 }
 
-// The CPU backend keeps its KV cache in f32; a bf16 cache (a GPU's choice) is refused by name.
-TEST(StepLayout, TheCpuBackendRefusesABf16Cache) {
+// The CPU backend keeps its KV cache in f32, f16 or bf16 (--kv-cache-dtype); another type is refused by name.
+TEST(StepLayout, TheCpuBackendRefusesAKvCacheTypeItCannotStore) {
   auto cpu = make_cpu_backend(1);
-  KvCacheShape bf16 = shape();
-  bf16.kv_type = quant::WeightType::BF16;
+  KvCacheShape q8 = shape();
+  q8.kv_type = quant::WeightType::Q8_0;
   RopeSpec rope;
   rope.inv_freq.assign(32, 1.0);
   try {
-    cpu->init_cache(bf16, rope);
-    FAIL() << "a bf16 cache was accepted";
+    cpu->init_cache(q8, rope);
+    FAIL() << "a Q8_0 cache was accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_THAT(e.what(), HasSubstr("the KV cache is F32, not BF16"));
+    EXPECT_THAT(e.what(), HasSubstr("a KV cache of Q8_0: the CPU stores keys and values as F32, F16 or BF16"));
   }
-  EXPECT_EQ(bf16.bytes_per_block(), shape().bytes_per_block() / 2);
+  KvCacheShape bf16 = shape();
+  bf16.kv_type = quant::WeightType::BF16;
+  cpu->init_cache(bf16, rope);  // a bf16 cache is the CPU's default since --kv-cache-dtype
 }
 
 }  // namespace
