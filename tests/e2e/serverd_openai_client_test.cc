@@ -34,6 +34,17 @@ std::map<std::string, std::string> serverd_environment(const TempDir& dir, const
           {"FETCHD_BINARY", testing_support::env_or("FETCHD_BINARY", FETCHD_BINARY)}};
 }
 
+// Runs the official client's script against serverd on `port`: node openai_client.mjs BASE MODEL KEY [SUITE].
+// Returns its exit status; `output` receives what it printed.
+int run_openai_client(std::uint16_t port, const std::string& model, const std::string& api_key,
+                      const std::string& suite, std::string& output) {
+  return testing_support::run_command("'" + testing_support::env_or("NODE_EXECUTABLE", NODE_EXECUTABLE) + "' '" +
+                                          testing_support::env_or("OPENAI_CLIENT_SCRIPT", OPENAI_CLIENT_SCRIPT) +
+                                          "' http://127.0.0.1:" + std::to_string(port) + "/v1 " + model + " " +
+                                          api_key + (suite.empty() ? "" : " " + suite),
+                                      output);
+}
+
 TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   TempDir dir;
   engine::tools::ModelWriterOptions model;
@@ -53,13 +64,9 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   ASSERT_TRUE(port) << "serverd exited before serving: " << serverd.err();
   const std::string err = serverd.err();
   EXPECT_THAT(err, HasSubstr("through fetchd at unix:"));
-  const std::string base = "http://127.0.0.1:" + std::to_string(*port) + "/v1";
 
   std::string output;
-  const int status = testing_support::run_command(
-      "'" + testing_support::env_or("NODE_EXECUTABLE", NODE_EXECUTABLE) + "' '" +
-          testing_support::env_or("OPENAI_CLIENT_SCRIPT", OPENAI_CLIENT_SCRIPT) + "' " + base + " demo/tiny sk-test",
-      output);
+  const int status = run_openai_client(*port, "demo/tiny", "sk-test", "", output);
   EXPECT_EQ(status, 0) << output << serverd.err();
   for (const char* check :
        {"models", "completions", "chat", "chat streaming with usage", "n > 1", "logprobs", "stop strings",
@@ -96,11 +103,7 @@ TEST(ServerdOpenAiClient, ToolCallAndReasoningParsersServeTheOpenAiClient) {
   const std::string err = serverd.err();
 
   std::string output;
-  const int status =
-      testing_support::run_command("'" + testing_support::env_or("NODE_EXECUTABLE", NODE_EXECUTABLE) + "' '" +
-                                       testing_support::env_or("OPENAI_CLIENT_SCRIPT", OPENAI_CLIENT_SCRIPT) +
-                                       "' http://127.0.0.1:" + std::to_string(*port) + "/v1 demo/tiny none tools",
-                                   output);
+  const int status = run_openai_client(*port, "demo/tiny", "none", "tools", output);
   EXPECT_EQ(status, 0) << output << serverd.err();
   EXPECT_THAT(output, HasSubstr("ok tool calls and reasoning\n")) << output;
   serverd.signal(SIGTERM);
@@ -133,11 +136,7 @@ TEST(ServerdOpenAiClient, RealToolCallsFromAScriptedModelReachTheOpenAiClient) {
   ASSERT_TRUE(port) << "serverd exited before serving: " << serverd.err();
 
   std::string output;
-  const int status = testing_support::run_command(
-      "'" + testing_support::env_or("NODE_EXECUTABLE", NODE_EXECUTABLE) + "' '" +
-          testing_support::env_or("OPENAI_CLIENT_SCRIPT", OPENAI_CLIENT_SCRIPT) +
-          "' http://127.0.0.1:" + std::to_string(*port) + "/v1 demo/scripted none scripted",
-      output);
+  const int status = run_openai_client(*port, "demo/scripted", "none", "scripted", output);
   EXPECT_EQ(status, 0) << output << serverd.err();
   for (const char* check :
        {"a real tool call, whole", "a real tool call, streamed", "parallel_tool_calls false keeps the first call",
