@@ -25,31 +25,51 @@ std::size_t utf8_length(char32_t c) {
   return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
 }
 
-// The fewest bytes `expr` matches; 0 for anything through a rule (not known here, and 0 is safe).
-std::size_t min_bytes(const GrammarExpr& expr) {
+// The fewest bytes `expr` matches, given the fewest of each rule (`rule_least`, saturating at kMany).
+constexpr std::size_t kMany = std::size_t{1} << 32;
+std::size_t min_bytes(const GrammarExpr& expr, const std::vector<std::size_t>& rule_least) {
   switch (expr.kind) {
     case GrammarExpr::Kind::Literal: return expr.literal.size();
     case GrammarExpr::Kind::Class: return expr.ranges.empty() ? 0 : utf8_length(expr.ranges.front().lo);
-    case GrammarExpr::Kind::RuleRef: return 0;
+    case GrammarExpr::Kind::RuleRef: return rule_least[expr.rule];
     case GrammarExpr::Kind::Sequence: {
       std::size_t sum = 0;
-      for (const auto& child : expr.children) sum += min_bytes(child);
+      for (const auto& child : expr.children) sum = std::min(kMany, sum + min_bytes(child, rule_least));
       return sum;
     }
     case GrammarExpr::Kind::Alternation: {
-      std::size_t least = SIZE_MAX;
-      for (const auto& child : expr.children) least = std::min(least, min_bytes(child));
-      return least == SIZE_MAX ? 0 : least;
+      std::size_t least = kMany;
+      for (const auto& child : expr.children) least = std::min(least, min_bytes(child, rule_least));
+      return least;
     }
-    case GrammarExpr::Kind::Repeat: return expr.min * min_bytes(expr.children.front());
+    case GrammarExpr::Kind::Repeat:
+      return std::min(kMany, std::size_t{expr.min} * min_bytes(expr.children.front(), rule_least));
   }
   return 0;
 }
 
+// The fewest bytes each rule matches: a fixed point from "no string yet" (kMany) downwards, so a rule through
+// other rules (recursive ones included) gets its true least; one that matches nothing stays at kMany.
+std::vector<std::size_t> rule_min_bytes(const GrammarAst& ast) {
+  std::vector<std::size_t> least(ast.bodies.size(), kMany);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t r = 0; r < ast.bodies.size(); ++r) {
+      const std::size_t next = min_bytes(ast.bodies[r], least);
+      if (next < least[r]) {
+        least[r] = next;
+        changed = true;
+      }
+    }
+  }
+  return least;
+}
+
 class RuleGraphBuilder {
  public:
-  RuleGraphBuilder(std::size_t& states, std::size_t max_states, std::uint32_t& next_group)
-      : states_(states), max_states_(max_states), next_group_(next_group) {}
+  RuleGraphBuilder(std::size_t& states, std::size_t max_states, std::uint32_t& next_group,
+                   const std::vector<std::size_t>& rule_least)
+      : states_(states), max_states_(max_states), next_group_(next_group), rule_least_(rule_least) {}
 
   std::vector<RawNode>& nodes() { return nodes_; }
 
@@ -151,7 +171,7 @@ class RuleGraphBuilder {
     // `left` more to go agrees with one with more on strings shorter than left * least bytes (only then can
     // it leave the mandatory part); an optional one on strings up to left * least bytes (only longer ones
     // can start a copy it has no room for).
-    const std::size_t least = min_bytes(body);
+    const std::size_t least = min_bytes(body, rule_least_);
     std::uint32_t mandatory = ByteAutomaton::kNoGroup, optional = ByteAutomaton::kNoGroup;
     std::uint32_t at = from;
     for (std::uint32_t i = 0; i < expr.min; ++i) {
@@ -180,7 +200,8 @@ class RuleGraphBuilder {
   std::size_t& states_;
   std::size_t max_states_;
   std::vector<RawNode> nodes_;
-  std::uint32_t& next_group_;  // the next unused repeat group, across the grammar's rules
+  std::uint32_t& next_group_;                   // the next unused repeat group, across the grammar's rules
+  const std::vector<std::size_t>& rule_least_;  // per rule, the fewest bytes it matches
 };
 
 // Merges sorted byte edges with one target whose ranges touch; drops duplicates.
@@ -265,8 +286,9 @@ ByteAutomaton build_automaton(const GrammarAst& ast, std::size_t max_states) {
   automaton.rule_start.resize(ast.bodies.size());
   std::size_t states = 0;
   std::uint32_t next_group = 0;
+  const std::vector<std::size_t> rule_least = rule_min_bytes(ast);
   for (std::size_t rule = 0; rule < ast.bodies.size(); ++rule) {
-    RuleGraphBuilder builder(states, max_states, next_group);
+    RuleGraphBuilder builder(states, max_states, next_group, rule_least);
     const std::uint32_t start = builder.add();
     const std::uint32_t end = builder.build(ast.bodies[rule], start);
     automaton.rule_start[rule] = append_rule(automaton, builder.nodes(), end, static_cast<std::uint32_t>(rule));

@@ -16,9 +16,9 @@ namespace engine::grammar {
 
 class CompiledGrammar {
  public:
-  // Precomputes the mask cache; throws GrammarError when `budget` runs out first.
+  // Precomputes the mask cache; throws GrammarError when `budget.time` runs out first.
   CompiledGrammar(ByteAutomaton automaton, std::shared_ptr<const SortedVocabulary> vocabulary,
-                  TokenMaskCache::Clock::time_point deadline, std::chrono::milliseconds budget)
+                  TokenMaskCache::Clock::time_point deadline, const CompileBudget& budget)
       : automaton_(std::move(automaton)),
         walker_(automaton_),
         vocabulary_(std::move(vocabulary)),

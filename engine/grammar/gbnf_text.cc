@@ -234,8 +234,12 @@ std::string json_string_char(const CodepointSet& set) {
   return out + ")";
 }
 
+std::string json_string_escape() {
+  return R"("\\" ([\x22\x5C\x2Fbfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))";
+}
+
 std::string json_any_string_char() {
-  return R"(([^\x22\x5C\x00-\x1F] | "\\" ([\x22\x5C\x2Fbfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))))";
+  return R"(([^\x22\x5C\x00-\x1F] | )" + json_string_escape() + ")";
 }
 
 std::string GbnfRules::unique_name(std::string_view hint) {

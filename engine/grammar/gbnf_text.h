@@ -60,6 +60,7 @@ std::string json_escape(std::u32string_view text);
 std::string json_string_char(const CodepointSet& set);
 // Any one character inside a JSON string, every escape JSON allows included (\/ and \uXXXX, surrogate
 // escapes excepted, so that each match is one character of the value).
+std::string json_string_escape();
 std::string json_any_string_char();
 
 // The grammar under construction: rules named after what they match (a hint made unique), identical

@@ -59,7 +59,7 @@ struct GrammarCompiler::State {
     GrammarAst ast = parse_gbnf(spec_to_gbnf(spec));
     inline_small_rules(ast);
     ByteAutomaton automaton = build_automaton(ast, budget.max_states);
-    return std::make_shared<const CompiledGrammar>(std::move(automaton), sorted, deadline, budget.time);
+    return std::make_shared<const CompiledGrammar>(std::move(automaton), sorted, deadline, budget);
   }
 };
 

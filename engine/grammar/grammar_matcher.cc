@@ -69,14 +69,15 @@ struct GrammarMatcher::State {
       return;
     }
     // A difference from another copy's set: build it whole, then merge.
+    const TokenMaskCache::Difference difference = masks.difference(cached);
     std::span<std::uint32_t> target = mask;
     if (!overwrite) {
       difference_scratch.resize(vocabulary().bitmask_words());
       target = difference_scratch;
     }
-    apply_stored(masks.at(cached.base), target, true);
-    for (const std::int32_t id : masks.set_ids(cached)) set_bit(target, id);
-    for (const std::int32_t id : masks.clear_ids(cached)) clear_bit(target, id);
+    apply_stored(masks.at(difference.base), target, true);
+    for (const std::int32_t id : difference.set_ids) set_bit(target, id);
+    for (const std::int32_t id : difference.clear_ids) clear_bit(target, id);
     if (!overwrite) {
       for (std::size_t w = 0; w < target.size(); ++w) mask[w] |= target[w];
     }
@@ -121,9 +122,15 @@ struct GrammarMatcher::State {
   // Sets the bits of the uncertain tokens of `group`'s top node that the group's real stacks accept (a
   // difference from another copy walks that copy's uncertain tokens and its own extra ones).
   void check_uncertain(std::span<const StackElement> group, std::span<std::uint32_t> mask) {
-    const NodeTokenMask& cached = grammar->masks().at(group.front().node);
-    check_tokens(group, grammar->masks().uncertain(cached), mask);
-    check_tokens(group, grammar->masks().extra_uncertain(cached), mask);
+    const TokenMaskCache& masks = grammar->masks();
+    const NodeTokenMask& cached = masks.at(group.front().node);
+    if (cached.base == NodeTokenMask::kSelf) {
+      check_tokens(group, masks.uncertain(cached), mask);
+      return;
+    }
+    const TokenMaskCache::Difference difference = masks.difference(cached);
+    check_tokens(group, masks.uncertain(masks.at(difference.base)), mask);
+    check_tokens(group, difference.extra_uncertain, mask);
   }
 
   // Sets the bits of the `uncertain` tokens (sorted indices, ascending) that `group`'s stacks accept. The

@@ -406,6 +406,12 @@ class SchemaConverter {
   }
 
   std::string string_char() { return rules_.add("char", json_any_string_char()); }
+  // A bounded string's character: the plain class written in place, so each counted copy's plain-character
+  // position is a node of its own (the mask cache then knows where a token of several characters leads);
+  // only the escapes stay a shared rule, whose positions few tokens start at.
+  std::string bounded_string_char() {
+    return "([^\\x22\\x5C\\x00-\\x1F] | " + rules_.add("char-escape", json_string_escape()) + ")";
+  }
 
   std::string visit_string(const Value& schema, const std::string& path, const std::string& hint) {
     const Value* pattern = member(schema, "pattern");
@@ -445,7 +451,11 @@ class SchemaConverter {
            "maxLength " + std::to_string(*max_length) + " is below minLength " + std::to_string(*min_length));
     }
     if (!length_keyword) return rules_.add("string", quote + " " + string_char() + "* " + quote);
-    return quote + " " + string_char() + repeat(min_length.value_or(0), max_length.value_or(kUnlimited)) + " " + quote;
+    // A rule of its own: a bounded array of such strings then refers to one set of the characters' copies
+    // instead of expanding them once per item.
+    return rules_.add(hint + "-string", quote + " " + bounded_string_char() +
+                                            repeat(min_length.value_or(0), max_length.value_or(kUnlimited)) + " " +
+                                            quote);
   }
 
   // ---- any value ------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ void PositionSetTable::clear() {
   step_keys_.assign(kInitialSlots, kNoKey);
   step_values_.assign(kInitialSlots, Step{});
   steps_ = 0;
+  dense_rows_.clear();
+  dense_.clear();
 }
 
 std::uint64_t PositionSetTable::hash(std::span<const StackElement> set) {
@@ -80,11 +82,23 @@ std::uint32_t PositionSetTable::start(std::uint32_t node) {
   return intern({&element, 1});
 }
 
-PositionSetTable::Step PositionSetTable::step(std::uint32_t set, std::uint8_t byte) {
+PositionSetTable::Step PositionSetTable::step_slow(std::uint32_t set, std::uint8_t byte) {
+  const auto remember = [&](const Step& result) {
+    if (set >= dense_rows_.size()) dense_rows_.resize(std::size_t{set} + 1, kNoRow);
+    if (dense_rows_[set] == kNoRow) {
+      if (dense_.size() >= std::size_t{kDenseSets} * 256) return;
+      dense_rows_[set] = static_cast<std::uint32_t>(dense_.size() / 256);
+      dense_.resize(dense_.size() + 256, Step{kUnknownStep, 0});
+    }
+    dense_[std::size_t{dense_rows_[set]} * 256 + byte] = result;
+  };
   const std::uint64_t key = std::uint64_t{set} << 8 | byte;
   std::size_t slot = slot_of(key, step_keys_.size());
   for (; step_keys_[slot] != kNoKey; slot = (slot + 1) & (step_keys_.size() - 1)) {
-    if (step_keys_[slot] == key) return step_values_[slot];
+    if (step_keys_[slot] == key) {
+      remember(step_values_[slot]);
+      return step_values_[slot];
+    }
   }
   scratch_.clear();
   StepEnds ends;
@@ -109,6 +123,7 @@ PositionSetTable::Step PositionSetTable::step(std::uint32_t set, std::uint8_t by
   step_keys_[slot] = key;
   step_values_[slot] = result;
   ++steps_;
+  remember(result);
   return result;
 }
 

@@ -33,7 +33,13 @@ class PositionSetTable {
   // The set of `positions` (sorted by key, unique; their frames from this table's pool).
   std::uint32_t start(std::span<const StackElement> positions) { return intern(positions); }
   // Reads `byte` from set `set`; memoized.
-  Step step(std::uint32_t set, std::uint8_t byte);
+  Step step(std::uint32_t set, std::uint8_t byte) {
+    if (set < dense_rows_.size() && dense_rows_[set] != kNoRow) {
+      const Step& known = dense_[std::size_t{dense_rows_[set]} * 256 + byte];
+      if (known.next != kUnknownStep) return known;
+    }
+    return step_slow(set, byte);
+  }
 
   bool empty(std::uint32_t set) const { return set_begin_[set + 1] == set_begin_[set]; }
   const StepEnds& ends(std::uint32_t id) const { return ends_[id]; }
@@ -43,6 +49,7 @@ class PositionSetTable {
   void clear();
 
  private:
+  Step step_slow(std::uint32_t set, std::uint8_t byte);
   std::uint32_t intern(std::span<const StackElement> set);
   std::uint32_t intern_ends(const StepEnds& ends);
   std::span<const StackElement> at(std::uint32_t set) const {
@@ -63,6 +70,13 @@ class PositionSetTable {
   std::vector<std::uint64_t> step_keys_;
   std::vector<Step> step_values_;
   std::size_t steps_ = 0;
+  // The first kDenseSets sets that take a step get a row of 256 steps (most of a walk's steps come from
+  // few sets): an array load instead of a probe. Later sets use the hash table alone.
+  static constexpr std::uint32_t kDenseSets = 512;
+  static constexpr std::uint32_t kNoRow = UINT32_MAX;
+  static constexpr std::uint32_t kUnknownStep = UINT32_MAX;
+  std::vector<std::uint32_t> dense_rows_;  // per set id: its row, or kNoRow
+  std::vector<Step> dense_;
   std::vector<StackElement> scratch_;
 };
 

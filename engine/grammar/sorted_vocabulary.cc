@@ -104,4 +104,10 @@ std::string_view SortedVocabulary::id_bytes(std::int32_t id) const {
   return k == UINT32_MAX ? std::string_view() : bytes(k);
 }
 
+std::size_t SortedVocabulary::longer_than(std::size_t length) const {
+  const auto end = std::partition_point(longest_first_.begin(), longest_first_.end(),
+                                        [&](std::uint32_t k) { return bytes(k).size() > length; });
+  return static_cast<std::size_t>(end - longest_first_.begin());
+}
+
 }  // namespace engine::grammar

@@ -46,6 +46,8 @@ class SortedVocabulary {
   std::size_t max_token_length() const { return max_token_length_; }
   std::uint16_t subtree_max_depth(std::uint32_t node) const { return subtree_max_depth_[node]; }
   std::span<const std::uint32_t> longest_first() const { return longest_first_; }
+  // How many tokens are longer than `length` bytes (a prefix of longest_first()).
+  std::size_t longer_than(std::size_t length) const;
 
   // Bit per id: whether the id is among the sorted tokens.
   std::span<const std::uint32_t> producible() const { return producible_; }

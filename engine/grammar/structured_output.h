@@ -47,6 +47,15 @@ struct TokenVocabulary {
 struct CompileBudget {
   std::chrono::milliseconds time{5000};  // wall time of one compilation
   std::size_t max_states = 1 << 20;      // automaton size
+  // Copies of a counted repetition differ from their group's first copy only on tokens longer than the
+  // bytes they agree on. When at most `uncertain_long_tokens` tokens are longer, none is walked at compile
+  // time: they are checked against the real stack when a mask is filled (a few microseconds). Otherwise the
+  // copy walks them at compile time, unless more than `deferred_live_tokens` of them are live for the first
+  // copy: such a copy costs nearly a whole vocabulary walk and is one of the last characters of a
+  // length-bounded string, a position a generation seldom reaches, so its walk waits for the first mask that
+  // needs it (then it is kept).
+  std::size_t uncertain_long_tokens = 512;
+  std::size_t deferred_live_tokens = 4096;
 };
 
 class CompiledGrammar;  // immutable; shared by every sequence asking for the same thing

@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -124,13 +125,47 @@ std::vector<Job> plan_jobs(const ByteAutomaton& automaton) {
   return jobs;
 }
 
+// How copy `node` of a counted repetition differs from its group's base, whose class per sorted token is
+// `base_class` (0 rejected, 1 accepted, 2 uncertain): tokens up to `agree` bytes are classed alike, so only
+// the longer ones are walked and compared. `mark` is the vocabulary's size, all 0, and is left so.
+struct CopyDifference {
+  std::vector<std::int32_t> set, clear;        // token ids: accepted here and not by the base, and the reverse
+  std::vector<std::uint32_t> extra_uncertain;  // sorted indices uncertain here and not for the base, ascending
+};
+// `base_accepted`: the base's accepted tokens, longest first (or every token, longest first).
+void copy_difference(NodeWalk& walk, const SortedVocabulary& vocabulary, std::uint32_t node, std::size_t agree,
+                     const std::vector<std::uint8_t>& base_class, std::span<const std::uint32_t> base_accepted,
+                     std::vector<std::uint8_t>& mark, std::vector<std::uint32_t>& accepted,
+                     std::vector<std::uint32_t>& uncertain, CopyDifference& out,
+                     TokenMaskCache::Clock::time_point deadline, std::chrono::milliseconds budget) {
+  walk.run(node, agree, accepted, uncertain, deadline, budget);
+  out.set.clear();
+  out.clear.clear();
+  out.extra_uncertain.clear();
+  for (const std::uint32_t k : accepted) {
+    mark[k] = 1;
+    if (base_class[k] != 1) out.set.push_back(vocabulary.id(k));
+  }
+  for (const std::uint32_t k : uncertain) {
+    mark[k] = 2;
+    if (base_class[k] != 2) out.extra_uncertain.push_back(k);
+  }
+  for (const std::uint32_t k : base_accepted) {
+    if (vocabulary.bytes(k).size() <= agree) break;
+    if (base_class[k] == 1 && mark[k] != 1) out.clear.push_back(vocabulary.id(k));
+  }
+  for (const std::uint32_t k : accepted) mark[k] = 0;
+  for (const std::uint32_t k : uncertain) mark[k] = 0;
+  std::sort(out.extra_uncertain.begin(), out.extra_uncertain.end());
+}
+
 }  // namespace
 
 // Computes one job's masks: the first node by a whole walk, the others from it (below).
 class TokenMaskCache::JobRunner {
  public:
   JobRunner(TokenMaskCache& cache, const AutomatonWalker& walker, const SortedVocabulary& vocabulary, std::mutex& mutex,
-            Clock::time_point deadline, std::chrono::milliseconds budget)
+            Clock::time_point deadline, const CompileBudget& budget)
       : cache_(cache),
         walk_(walker, vocabulary),
         vocabulary_(vocabulary),
@@ -141,18 +176,29 @@ class TokenMaskCache::JobRunner {
   void run(const Job& job) {
     const ByteAutomaton& automaton = cache_.automaton_;
     const std::uint32_t base = job.front();
-    walk_.run(base, 0, accepted_, uncertain_, deadline_, budget_);
+    walk_.run(base, 0, accepted_, uncertain_, deadline_, budget_.time);
     {
       std::lock_guard lock(mutex_);
       cache_.store(base, accepted_, uncertain_, vocabulary_);
       ++cache_.walks_;
     }
     if (job.size() == 1) return;
-    // The base's class per sorted token: 0 rejected, 1 accepted, 2 uncertain.
-    base_class_.assign(vocabulary_.size(), 0);
-    for (const std::uint32_t k : accepted_) base_class_[k] = 1;
-    for (const std::uint32_t k : uncertain_) base_class_[k] = 2;
-    class_.assign(vocabulary_.size(), 0);
+    // The base's class per sorted token, kept by deferred copies for their first use; and how many of its
+    // live tokens are longer than each length.
+    auto base_class = std::make_shared<std::vector<std::uint8_t>>(vocabulary_.size(), 0);
+    for (const std::uint32_t k : accepted_) (*base_class)[k] = 1;
+    for (const std::uint32_t k : uncertain_) (*base_class)[k] = 2;
+    live_longer_.assign(vocabulary_.max_token_length() + 2, 0);
+    for (const auto* list : {&accepted_, &uncertain_}) {
+      for (const std::uint32_t k : *list) ++live_longer_[vocabulary_.bytes(k).size() - 1];
+    }
+    for (std::size_t n = live_longer_.size() - 1; n-- > 0;) live_longer_[n] += live_longer_[n + 1];
+    mark_.assign(vocabulary_.size(), 0);
+    base_accepted_ = accepted_;
+    std::stable_sort(base_accepted_.begin(), base_accepted_.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return vocabulary_.bytes(a).size() > vocabulary_.bytes(b).size();
+    });
+    const auto longest = vocabulary_.longest_first();
     for (std::size_t j = 1; j < job.size(); ++j) {
       const std::uint32_t node = job[j];
       const std::size_t agree = automaton.nodes[node].agree_depth;
@@ -162,24 +208,29 @@ class TokenMaskCache::JobRunner {
         cache_.masks_[node] = cache_.masks_[base];
         continue;
       }
-      // Tokens up to `agree` bytes are classed as the base's; walk the longer ones and keep the differences.
-      walk_.run(node, agree, accepted_, uncertain_, deadline_, budget_);
-      for (const std::uint32_t k : accepted_) class_[k] = 1;
-      for (const std::uint32_t k : uncertain_) class_[k] = 2;
-      set_.clear();
-      clear_.clear();
-      extra_uncertain_.clear();
-      for (const std::uint32_t k : vocabulary_.longest_first()) {
-        if (vocabulary_.bytes(k).size() <= agree) break;
-        const std::uint8_t mine = class_[k], theirs = base_class_[k];
-        if (mine == 1 && theirs != 1) set_.push_back(vocabulary_.id(k));
-        if (mine != 1 && theirs == 1) clear_.push_back(vocabulary_.id(k));
-        if (mine == 2 && theirs != 2) extra_uncertain_.push_back(k);
-        class_[k] = 0;
+      const std::size_t longer = vocabulary_.longer_than(agree);
+      if (longer <= budget_.uncertain_long_tokens) {
+        difference_.set.clear();
+        difference_.clear.clear();
+        difference_.extra_uncertain.clear();
+        for (const std::uint32_t k : longest.first(longer)) {
+          if ((*base_class)[k] == 1) difference_.clear.push_back(vocabulary_.id(k));
+          if ((*base_class)[k] != 2) difference_.extra_uncertain.push_back(k);
+        }
+        std::sort(difference_.extra_uncertain.begin(), difference_.extra_uncertain.end());
+        std::lock_guard lock(mutex_);
+        cache_.store_difference(node, base, difference_.set, difference_.clear, difference_.extra_uncertain);
+        continue;
       }
-      std::sort(extra_uncertain_.begin(), extra_uncertain_.end());
+      if (live_longer_[agree] > budget_.deferred_live_tokens) {
+        std::lock_guard lock(mutex_);
+        cache_.defer(node, base, base_class);
+        continue;
+      }
+      copy_difference(walk_, vocabulary_, node, agree, *base_class, base_accepted_, mark_, accepted_, uncertain_,
+                      difference_, deadline_, budget_.time);
       std::lock_guard lock(mutex_);
-      cache_.store_difference(node, base, set_, clear_, extra_uncertain_);
+      cache_.store_difference(node, base, difference_.set, difference_.clear, difference_.extra_uncertain);
       ++cache_.walks_;
     }
   }
@@ -190,15 +241,16 @@ class TokenMaskCache::JobRunner {
   const SortedVocabulary& vocabulary_;
   std::mutex& mutex_;
   Clock::time_point deadline_;
-  std::chrono::milliseconds budget_;
-  std::vector<std::uint32_t> accepted_, uncertain_, extra_uncertain_;
-  std::vector<std::int32_t> set_, clear_;
-  std::vector<std::uint8_t> base_class_, class_;
+  CompileBudget budget_;
+  std::vector<std::uint32_t> accepted_, uncertain_, base_accepted_;
+  CopyDifference difference_;
+  std::vector<std::uint8_t> mark_;
+  std::vector<std::size_t> live_longer_;  // [n]: the base's live tokens longer than n bytes
 };
 
 TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabulary& vocabulary,
-                               Clock::time_point deadline, std::chrono::milliseconds budget)
-    : automaton_(walker.automaton()) {
+                               Clock::time_point deadline, const CompileBudget& budget)
+    : walker_(walker), vocabulary_(vocabulary), automaton_(walker.automaton()) {
   masks_.resize(automaton_.nodes.size());
   const std::vector<Job> jobs = plan_jobs(automaton_);
   for (const Job& job : jobs) positions_ += job.size();
@@ -227,6 +279,44 @@ TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabu
   work();
   for (auto& helper : helpers) helper.join();
   if (error) std::rethrow_exception(error);
+}
+
+void TokenMaskCache::defer(std::uint32_t node, std::uint32_t base,
+                           std::shared_ptr<const std::vector<std::uint8_t>> base_class) {
+  NodeTokenMask& mask = masks_[node];
+  mask = masks_[base];
+  mask.base = base;
+  mask.deferred = static_cast<std::uint32_t>(deferred_.size());
+  auto slot = std::make_unique<DeferredSlot>();
+  slot->node = node;
+  slot->base_class = std::move(base_class);
+  deferred_.push_back(std::move(slot));
+}
+
+void TokenMaskCache::compute_deferred(const DeferredSlot& slot) const {
+  NodeWalk walk(walker_, vocabulary_);
+  std::vector<std::uint8_t> mark(vocabulary_.size(), 0);
+  std::vector<std::uint32_t> accepted, uncertain;
+  CopyDifference difference;
+  // No deadline: the grammar was accepted at compile time, and this walk is bounded by the vocabulary.
+  copy_difference(walk, vocabulary_, slot.node, automaton_.nodes[slot.node].agree_depth, *slot.base_class,
+                  vocabulary_.longest_first(), mark, accepted, uncertain, difference, Clock::time_point::max(),
+                  std::chrono::milliseconds{0});
+  slot.set = std::move(difference.set);
+  slot.clear = std::move(difference.clear);
+  slot.extra_uncertain = std::move(difference.extra_uncertain);
+}
+
+TokenMaskCache::Difference TokenMaskCache::difference(const NodeTokenMask& mask) const {
+  if (mask.deferred != NodeTokenMask::kSelf) {
+    const DeferredSlot& slot = *deferred_[mask.deferred];
+    std::call_once(slot.once, [&] { compute_deferred(slot); });
+    return {mask.base, slot.set, slot.clear, slot.extra_uncertain};
+  }
+  return {mask.base,
+          {ids_.data() + mask.set_begin, mask.set_count},
+          {ids_.data() + mask.clear_begin, mask.clear_count},
+          {uncertain_.data() + mask.extra_uncertain_begin, mask.extra_uncertain_count}};
 }
 
 void TokenMaskCache::store_difference(std::uint32_t node, std::uint32_t base, const std::vector<std::int32_t>& set,
@@ -291,7 +381,13 @@ TokenMaskCache::Stats TokenMaskCache::stats() const {
   Stats stats;
   stats.positions = positions_;
   stats.walks = walks_;
+  stats.deferred = deferred_.size();
   for (const auto& mask : masks_) stats.uncertain_tokens += mask.uncertain_count + mask.extra_uncertain_count;
+  // The deferred copies' base classes (shared within a group), not the differences they may compute later.
+  std::set<const std::vector<std::uint8_t>*> counted;
+  for (const auto& slot : deferred_) {
+    if (counted.insert(slot->base_class.get()).second) stats.bytes += slot->base_class->size();
+  }
   stats.bytes = masks_.size() * sizeof(NodeTokenMask) + ids_.size() * sizeof(std::int32_t) +
                 words_.size() * sizeof(std::uint32_t) + uncertain_.size() * sizeof(std::uint32_t);
   return stats;

@@ -54,6 +54,10 @@ const std::vector<std::string> kGrammars = {
     // node share a mask walk and store differences for tokens longer than the copies agree on.
     "root ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) ){2,12} \"\\\"\" "
     "(\",\" [a-z]{0,8})?\n",
+    // A counted repetition whose body goes through a rule (recursive, so not inlined): the copies agree for
+    // as many bytes as the rule's shortest match allows.
+    "root ::= \"\\\"\" ( [a-z ] | esc ){1,9} \"\\\"\" (\",\" [a-z]{0,3})?\n"
+    "esc ::= \"\\\\\" [n\"] | \"\\\\(\" esc \")\"\n",
 };
 
 struct Vocab {
@@ -84,10 +88,19 @@ std::vector<std::int32_t> check_position(GrammarMatcher& matcher, const grammar_
   return allowed;
 }
 
-void random_walks(const Vocab& vocab, std::size_t walks, std::size_t length, std::uint64_t seed) {
+// How the copies of counted repetitions are computed (CompileBudget::uncertain_long_tokens and
+// deferred_live_tokens): as the compiler chooses, or every copy one way.
+enum class Copies { AsChosen, Walked, Uncertain, Deferred };
+
+void random_walks(const Vocab& vocab, std::size_t walks, std::size_t length, std::uint64_t seed,
+                  Copies copies = Copies::AsChosen) {
   // The masks' correctness is under test, not compile time: a sanitizer build compiles ten times slower.
   engine::grammar::CompileBudget budget;
   budget.time = std::chrono::minutes(5);
+  if (copies != Copies::AsChosen) {
+    budget.uncertain_long_tokens = copies == Copies::Uncertain ? SIZE_MAX : 0;
+    budget.deferred_live_tokens = copies == Copies::Deferred ? 0 : SIZE_MAX;
+  }
   GrammarCompiler compiler(vocab.vocabulary, budget);
   base::SplitMix64 random(seed);
   for (std::size_t g = 0; g < kGrammars.size(); ++g) {
@@ -115,7 +128,7 @@ void random_walks(const Vocab& vocab, std::size_t walks, std::size_t length, std
   }
 }
 
-TEST(MaskBruteForce, GeneratedTokenizerEveryTokenAtRandomPositions) {
+Vocab generated_vocabulary() {
   const auto spec = engine::tools::generated_tokenizer(engine::model::Architecture::Qwen3);
   const auto tokenizer = engine::tokenizer::Tokenizer::from_json(spec.tokenizer_json, "generated tokenizer.json",
                                                                  spec.tokenizer_config_json);
@@ -124,7 +137,21 @@ TEST(MaskBruteForce, GeneratedTokenizerEveryTokenAtRandomPositions) {
       engine::grammar::vocabulary_from_tokenizer(tokenizer, tokenizer.vocab_size() + 5, spec.stop_ids));
   for (std::size_t id = 0; id < vocab.vocabulary->token_bytes.size(); ++id)
     vocab.check.push_back(static_cast<std::int32_t>(id));
-  random_walks(vocab, 6, 24, 17);
+  return vocab;
+}
+
+TEST(MaskBruteForce, GeneratedTokenizerEveryTokenAtRandomPositions) {
+  random_walks(generated_vocabulary(), 6, 24, 17);
+}
+
+// Each way of computing a repetition's copies, forced on every copy, gives the same exact masks: walked at
+// compile time, left uncertain for the real stack, or computed at the first mask that needs them.
+TEST(MaskBruteForce, EveryWayOfComputingCopiesIsExact) {
+  const Vocab vocab = generated_vocabulary();
+  for (const Copies copies : {Copies::Walked, Copies::Uncertain, Copies::Deferred}) {
+    SCOPED_TRACE(testing::Message() << "copies computed as " << static_cast<int>(copies));
+    random_walks(vocab, 4, 24, 41, copies);
+  }
 }
 
 TEST(MaskBruteForce, Qwen3VocabularySample) {
