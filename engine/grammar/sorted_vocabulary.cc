@@ -1,10 +1,33 @@
 #include "engine/grammar/sorted_vocabulary.h"
 
 #include <algorithm>
+#include <cctype>
 #include <numeric>
 #include <string>
 
 namespace engine::grammar {
+
+std::uint8_t byte_class_bit(std::uint8_t byte) {
+  int c = 0;
+  if (std::isalnum(byte) != 0 && byte < 0x80) {
+    c = 0;
+  } else if (byte == ' ') {
+    c = 1;
+  } else if (byte == '"') {
+    c = 3;
+  } else if (byte == '\\') {
+    c = 4;
+  } else if (byte < 0x20 || byte == 0x7F) {
+    c = 5;
+  } else if (byte < 0x80) {
+    c = 2;
+  } else if (byte < 0xC0) {
+    c = 6;
+  } else {
+    c = 7;
+  }
+  return static_cast<std::uint8_t>(1u << c);
+}
 
 SortedVocabulary::SortedVocabulary(const TokenVocabulary& vocabulary) : vocab_size_(vocabulary.token_bytes.size()) {
   if (vocabulary.special.size() != vocab_size_) {
@@ -79,12 +102,13 @@ SortedVocabulary::SortedVocabulary(const TokenVocabulary& vocabulary) : vocab_si
 
   // Preorder: a node's subtree follows it, so a backwards pass folds children into parents.
   subtree_max_depth_.assign(trie_.size(), 0);
-  std::vector<std::uint32_t> parent_at_depth;
+  classes_below_.assign(trie_.size(), 0);
   for (std::size_t i = 0; i + 1 < trie_.size(); ++i) subtree_max_depth_[i] = trie_[i].depth;
   for (std::size_t i = trie_.size() - 1; i-- > 0;) {
     for (std::uint32_t child = static_cast<std::uint32_t>(i) + 1; child < trie_[i].subtree_end;
          child = trie_[child].subtree_end) {
       subtree_max_depth_[i] = std::max(subtree_max_depth_[i], subtree_max_depth_[child]);
+      classes_below_[i] |= static_cast<std::uint8_t>(byte_class_bit(trie_[child].byte) | classes_below_[child]);
     }
   }
   longest_first_.resize(ids_.size());

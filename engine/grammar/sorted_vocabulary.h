@@ -14,6 +14,11 @@
 
 namespace engine::grammar {
 
+// Bytes in eight classes (letters and digits, space, other printable ASCII but '"' and '\\', '"', '\\', control
+// characters, UTF-8 continuation bytes, UTF-8 lead bytes), so that a trie node can say cheaply which kinds of
+// bytes follow it: a walk whose position loops on every class below a node accepts the whole subtree unvisited.
+std::uint8_t byte_class_bit(std::uint8_t byte);
+
 class SortedVocabulary {
  public:
   // Throws GrammarError when the vocabulary's fields disagree in size or a stop id is out of range.
@@ -45,6 +50,8 @@ class SortedVocabulary {
   // longest first (what a walk that only needs tokens longer than some depth visits).
   std::size_t max_token_length() const { return max_token_length_; }
   std::uint16_t subtree_max_depth(std::uint32_t node) const { return subtree_max_depth_[node]; }
+  // The byte classes (byte_class_bit) of the edges strictly below trie node `node`.
+  std::uint8_t classes_below(std::uint32_t node) const { return classes_below_[node]; }
   std::span<const std::uint32_t> longest_first() const { return longest_first_; }
   // How many tokens are longer than `length` bytes (a prefix of longest_first()).
   std::size_t longer_than(std::size_t length) const;
@@ -71,6 +78,7 @@ class SortedVocabulary {
   std::vector<std::uint32_t> sorted_of_id_;  // id -> sorted index, or UINT32_MAX
   std::size_t max_token_length_ = 0;
   std::vector<std::uint16_t> subtree_max_depth_;  // per trie node
+  std::vector<std::uint8_t> classes_below_;       // per trie node
   std::vector<std::uint32_t> longest_first_;      // sorted indices
 };
 

@@ -75,6 +75,21 @@ class NodeWalk {
           uncertain.push_back(k);
         }
       }
+      // A position that steps to itself on every kind of byte below this node (a string's characters, say)
+      // stays inside through the whole subtree: every token in it is accepted, unvisited.
+      const std::uint8_t below = vocabulary_.classes_below(static_cast<std::uint32_t>(i));
+      if (inside && below != 0) {
+        const std::uint8_t loops =
+            step.next == set_[d - 1] ? sets_.loop_classes(step.next) : sets_.known_loop_classes(step.next);
+        if ((below & ~loops) == 0) {
+          for (std::uint32_t k = t.token_begin + t.token_count;
+               k < vocabulary_.subtree_tokens_end(static_cast<std::uint32_t>(i)); ++k) {
+            if (vocabulary_.bytes(k).size() > min_depth) accepted.push_back(k);
+          }
+          i = t.subtree_end;
+          continue;
+        }
+      }
       if (!inside && !left) {
         // Nothing continues inside the rule: the subtree is uncertain or rejected as a whole.
         if (maybe) {
@@ -194,10 +209,15 @@ class TokenMaskCache::JobRunner {
     }
     for (std::size_t n = live_longer_.size() - 1; n-- > 0;) live_longer_[n] += live_longer_[n + 1];
     mark_.assign(vocabulary_.size(), 0);
-    base_accepted_ = accepted_;
-    std::stable_sort(base_accepted_.begin(), base_accepted_.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return vocabulary_.bytes(a).size() > vocabulary_.bytes(b).size();
-    });
+    // The accepted tokens longest first, by their lengths' counts (a sort would cost more than the walk).
+    by_length_.assign(vocabulary_.max_token_length() + 2, 0);
+    for (const std::uint32_t k : accepted_)
+      ++by_length_[vocabulary_.max_token_length() - vocabulary_.bytes(k).size() + 1];
+    for (std::size_t n = 1; n < by_length_.size(); ++n) by_length_[n] += by_length_[n - 1];
+    base_accepted_.resize(accepted_.size());
+    for (const std::uint32_t k : accepted_) {
+      base_accepted_[by_length_[vocabulary_.max_token_length() - vocabulary_.bytes(k).size()]++] = k;
+    }
     const auto longest = vocabulary_.longest_first();
     for (std::size_t j = 1; j < job.size(); ++j) {
       const std::uint32_t node = job[j];
@@ -246,6 +266,7 @@ class TokenMaskCache::JobRunner {
   CopyDifference difference_;
   std::vector<std::uint8_t> mark_;
   std::vector<std::size_t> live_longer_;  // [n]: the base's live tokens longer than n bytes
+  std::vector<std::size_t> by_length_;
 };
 
 TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabulary& vocabulary,
