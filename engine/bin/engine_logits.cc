@@ -28,6 +28,7 @@ struct Options {
   std::string out;
   std::uint64_t threads = 0;
   std::uint64_t kv_cache_mib = 256;
+  std::string kv_cache_dtype = "auto";
 };
 
 std::vector<std::int32_t> parse_tokens(const std::string& text) {
@@ -56,6 +57,7 @@ int run(const Options& o) {
   // A small explicit cache: one short sequence needs little, and on a GPU the default (a share of the
   // device's memory) would compete with whatever else the comparison has running there.
   eo.kv_cache_bytes = o.kv_cache_mib << 20;
+  eo.kv_cache_dtype = *engine::runtime::parse_kv_cache_dtype(o.kv_cache_dtype);  // add_choice checked the name
   auto engine = engine::runtime::Engine::load(o.model, eo);
   const std::size_t vocab = engine->config().vocab_size;
   for (const auto id : tokens) {
@@ -93,6 +95,8 @@ int main(int argc, char** argv) {
   flags.add_string("out", "FILE", "receives tokens x vocab float32 values, little-endian, position-major", &o.out);
   flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &o.threads);
   flags.add_uint("kv-cache-mib", "N", "KV cache size in MiB (default 256)", &o.kv_cache_mib, 1);
+  flags.add_choice("kv-cache-dtype", {"auto", "bfloat16", "float16", "float32"},
+                   "how the KV cache stores keys and values (default auto, the engine's choice)", &o.kv_cache_dtype);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
       std::cout << flags.help();

@@ -37,7 +37,7 @@ using DequantFn = void (*)(const Rows& rows, float* out);
 using SumFn = float (*)(const float* data, std::size_t n);
 using ScratchFn = std::size_t (*)(std::size_t cols);
 // Levels with integer dot products: one token's `cols` activations (a whole number of blocks of 32)
-// quantized to int8 into quantized_token_bytes(cols) bytes, in the level's own layout.
+// quantized to integers held in int8 bytes, into quantized_token_bytes(cols) bytes, in the level's own layout.
 using QuantizeFn = void (*)(const float* x, std::size_t cols, std::byte* out);
 // out[t * out_stride + n] = dot(row n, token t) (+ bias[n]) for t < tokens, over tokens quantized by the
 // table's QuantizeFn, quantized_token_bytes(cols) apart; any token count, the same bits for each token.
@@ -97,7 +97,7 @@ const Table& portable_table();
 #if defined(ENGINE_CPU_X86)
 const Table& avx2_table();
 const Table& avx512_table();
-// avx512_table() with BF16 weights computed by vdpbf16ps on bf16-rounded activations.
+// avx512_table() under the level's name (BF16 weights keep f32 activations: kernels_avx512bf16.cc says why).
 const Table& avx512bf16_table();
 // avx512bf16_table() with the quantized weight types multiplied by vpdpbusd against int8 activations.
 const Table& avx512vnni_table();

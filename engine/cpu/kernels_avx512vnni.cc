@@ -1,13 +1,19 @@
-// AVX-512 VNNI (vpdpbusd): quantized weights against activations quantized to int8. The avx512bf16 table with
-// an int8 kernel for each quantized weight type (Table::int8_matmul); float weights keep avx512bf16's kernels.
+// AVX-512 VNNI (vpdpbusd): quantized weights against activations quantized to integers held as two int8
+// bytes. The avx512bf16 table with an int8 kernel for each quantized weight type (Table::int8_matmul); float
+// weights keep avx512bf16's kernels.
 // Nothing from the standard library may be instantiated here (see kernels.h).
 //
 // Numerics, the same for one token, a few or many, any row range and any thread count:
-// - Each token is quantized once per matmul call (quantize_token): per block of 32, d = max|x| / 127 and
-//   q = x * (127 / max|x|) rounded to nearest even, so |x - d q| <= d / 2. A block of zeros has d = q = 0.
+// - Each token is quantized once per matmul call (quantize_token): per block of 32, d = max|x| / 32512 and
+//   q = x * (32512 / max|x|) rounded to nearest even, so |x - d q| <= d / 2 (32512 = 127 * 256). A block of
+//   zeros has d = q = 0. q is kept as two signed bytes, q = 256 * high + low (high in [-127, 127], low in
+//   [-128, 127]): one byte per value (d = max|x| / 127) moved the model's log-probabilities as far from the
+//   float64 reference as llama.cpp's do, and the second byte brings them to the float levels' distance
+//   (docs/cpu-kernels.md, "int8 activations").
 // - Every (row, token, block of 32) dot product of weight integers and q is exact: vpdpbusd multiplies the
-//   weights as unsigned bytes by the signed q, and a constant offset of the weights (Q4_0: 8, Q8_0: 128, by
-//   an xor; Q6_K: 32) comes off as that times the sum of q, in integers.
+//   weights as unsigned bytes by the signed high bytes and by the low bytes, the two combine as
+//   256 * high dot + low dot in int32 (at most about 4e8: no overflow), and a constant offset of the weights
+//   (Q4_0: 8, Q8_0: 128, by an xor; Q6_K: 32) comes off as that times the sum of q, in integers.
 // - A row's result is one f32 chain over its blocks in order, from 0, then + bias. Per block of 32, with
 //   s = d_x * (weight scale): Q8_0 / Q4_0: acc = fma(dot, s, acc); Q4_K / Q5_K: acc = fma(dot, s, acc),
 //   then acc = fma(-(dmin * min), d_x * sum(q), acc); Q6_K: the two 16-element halves one after the other,
@@ -55,15 +61,20 @@ ENGINE_KERNEL_INLINE std::int32_t load_i32(const std::uint8_t* p) {
 
 // ---- activations -----------------------------------------------------------------------------------------
 
-// A quantized token of `blocks` blocks of 32: every block's q bytes, then per block its d (f32), sum of q,
-// sum of its first 16 q (int32) and d * sum of q (f32), padded to whole cache lines.
+// Steps of q per max|x|: 127 for the high byte times 256 for the low one.
+constexpr float kSteps = 127.0f * 256.0f;
+
+// A quantized token of `blocks` blocks of 32: every block's high bytes of q, then every block's low bytes,
+// then per block its d (f32), sum of q, sum of its first 16 q (int32) and d * sum of q (f32), padded to whole
+// cache lines.
 std::size_t token_bytes(std::size_t cols) {
   const std::size_t blocks = cols / 32;
-  return (blocks * 48 + 63) / 64 * 64;
+  return (blocks * 80 + 63) / 64 * 64;
 }
 
 struct QuantizedToken {
-  const std::uint8_t* q;
+  const std::uint8_t* high;
+  const std::uint8_t* low;
   const float* d;
   const std::int32_t* sum;
   const std::int32_t* sum_low;
@@ -72,29 +83,43 @@ struct QuantizedToken {
 
 ENGINE_KERNEL_INLINE QuantizedToken token_at(const std::byte* base, std::size_t blocks) {
   const auto* p = reinterpret_cast<const std::uint8_t*>(base);
-  return {p, reinterpret_cast<const float*>(p + 32 * blocks), reinterpret_cast<const std::int32_t*>(p + 36 * blocks),
-          reinterpret_cast<const std::int32_t*>(p + 40 * blocks), reinterpret_cast<const float*>(p + 44 * blocks)};
+  return {p,
+          p + 32 * blocks,
+          reinterpret_cast<const float*>(p + 64 * blocks),
+          reinterpret_cast<const std::int32_t*>(p + 68 * blocks),
+          reinterpret_cast<const std::int32_t*>(p + 72 * blocks),
+          reinterpret_cast<const float*>(p + 76 * blocks)};
+}
+
+// 16 values of q split into bytes: high = (q + 128) >> 8 (floor), low = q - 256 * high.
+ENGINE_KERNEL_INLINE void store_split(__m512i q, std::int8_t* high, std::int8_t* low) {
+  const __m512i h = _mm512_srai_epi32(_mm512_add_epi32(q, _mm512_set1_epi32(128)), 8);
+  const __m512i l = _mm512_sub_epi32(q, _mm512_slli_epi32(h, 8));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(high), _mm512_cvtepi32_epi8(h));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(low), _mm512_cvtepi32_epi8(l));
 }
 
 void quantize_token(const float* x, std::size_t cols, std::byte* out) {
   const std::size_t blocks = cols / 32;
-  auto* q = reinterpret_cast<std::int8_t*>(out);
-  auto* d = reinterpret_cast<float*>(out + 32 * blocks);
-  auto* sum = reinterpret_cast<std::int32_t*>(out + 36 * blocks);
-  auto* sum_low = reinterpret_cast<std::int32_t*>(out + 40 * blocks);
-  auto* scaled_sum = reinterpret_cast<float*>(out + 44 * blocks);
+  auto* high = reinterpret_cast<std::int8_t*>(out);
+  auto* low = reinterpret_cast<std::int8_t*>(out + 32 * blocks);
+  auto* d = reinterpret_cast<float*>(out + 64 * blocks);
+  auto* sum = reinterpret_cast<std::int32_t*>(out + 68 * blocks);
+  auto* sum_low = reinterpret_cast<std::int32_t*>(out + 72 * blocks);
+  auto* scaled_sum = reinterpret_cast<float*>(out + 76 * blocks);
   const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   for (std::size_t b = 0; b < blocks; ++b) {
     const __m512 lo = _mm512_loadu_ps(x + 32 * b);
     const __m512 hi = _mm512_loadu_ps(x + 32 * b + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(lo, magnitude), _mm512_and_ps(hi, magnitude)));
-    const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    // Round to nearest even (the default MXCSR mode); |x * inverse| <= 127 up to rounding, so never past 127.
+    const float inverse = amax > 0.0f ? kSteps / amax : 0.0f;
+    d[b] = amax / kSteps;
+    // Round to nearest even (the default MXCSR mode); |x * inverse| <= 32512 up to an f32 rounding, so q
+    // never passes 32512, whose high byte is 127.
     const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, _mm512_set1_ps(inverse)));
     const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, _mm512_set1_ps(inverse)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(qlo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(qhi));
+    store_split(qlo, high + 32 * b, low + 32 * b);
+    store_split(qhi, high + 32 * b + 16, low + 32 * b + 16);
     sum_low[b] = _mm512_reduce_add_epi32(qlo);
     sum[b] = sum_low[b] + _mm512_reduce_add_epi32(qhi);
     scaled_sum[b] = d[b] * static_cast<float>(sum[b]);
@@ -325,12 +350,19 @@ constexpr std::int32_t weight_offset(int type) {
   return type == kQ8_0 ? 128 : type == kQ4_0 ? 8 : type == kQ6_K ? 32 : 0;
 }
 
-// Groups [first, last) of a block against one token's q, from `dot`.
+// Groups [first, last) of a block against one byte of a token's q, from `dot`.
 template <int First, int Last>
 ENGINE_KERNEL_INLINE __m512i dot_groups(__m512i dot, const __m512i* w, const std::uint8_t* q) {
 #pragma GCC unroll 8
   for (int j = First; j < Last; ++j) dot = _mm512_dpbusd_epi32(dot, w[j], _mm512_set1_epi32(load_i32(q + 4 * j)));
   return dot;
+}
+
+// Groups [first, last) against the token's q = 256 * high + low, from `start`: exact in int32.
+template <int First, int Last>
+ENGINE_KERNEL_INLINE __m512i dot_q(__m512i start, const __m512i* w, const std::uint8_t* high, const std::uint8_t* low) {
+  const __m512i h = dot_groups<First, Last>(_mm512_setzero_si512(), w, high);
+  return _mm512_add_epi32(_mm512_slli_epi32(h, 8), dot_groups<First, Last>(start, w, low));
 }
 
 // T tokens against `count` decoded blocks (blocks [first, first + count) of the row), accumulating into
@@ -354,16 +386,17 @@ void micro(const DecodedBlock* chunk, std::size_t first, std::size_t count, cons
     const std::size_t k = first + b;
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      const std::uint8_t* q = token[t].q + 32 * k;
+      const std::uint8_t* high = token[t].high + 32 * k;
+      const std::uint8_t* low = token[t].low + 32 * k;
       const __m512 dx = _mm512_set1_ps(token[t].d[k]);
       if constexpr (Type == kQ6_K) {
-        const std::int32_t low = token[t].sum_low[k];
-        const __m512i dot_low = dot_groups<0, 4>(_mm512_set1_epi32(-offset * low), w, q);
-        const __m512i dot_high = dot_groups<4, 8>(_mm512_set1_epi32(-offset * (token[t].sum[k] - low)), w, q);
+        const std::int32_t first_half = token[t].sum_low[k];
+        const __m512i dot_low = dot_q<0, 4>(_mm512_set1_epi32(-offset * first_half), w, high, low);
+        const __m512i dot_high = dot_q<4, 8>(_mm512_set1_epi32(-offset * (token[t].sum[k] - first_half)), w, high, low);
         a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), a[t]);
         a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(chunk[b].m), dx), a[t]);
       } else {
-        const __m512i dot = dot_groups<0, kGroups>(_mm512_set1_epi32(-offset * token[t].sum[k]), w, q);
+        const __m512i dot = dot_q<0, kGroups>(_mm512_set1_epi32(-offset * token[t].sum[k]), w, high, low);
         a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), a[t]);
         if constexpr (Type == kQ4_K || Type == kQ5_K) {
           a[t] = _mm512_fnmadd_ps(_mm512_load_ps(chunk[b].m), _mm512_set1_ps(token[t].scaled_sum[k]), a[t]);

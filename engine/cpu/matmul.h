@@ -24,9 +24,9 @@ struct WeightMatrix {
 };
 
 // out[t * w.rows + n] = dot(x[t * w.cols ...], row n of w) + (bias ? bias[n] : 0), for t < tokens.
-// Accumulates in f32 with the weights converted exactly (bf16, f16) or as ggml dequantizes them; at the
-// avx512bf16 level BF16 weights multiply activations rounded to bf16 (relative error up to about 1e-2); at
-// avx512vnni quantized weights multiply activations quantized to int8 per block of 32 (quantizes_activations).
+// Accumulates in f32 with the weights converted exactly (bf16, f16) or as ggml dequantizes them, against f32
+// activations; at avx512vnni quantized weights multiply activations quantized per block of 32 to 16-bit
+// integers, kept as two int8 bytes (quantizes_activations).
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,
             const float* bias = nullptr);
 
@@ -55,8 +55,9 @@ std::string_view simd_level();
 std::vector<std::string_view> supported_simd_levels();
 void matmul_at_level(std::string_view level, ThreadPool& pool, const WeightMatrix& w, const float* x,
                      std::size_t tokens, float* out, const float* bias = nullptr);
-// Whether `level` multiplies weights of `type` against activations quantized to int8 (per block of 32, scale
-// max|x| / 127): the avx512vnni level for Q8_0 and Q4_0. std::invalid_argument for a level the CPU does not run.
+// Whether `level` multiplies weights of `type` against activations quantized to integers (per block of 32, scale
+// max|x| / 32512, two int8 bytes per value): the avx512vnni level for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K.
+// std::invalid_argument for a level the CPU does not run.
 bool quantizes_activations(std::string_view level, quant::WeightType type);
 void dequantize_rows_at_level(std::string_view level, const WeightMatrix& w, std::size_t first, std::size_t count,
                               float* out);

@@ -282,13 +282,15 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   if (const auto* bos = gguf.find("tokenizer.ggml.bos_token_id"); bos != nullptr && bos->as_int()) {
     c.bos_token_id = *bos->as_int();
   }
-  if (const auto* scaling = gguf.find(p + "rope.scaling.type");
-      scaling != nullptr && scaling->as_string() != nullptr && *scaling->as_string() == "llama3") {
-    Llama3RopeScaling r;
-    r.factor = float_key(p + "rope.scaling.factor", r.factor);
-    r.original_max_position_embeddings =
-        uint_key(p + "rope.scaling.original_context_length", r.original_max_position_embeddings);
-    c.rope_scaling = r;
+  // Llama 3's scaling comes as the rope_freqs.weight tensor (Checkpoint reads it), as llama.cpp's converter
+  // writes it; the scaling types of the key (linear, yarn, longrope) are not implemented, so they are refused.
+  if (const auto* scaling = gguf.find(p + "rope.scaling.type"); scaling != nullptr) {
+    const std::string type = scaling->as_string() != nullptr ? *scaling->as_string() : "(not a string)";
+    if (type != "none") {
+      throw_config_error(name, p + "rope.scaling.type '" + type +
+                                   "' is not supported; this engine runs unscaled RoPE and Llama 3's scaling given as "
+                                   "rope_freqs.weight");
+    }
   }
   check_shape(c, name);
   return c;

@@ -117,11 +117,8 @@ GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, co
   u32(arch + ".rope.dimension_count", config.head_dim);
   f32(arch + ".rope.freq_base", config.rope_theta);
   f32(arch + ".attention.layer_norm_rms_epsilon", config.rms_norm_eps);
-  if (config.rope_scaling) {
-    metadata.emplace_back(arch + ".rope.scaling.type", format::GgufValue::string("llama3"));
-    f32(arch + ".rope.scaling.factor", config.rope_scaling->factor);
-    u32(arch + ".rope.scaling.original_context_length", config.rope_scaling->original_max_position_embeddings);
-  }
+  // Llama 3's rope scaling is no key: llama.cpp's converter stores it only as the rope_freqs.weight tensor
+  // (model_writer.cc adds it), and llama.cpp refuses a rope.scaling.type it does not know, such as "llama3".
   for (auto& entry : gguf_tokenizer_metadata(tokenizer, config.vocab_size)) metadata.push_back(std::move(entry));
   return metadata;
 }

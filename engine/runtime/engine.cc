@@ -36,10 +36,11 @@ quant::WeightType kv_element_type(KvCacheDtype dtype, bool on_device, quant::Wei
     case KvCacheDtype::Auto: break;
   }
   // On a GPU the cache follows the checkpoint's precision (vLLM's "auto"): f32 checkpoints keep f32 keys. On
-  // the CPU bf16 halves the cache and what long-context attention reads, within the rounding a bf16
-  // checkpoint's activations see anyway (docs/cpu-kernels.md).
+  // the CPU f16 halves the cache and what long-context attention reads, as bf16 would, but with 3 more bits:
+  // a bf16 cache moved the tiny models' log-probabilities from the float64 reference further than llama.cpp
+  // (f16 cache) does, f16 stays several times closer (docs/cpu-kernels.md, "Against llama.cpp").
   if (on_device) return checkpoint_type == quant::WeightType::F32 ? quant::WeightType::F32 : quant::WeightType::BF16;
-  return quant::WeightType::BF16;
+  return quant::WeightType::F16;
 }
 
 std::unique_ptr<backend::Backend> make_backend(const EngineOptions& options) {

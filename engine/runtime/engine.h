@@ -25,7 +25,7 @@ enum class Device { Auto, Cpu, Cuda };
 // "auto", "cpu", "cuda" (vLLM's --device spellings); nullopt otherwise.
 std::optional<Device> parse_device(std::string_view name);
 
-// How the KV cache stores keys and values. Auto: bf16 on the CPU; on a GPU the checkpoint's precision (bf16
+// How the KV cache stores keys and values. Auto: f16 on the CPU; on a GPU the checkpoint's precision (bf16
 // for 16-bit and quantized checkpoints, f32 for f32 ones).
 enum class KvCacheDtype { Auto, BFloat16, Float16, Float32 };
 // "auto", "bfloat16", "float16" (vLLM's --kv-cache-dtype spellings) and "float32"; nullopt otherwise.

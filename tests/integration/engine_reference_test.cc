@@ -1,7 +1,7 @@
 // The CPU engine against the independent float64 numpy reference (tests/reference/reference_model.py) on
 // model-writer's tiny random models of each architecture: logits within 1e-4 with f32 weights (safetensors
-// shards and every GGUF type, whose dequantized weights both sides share) and 2e-2 with bf16 weights (also
-// the BF16 GGUF at the avx512bf16 level, which rounds activations to bf16),
+// shards and every GGUF type, whose dequantized weights both sides share, at every float SIMD level) and 2e-2
+// with bf16 weights,
 // greedy generations identical for 64 steps, a sequence's logits bit-identical alone, inside a batch
 // of 8 mixed prefill/decode sequences, and with its prompt prefilled in chunks, and prompt tokens scored
 // (prompt_logprobs) against the reference's log-softmax. All with an f32 KV cache, but for the bf16 and f16
@@ -9,7 +9,8 @@
 // The 1e-4 checks need float activations: the binary runs at the best level that keeps them (ENGINE_SIMD set to
 // it unless already set). The int8 checks (Int8* tests, which skip at a float level) run under
 // ENGINE_SIMD=avx512vnni (CTest: engine_reference_int8): log-probabilities of every GGUF type that takes int8
-// activations within llama.cpp's distance from the same reference, and batch invariance at that level.
+// activations within 0.005 of the same reference (llama.cpp's move by 0.10-0.21), and batch invariance at that
+// level.
 // ENGINE_TEST_DEVICE=cuda runs the same checks on the GPU engine (scripts/gpu-proof.sh), bit-identity aside.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -25,7 +26,6 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/format/gguf.h"
-#include "engine/format/gguf_writer.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/runtime/engine.h"
 #include "tests/support/environment.h"
@@ -182,11 +182,10 @@ TEST_P(EngineReference, EveryGgufTypeMatchesTheReferenceOnTheSameFile) {
   for (const auto type : types) {
     const fs::path file = dir / engine::tools::gguf_file_name(type);
     auto engine = load(file);
-    // At the avx512bf16 level BF16 weights multiply activations rounded to bf16 (docs/cpu-kernels.md): a
-    // bf16 checkpoint's 2e-2 then applies; every other type (and BF16 at other levels) keeps 1e-4. On the
-    // GPU, prefills multiply weights decoded to bf16 (engine/backend/cuda/weight_kernels.h): all but F32.
-    const bool bf16_activations =
-        on_cuda() ? type != WeightType::F32 : type == WeightType::BF16 && engine::cpu::simd_level() == "avx512bf16";
+    // Every type keeps 1e-4 on the CPU (BF16 at avx512bf16 too: its activations are no longer rounded to bf16,
+    // docs/cpu-kernels.md). On the GPU, prefills multiply weights decoded to bf16
+    // (engine/backend/cuda/weight_kernels.h): all but F32 take a bf16 checkpoint's 2e-2.
+    const bool bf16_activations = on_cuda() && type != WeightType::F32;
     EXPECT_LE(
         worst_relative_error(engine_logits(*engine, kSequences), testing_support::reference_logits(file, kSequences)),
         bf16_activations ? 2e-2 : 1e-4)
@@ -290,9 +289,9 @@ TEST_P(EngineReference, LogitsBitIdenticalAloneInABatchOf8AndInChunks) {
 }
 
 // A bf16 or f16 KV cache rounds each key and value to its unit roundoff u (2^-8, 2^-11) once, where a bf16
-// checkpoint at the avx512bf16 level rounds every matmul input to bf16 and is held to 2e-2: the same
-// rounding, applied to fewer values, so bf16 keys and values are held to 2e-2 and f16 ones, with u eight
-// times smaller, to 2e-2 / 8. Each must also differ from the f32 cache's result (the cache really rounds).
+// checkpoint rounds every weight to bf16 and is held to 2e-2: the same rounding, applied to fewer values, so
+// bf16 keys and values are held to 2e-2 and f16 ones, with u eight times smaller, to 2e-2 / 8. Each must also differ
+// from the f32 cache's result (the cache really rounds).
 TEST_P(EngineReference, SixteenBitKvCachesStayWithinTheirRoundingsBoundOfTheReference) {
   if (on_cuda()) GTEST_SKIP() << "the CPU's KV cache types";
   TempDir dir;
@@ -357,13 +356,13 @@ LogprobDistance greedy_path_distance(Engine& engine, const fs::path& model) {
   return distance;
 }
 
-// llama.cpp's distance from the float64 reference on these files, teacher-forced on its greedy path (issue
-// 18; docs/cpu-kernels.md): 0.28 for Q8_0, 0.37 for Q4_K; the other 4- to 6-bit types are held to Q4_K's.
-double llama_cpp_distance(WeightType type) {
-  return type == WeightType::Q8_0 ? 0.28 : 0.37;
-}
+// How far the path tokens' log-probabilities may move from the reference with int8 activations. llama.cpp's
+// move by 0.10-0.21 on these files (docs/cpu-kernels.md, "Against llama.cpp"), and so did the engine's with
+// one int8 byte per activation (up to 0.23); with the second byte they move by about 5e-4 (f32 cache), and a
+// twentieth of llama.cpp's smallest distance is left for other machines' rounding.
+constexpr double kInt8LogprobBound = 0.005;
 
-TEST_P(EngineReference, Int8ActivationsStayWithinLlamaCppsDistanceInLogProbability) {
+TEST_P(EngineReference, Int8ActivationsStayWithinATwentiethOfLlamaCppsDistanceInLogProbability) {
   const auto types = int8_types();
   if (types.empty()) GTEST_SKIP() << "no int8 activations at SIMD level " << engine::cpu::simd_level();
   TempDir dir;
@@ -374,7 +373,7 @@ TEST_P(EngineReference, Int8ActivationsStayWithinLlamaCppsDistanceInLogProbabili
     const auto distance = greedy_path_distance(*engine, file);
     std::printf("[ int8     ] %s max |d logprob| %.4f (greedy path tokens), %.4f (any token)\n",
                 std::string(engine::quant::weight_type_name(type)).c_str(), distance.path_token, distance.any_token);
-    EXPECT_LE(distance.path_token, llama_cpp_distance(type)) << file;
+    EXPECT_LE(distance.path_token, kInt8LogprobBound) << file;
     EXPECT_GT(distance.any_token, 1e-4) << file << ": the activations were not quantized";
   }
 }
@@ -433,25 +432,16 @@ TEST_P(EngineReference, ScoredPromptTokensMatchTheReferenceLogSoftmax) {
   engine->release(cache);
 }
 
-// llama.cpp's converter stores Llama 3 rope scaling as rope_freqs.weight only (no scaling keys): the engine
-// must take the scaling from that tensor. Positions up to ~200 turn the slowed frequencies far enough apart.
+// llama.cpp's converter stores Llama 3 rope scaling as rope_freqs.weight only (no scaling keys), as
+// model-writer does: the engine must take the scaling from that tensor. Positions up to ~200 turn the slowed
+// frequencies far enough apart.
 TEST(EngineLoad, LlamaGgufRopeScalingFromRopeFreqsTensorAlone) {
   TempDir dir;
   write_tiny(Architecture::Llama, dir.path(), WeightType::F32, {WeightType::F32});
-  const auto source = engine::format::GgufFile::open(dir / engine::tools::gguf_file_name(WeightType::F32));
-  engine::format::GgufWriter writer(source.layout().version, static_cast<std::uint32_t>(source.layout().alignment));
-  for (const auto& [key, value] : source.layout().metadata) {
-    if (key.find("rope.scaling") == std::string::npos) writer.add_metadata(key, value);
-  }
-  bool has_rope_freqs = false;
-  for (const auto& t : source.layout().tensors) {
-    has_rope_freqs = has_rope_freqs || t.name == "rope_freqs.weight";
-    const auto data = source.data(t);
-    writer.add_tensor(t.name, t.dims, *t.type, std::vector<std::byte>(data.begin(), data.end()));
-  }
-  ASSERT_TRUE(has_rope_freqs);
-  const fs::path file = dir / "converted.gguf";
-  writer.write(file);
+  const fs::path file = dir / engine::tools::gguf_file_name(WeightType::F32);
+  const auto gguf = engine::format::GgufFile::open(file);
+  ASSERT_NE(gguf.layout().find_tensor("rope_freqs.weight"), nullptr);
+  for (const auto& [key, value] : gguf.layout().metadata) ASSERT_EQ(key.find("rope.scaling"), std::string::npos);
 
   std::vector<std::int32_t> long_sequence;
   for (int i = 0; i < 200; ++i) long_sequence.push_back(static_cast<std::int32_t>((i * 37 + 11) % 500));

@@ -89,7 +89,10 @@ TEST_P(ReferenceModel, GgufGivesTheSafetensorsLogits) {
   ASSERT_EQ(hf.sequences.size(), 2u);
   EXPECT_EQ(hf.sequences[0].size(), kSequence.size() * hf.vocab_size);
   EXPECT_EQ(hf.vocab_size % 64, 0u);
-  EXPECT_LT(max_abs_difference(hf, f32), 1e-9);
+  // Llama 3's scaling reaches the GGUF side only as rope_freqs.weight, f32 divisors (what llama.cpp reads),
+  // where config.json's parameters give float64 frequencies: 2^-24 apart at most, which moves these logits
+  // by about 1e-9 (measured 9e-10 here, 1.8e-9 over 20 positions).
+  EXPECT_LT(max_abs_difference(hf, f32), GetParam() == Architecture::Llama ? 1e-8 : 1e-9);
   EXPECT_LT(relative_rms_error(hf, q8), 0.05);
   EXPECT_LT(relative_rms_error(hf, q4k), 0.4);
   EXPECT_GT(relative_rms_error(hf, q8), 0.0);  // the quantized file is really quantized
@@ -148,7 +151,8 @@ TEST_P(ReferenceModel, ShardedBf16EqualsSingleFile) {
   const auto sharded = testing_support::reference_logits(dir / "sharded", {kSequence});
   const auto gguf = testing_support::reference_logits(dir / "single" / "model-BF16.gguf", {kSequence});
   EXPECT_EQ(single.sequences, sharded.sequences);
-  EXPECT_LT(max_abs_difference(single, gguf), 1e-9);
+  // Llama: rope_freqs.weight's f32 divisors against config.json's float64 frequencies, as above.
+  EXPECT_LT(max_abs_difference(single, gguf), GetParam() == Architecture::Llama ? 1e-8 : 1e-9);
 }
 
 // Each greedy token is the argmax of the logits at the position before it.

@@ -421,22 +421,11 @@ def gguf_model(path, cache):
     kv_heads = int(meta.get(p + "attention.head_count_kv", heads))
     head_dim = int(meta.get(p + "attention.key_length", hidden // heads))
     theta = float(meta.get(p + "rope.freq_base", 10000.0))
-    scaling = None
-    if meta.get(p + "rope.scaling.type") == "llama3":
-        # GGUF keeps factor and original context; the frequency factors are Llama 3's (1 and 4).
-        scaling = {
-            "factor": float(meta.get(p + "rope.scaling.factor", 8.0)),
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": int(meta.get(p + "rope.scaling.original_context_length", 8192)),
-        }
+    scaling_type = meta.get(p + "rope.scaling.type", "none")
+    if scaling_type != "none":
+        raise ValueError(f"{path}: {p}rope.scaling.type {scaling_type!r} is not supported")
+    # Llama 3's scaling is the tensor of per-frequency divisors (f32), as llama.cpp's converter writes it.
     divisors = g.tensor("rope_freqs.weight").astype(F64) if g.has("rope_freqs.weight") else None
-    if scaling is not None and divisors is not None:
-        base = theta ** (-np.arange(0, head_dim, 2, dtype=F64) / head_dim)
-        expected = base / llama3_inv_freq(base, scaling)
-        if not np.allclose(divisors, expected, rtol=1e-6, atol=0):
-            raise ValueError(f"{path}: rope_freqs.weight disagrees with the rope.scaling keys")
-        divisors = None  # the keys give the frequencies in float64
     embed_dims = g.tensors["token_embd.weight"][0]
     config = Config(
         arch=arch,
@@ -447,7 +436,7 @@ def gguf_model(path, cache):
         head_dim=head_dim,
         eps=float(meta.get(p + "attention.layer_norm_rms_epsilon", 1e-6)),
         rope_theta=theta,
-        rope_scaling=scaling,
+        rope_scaling=None,
         rope_divisors=divisors,
         tied=not g.has("output.weight"),
         bias=g.has("blk.0.attn_q.bias"),

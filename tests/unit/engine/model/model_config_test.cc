@@ -149,5 +149,31 @@ TEST(ModelConfig, GgufRefusals) {
   EXPECT_THROW(config_from_gguf(gguf_of(q), "m.gguf"), ConfigError);  // qwen3.embedding_length is missing
 }
 
+// Llama 3's scaling is read from rope_freqs.weight (Checkpoint); a scaling type in the metadata (yarn,
+// linear, or "llama3", which llama.cpp itself refuses) is not implemented and refused by name, not ignored.
+TEST(ModelConfig, GgufRopeScalingTypeIsRefusedByName) {
+  const auto with_scaling = [](std::string type) {
+    format::GgufWriter w;
+    using format::GgufValue;
+    w.add_metadata("general.architecture", GgufValue::string("llama"));
+    w.add_metadata("llama.embedding_length", GgufValue::scalar<std::uint32_t>(64));
+    w.add_metadata("llama.feed_forward_length", GgufValue::scalar<std::uint32_t>(128));
+    w.add_metadata("llama.block_count", GgufValue::scalar<std::uint32_t>(2));
+    w.add_metadata("llama.attention.head_count", GgufValue::scalar<std::uint32_t>(4));
+    w.add_metadata("llama.vocab_size", GgufValue::scalar<std::uint32_t>(3));
+    w.add_metadata("llama.rope.scaling.type", GgufValue::string(std::move(type)));
+    return gguf_of(w);
+  };
+  EXPECT_FALSE(config_from_gguf(with_scaling("none"), "m.gguf").rope_scaling.has_value());
+  for (const char* type : {"yarn", "linear", "llama3"}) {
+    try {
+      config_from_gguf(with_scaling(type), "m.gguf");
+      ADD_FAILURE() << type << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("llama.rope.scaling.type '" + std::string(type) + "' is not supported"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace engine::model

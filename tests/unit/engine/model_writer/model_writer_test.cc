@@ -15,7 +15,9 @@
 #include "engine/format/json.h"
 #include "engine/format/safetensors.h"
 #include "engine/format/safetensors_index.h"
+#include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
+#include "engine/model/transformer.h"
 #include "engine/model_writer/model_writer_tokenizer.h"
 #include "engine/quant/quant.h"
 #include "engine/template/chat_template.h"
@@ -378,12 +380,14 @@ TEST_P(ModelWriterArch, GgufReadsBackWithTheSameConfig) {
     EXPECT_EQ(c.eos_token_ids.front(), hf.eos_token_ids.front());
     EXPECT_EQ(c.rope_pairing,
               GetParam() == Architecture::Llama ? model::RopePairing::Interleaved : model::RopePairing::HalfSplit);
-    ASSERT_EQ(c.rope_scaling.has_value(), hf.rope_scaling.has_value());
-    if (c.rope_scaling) {
-      EXPECT_EQ(c.rope_scaling->factor, hf.rope_scaling->factor);
-      EXPECT_EQ(c.rope_scaling->low_freq_factor, hf.rope_scaling->low_freq_factor);
-      EXPECT_EQ(c.rope_scaling->high_freq_factor, hf.rope_scaling->high_freq_factor);
-      EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, hf.rope_scaling->original_max_position_embeddings);
+    // Llama 3's scaling travels as rope_freqs.weight alone, as llama.cpp's converter writes it (llama.cpp
+    // refuses a rope.scaling.type of "llama3"); the rotary frequencies read back are the config's, to f32.
+    for (const auto& [key, value] : layout.metadata) EXPECT_EQ(key.find("rope.scaling"), std::string::npos) << key;
+    const auto gguf_frequencies = model::rope_spec(model::Checkpoint::open(path)->config()).inv_freq;
+    const auto hf_frequencies = model::rope_spec(hf).inv_freq;
+    ASSERT_EQ(gguf_frequencies.size(), hf_frequencies.size());
+    for (std::size_t i = 0; i < hf_frequencies.size(); ++i) {
+      EXPECT_NEAR(gguf_frequencies[i], hf_frequencies[i], 1e-6 * hf_frequencies[i]) << "frequency " << i;
     }
 
     // Names as llama.cpp spells them, dimensions innermost first, matrices in the file's type.
