@@ -316,14 +316,19 @@ void attention_typed(const AttentionTask& t, std::byte* scratch_base) {
       key_stride = bs * kElem;
     } else {
       // A short last tile (zeros past the sequence's end) or blocks narrower than a vector: gathered.
-      for (std::size_t j = 0; j < static_cast<std::size_t>(kKeyTile); ++j) {
-        std::uint8_t* column = a.keys + j * kElem;
-        if (j < tile_keys) {
-          const std::size_t position = start + j;
-          const std::uint8_t* src = block_at(position) + t.key_offset + (position % bs) * kElem;
-          for (std::size_t i = 0; i < d; ++i) std::memcpy(column + i * kKeyTile * kElem, src + i * bs * kElem, kElem);
-        } else {
-          for (std::size_t i = 0; i < d; ++i) std::memset(column + i * kKeyTile * kElem, 0, kElem);
+      // Runs of positions within one block, each copied a dimension at a time.
+      for (std::size_t j = 0; j < tile_keys;) {
+        const std::size_t position = start + j, offset = position % bs;
+        const std::size_t run = min_size(bs - offset, tile_keys - j);
+        const std::uint8_t* src = block_at(position) + t.key_offset + offset * kElem;
+        for (std::size_t i = 0; i < d; ++i) {
+          std::memcpy(a.keys + (i * kKeyTile + j) * kElem, src + i * bs * kElem, run * kElem);
+        }
+        j += run;
+      }
+      if (tile_keys < static_cast<std::size_t>(kKeyTile)) {
+        for (std::size_t i = 0; i < d; ++i) {
+          std::memset(a.keys + (i * kKeyTile + tile_keys) * kElem, 0, (kKeyTile - tile_keys) * kElem);
         }
       }
       for (int v = 0; v < kVectors; ++v) key[v] = a.keys + static_cast<std::size_t>(v) * W * kElem;
