@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   flags.add_choice("device", {"auto", "cpu", "cuda"}, "where to run (default cpu)", &o.device);
   flags.add_string("tokens", "IDS", "token ids separated by commas, run as one prefill", &o.tokens);
   flags.add_string("out", "FILE", "receives tokens x vocab float32 values, little-endian, position-major", &o.out);
-  flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &o.threads);
+  flags.add_uint("threads", "N", "CPU threads (default: one per CPU this process may run on)", &o.threads);
   flags.add_uint("kv-cache-mib", "N", "KV cache size in MiB (default 256)", &o.kv_cache_mib, 1);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {

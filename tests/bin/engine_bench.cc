@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
       "usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N] [--short-prompt N] "
       "[--long-prompt N] [--batches LIST] [--kv-cache-dtype auto|bfloat16|float16|float32] [--json]");
   flags.add_string("model", "PATH", "model directory or .gguf file (e.g. the demo model)", &model);
-  flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &threads);
+  flags.add_uint("threads", "N", "CPU threads (default: one per CPU this process may run on)", &threads);
   flags.add_uint("prefill", "N", "prompt tokens for the prefill measurement (default 512)", &prefill_len, 1);
   flags.add_uint("steps", "N", "decode steps per measurement (default 32)", &steps, 1);
   flags.add_uint("short-prompt", "N", "prompt tokens before each decode measurement (default 16)", &short_prompt, 1);
