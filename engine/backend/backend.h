@@ -187,7 +187,8 @@ class Backend {
   }
 };
 
-// The CPU backend: `threads` 0 means one per online CPU.
-std::unique_ptr<Backend> make_cpu_backend(std::size_t threads = 0);
+// The CPU backend: `threads` 0 means one per CPU the process may run on; a non-empty `cpus` instead runs one
+// thread pinned to each of them (cpu::ThreadPool's two constructors).
+std::unique_ptr<Backend> make_cpu_backend(std::size_t threads = 0, std::span<const int> cpus = {});
 
 }  // namespace engine::backend

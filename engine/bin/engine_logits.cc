@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   flags.add_choice("device", {"auto", "cpu", "cuda"}, "where to run (default cpu)", &o.device);
   flags.add_string("tokens", "IDS", "token ids separated by commas, run as one prefill", &o.tokens);
   flags.add_string("out", "FILE", "receives tokens x vocab float32 values, little-endian, position-major", &o.out);
-  flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &o.threads);
+  flags.add_uint("threads", "N", "CPU threads (default: one per CPU this process may run on)", &o.threads);
   flags.add_uint("kv-cache-mib", "N", "KV cache size in MiB (default 256)", &o.kv_cache_mib, 1);
   flags.add_choice("kv-cache-dtype", {"auto", "bfloat16", "float16", "float32"},
                    "how the KV cache stores keys and values (default auto, the engine's choice)", &o.kv_cache_dtype);

@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   flags.add_double("min-p", "P", "drop tokens below P times the most likely one's probability", &o.min_p, 0, 1);
   flags.add_uint("seed", "N", "seed of the sampler's random stream", &o.seed);
   flags.add_switch("ignore-eos", "keep generating past end-of-sequence tokens", &o.ignore_eos);
-  flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &o.threads);
+  flags.add_uint("threads", "N", "CPU threads (default: one per CPU this process may run on)", &o.threads);
   flags.add_choice("device", {"auto", "cpu", "cuda"}, "where to run (default auto)", &o.device);
   flags.add_switch("verbose", "log loading details", &o.verbose);
   try {

@@ -281,6 +281,28 @@ void rows_values(std::size_t count, float* o, std::size_t d, const float* p, con
   }
 }
 
+// Asks for a tile's keys and values ahead of their use. One kv head's keys (or values) in a block are a few
+// KiB of their own, a page away from the next block's, where the hardware prefetcher stops: without this a
+// long-context decode waits on memory at every block.
+template <class V, int Type, class BlockAt>
+void prefetch_tile(const AttentionTask& t, const BlockAt& block_at, std::size_t start, std::size_t tile_keys) {
+  constexpr std::size_t kElem = kv_bytes<Type>();
+  const std::size_t d = t.head_dim, bs = t.block_size;
+  for (std::size_t j = 0; j < tile_keys;) {
+    const std::size_t position = start + j, offset = position % bs;
+    const std::size_t run = min_size(bs - offset, tile_keys - j);
+    const std::uint8_t* block = block_at(position);
+    const std::uint8_t* keys = block + t.key_offset + offset * kElem;
+    if (run == bs) {
+      prefetch_span<V>(keys, d * bs * kElem);
+    } else {
+      for (std::size_t i = 0; i < d; ++i) prefetch_span<V>(keys + i * bs * kElem, run * kElem);
+    }
+    prefetch_span<V>(block + t.value_offset + offset * d * kElem, run * d * kElem);
+    j += run;
+  }
+}
+
 template <class V, int Type>
 void attention_typed(const AttentionTask& t, std::byte* scratch_base) {
   constexpr std::size_t W = V::W;
@@ -303,6 +325,9 @@ void attention_typed(const AttentionTask& t, std::byte* scratch_base) {
   const std::size_t keys = t.first_position + t.queries;  // positions 0 .. the last query's
   for (std::size_t start = 0; start < keys; start += kKeyTile) {
     const std::size_t tile_keys = min_size(kKeyTile, keys - start);
+    if (start + kKeyTile < keys) {
+      prefetch_tile<V, Type>(t, block_at, start + kKeyTile, min_size(kKeyTile, keys - start - kKeyTile));
+    }
     // Rows from here on reach this tile (their position is at least `start`).
     const std::size_t first_row = (start > t.first_position ? start - t.first_position : 0) * group;
     const std::uint8_t* key[kVectors];
@@ -316,14 +341,19 @@ void attention_typed(const AttentionTask& t, std::byte* scratch_base) {
       key_stride = bs * kElem;
     } else {
       // A short last tile (zeros past the sequence's end) or blocks narrower than a vector: gathered.
-      for (std::size_t j = 0; j < static_cast<std::size_t>(kKeyTile); ++j) {
-        std::uint8_t* column = a.keys + j * kElem;
-        if (j < tile_keys) {
-          const std::size_t position = start + j;
-          const std::uint8_t* src = block_at(position) + t.key_offset + (position % bs) * kElem;
-          for (std::size_t i = 0; i < d; ++i) std::memcpy(column + i * kKeyTile * kElem, src + i * bs * kElem, kElem);
-        } else {
-          for (std::size_t i = 0; i < d; ++i) std::memset(column + i * kKeyTile * kElem, 0, kElem);
+      // Runs of positions within one block, each copied a dimension at a time.
+      for (std::size_t j = 0; j < tile_keys;) {
+        const std::size_t position = start + j, offset = position % bs;
+        const std::size_t run = min_size(bs - offset, tile_keys - j);
+        const std::uint8_t* src = block_at(position) + t.key_offset + offset * kElem;
+        for (std::size_t i = 0; i < d; ++i) {
+          std::memcpy(a.keys + (i * kKeyTile + j) * kElem, src + i * bs * kElem, run * kElem);
+        }
+        j += run;
+      }
+      if (tile_keys < static_cast<std::size_t>(kKeyTile)) {
+        for (std::size_t i = 0; i < d; ++i) {
+          std::memset(a.keys + (i * kKeyTile + tile_keys) * kElem, 0, (kKeyTile - tile_keys) * kElem);
         }
       }
       for (int v = 0; v < kVectors; ++v) key[v] = a.keys + static_cast<std::size_t>(v) * W * kElem;

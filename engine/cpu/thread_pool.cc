@@ -1,13 +1,20 @@
 #include "engine/cpu/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
+
+#include "engine/cpu/cpu_set.h"
 
 namespace engine::cpu {
 
@@ -67,6 +74,8 @@ constexpr std::uint32_t generation_of(std::uint64_t word) {
 struct ThreadPool::State {
   std::size_t threads = 1;
   std::vector<std::thread> workers;
+  std::vector<int> cpus;            // thread i's CPU when pinned; empty: not pinned
+  std::thread::id pinned_caller{};  // the calling thread once parallel_for has pinned it to cpus[0]
 
   // The current loop. Written by the caller only while no worker has joined, published by the release
   // store of `join`, and read only by workers that joined (their CAS acquires it).
@@ -128,27 +137,66 @@ struct ThreadPool::State {
     generation.store(gen, std::memory_order_release);
     generation.notify_all();
   }
+
+  void stop_workers() {
+    stop.store(true, std::memory_order_release);
+    publish(generation.load() + 1);
+    for (auto& w : workers) w.join();
+  }
+
+  // Starts the workers (pinned to cpus[1..] when there are cpus); on failure stops those already started.
+  void start_workers() {
+    try {
+      workers.reserve(threads - 1);
+      for (std::size_t i = 1; i < threads; ++i) {
+        workers.emplace_back([this] { worker_loop(); });
+        if (!cpus.empty()) pin_thread(workers.back().native_handle(), cpus[i]);
+      }
+    } catch (...) {
+      stop_workers();
+      throw;
+    }
+  }
 };
 
 ThreadPool::ThreadPool(std::size_t threads) : state_(new State) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  state_->threads = threads;
   try {
-    state_->workers.reserve(threads - 1);
-    for (std::size_t i = 1; i < threads; ++i) state_->workers.emplace_back([s = state_] { s->worker_loop(); });
+    state_->threads = threads != 0 ? threads : std::max<std::size_t>(1, allowed_cpus().size());
+    state_->start_workers();
   } catch (...) {
-    state_->stop.store(true, std::memory_order_release);
-    state_->publish(state_->generation.load() + 1);
-    for (auto& w : state_->workers) w.join();
+    delete state_;
+    throw;
+  }
+}
+
+ThreadPool::ThreadPool(std::span<const int> cpus) : state_(new State) {
+  try {
+    if (cpus.empty()) throw std::invalid_argument("a pinned thread pool needs at least one CPU");
+    std::unordered_set<int> seen;
+    for (const int cpu : cpus) {
+      if (!seen.insert(cpu).second) {
+        throw std::invalid_argument("CPU " + std::to_string(cpu) + " is listed twice for the thread pool (" +
+                                    cpu_list_text(cpus) + "); give each CPU once");
+      }
+    }
+    const auto allowed = allowed_cpus();
+    for (const int cpu : cpus) {
+      if (!std::binary_search(allowed.begin(), allowed.end(), cpu)) {
+        throw std::invalid_argument("CPU " + std::to_string(cpu) + " is not one this process may run on (" +
+                                    cpu_list_text(allowed) + ")");
+      }
+    }
+    state_->cpus.assign(cpus.begin(), cpus.end());
+    state_->threads = cpus.size();
+    state_->start_workers();
+  } catch (...) {
     delete state_;
     throw;
   }
 }
 
 ThreadPool::~ThreadPool() {
-  state_->stop.store(true, std::memory_order_release);
-  state_->publish(state_->generation.load() + 1);
-  for (auto& w : state_->workers) w.join();
+  state_->stop_workers();
   delete state_;
 }
 
@@ -161,6 +209,10 @@ void ThreadPool::parallel_for(std::size_t count, std::size_t grain,
   if (count == 0) return;
   grain = std::max<std::size_t>(grain, 1);
   State& s = *state_;
+  if (!s.cpus.empty() && s.pinned_caller != std::this_thread::get_id()) {
+    pin_thread(pthread_self(), s.cpus[0]);
+    s.pinned_caller = std::this_thread::get_id();
+  }
   if (s.workers.empty() || count <= grain) {
     body(0, count);  // one range: waking workers would cost more than it saves
     return;

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <span>
 
 namespace engine::cpu {
 
@@ -10,7 +11,14 @@ namespace engine::cpu {
 // thread at a time (the engine's step loop).
 class ThreadPool {
  public:
-  explicit ThreadPool(std::size_t threads);  // 0: one per online CPU
+  // 0: one per CPU this process may run on (allowed_cpus(), not every online CPU). The threads are not
+  // pinned: the kernel places them within the process's affinity mask.
+  explicit ThreadPool(std::size_t threads);
+  // One thread per CPU of `cpus`, each pinned to its own: worker i runs on cpus[i] (i >= 1), and the thread
+  // that calls parallel_for is pinned to cpus[0] at its first call (the pool's thread 0; a thread it starts
+  // later inherits that). Throws std::invalid_argument for an empty list, a CPU listed twice or one outside
+  // allowed_cpus(), and std::system_error when the kernel refuses to pin.
+  explicit ThreadPool(std::span<const int> cpus);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

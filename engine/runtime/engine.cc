@@ -59,7 +59,11 @@ std::unique_ptr<backend::Backend> make_backend(const EngineOptions& options) {
         "it was built; see docs/building.md); use --device cpu");
   }
 #endif
-  return backend::make_cpu_backend(options.threads);
+  if (!options.cpus.empty() && options.threads != 0 && options.threads != options.cpus.size()) {
+    throw std::invalid_argument(std::to_string(options.threads) + " CPU threads cannot be pinned to " +
+                                std::to_string(options.cpus.size()) + " CPUs: give threads 0 or one per CPU");
+  }
+  return backend::make_cpu_backend(options.threads, options.cpus);
 }
 
 }  // namespace

@@ -33,7 +33,10 @@ std::optional<KvCacheDtype> parse_kv_cache_dtype(std::string_view name);
 
 struct EngineOptions {
   Device device = Device::Auto;
-  std::size_t threads = 0;         // CPU threads; 0: one per online CPU
+  std::size_t threads = 0;  // CPU threads; 0: one per CPU the process may run on (its affinity mask)
+  // CPU threads pinned one to each of these CPUs (serverd: a VLLM_CPU_OMP_THREADS_BIND list); empty: not
+  // pinned. With cpus, threads is 0 or cpus.size().
+  std::vector<int> cpus = {};
   std::size_t max_model_len = 0;   // 0: the config's, lowered to what the KV cache holds
   std::size_t kv_cache_bytes = 0;  // 0: cpu_kv_cache_bytes on the CPU; on a GPU, from gpu_memory_utilization
   // The CPU's KV cache when kv_cache_bytes is 0 (serverd: VLLM_CPU_KVCACHE_SPACE; 4 GiB is vLLM's default).

@@ -14,6 +14,7 @@
 
 #include "base/flags.h"
 #include "base/printable.h"
+#include "engine/cpu/cpu_set.h"
 #include "fetchd/request/fetch_error.h"
 #include "serverd/api/api_server.h"
 #include "serverd/loader/engine_loader.h"
@@ -27,8 +28,9 @@ constexpr std::chrono::seconds kShutdownGrace{30};
 serverd::api::ApiServerOptions api_server_options(const serverd::ServerOptions& options) {
   serverd::api::ApiServerOptions o;
   o.http.host = options.host;
-  // A few I/O threads: they parse, tokenize and format; the engine has the cores.
-  o.http.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency() / 4, 2, 8);
+  // A few I/O threads: they parse, tokenize and format; the engine has the cores. Counted from the CPUs this
+  // process may run on (a container's cpuset), not every CPU of the machine.
+  o.http.io_threads = std::clamp<std::size_t>(engine::cpu::allowed_cpus().size() / 4, 2, 8);
   o.http.port = static_cast<std::uint16_t>(options.port);
   o.http.uds = options.uds;
   o.http.ssl_certfile = options.ssl_certfile;

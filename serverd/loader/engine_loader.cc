@@ -196,6 +196,8 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   eo.device = engine::runtime::parse_device(options.device).value_or(engine::runtime::Device::Auto);
   eo.max_model_len = options.max_model_len;
   eo.block_size = options.block_size;
+  eo.threads = options.cpu_threads;
+  eo.cpus = options.cpu_pinned;
   // The flag's choices are checked when it is read; parse_kv_cache_dtype takes each one it accepts.
   eo.kv_cache_dtype =
       engine::runtime::parse_kv_cache_dtype(options.kv_cache_dtype).value_or(engine::runtime::KvCacheDtype::Auto);

@@ -14,6 +14,8 @@
 #include <variant>
 
 #include "base/flags.h"
+#include "engine/cpu/cpu_set.h"
+#include "serverd/options/cpu_threads.h"
 #include "serverd/options/flag_table.h"
 #include "serverd/options/generation_override.h"
 #include "serverd/parsers/reasoning_parser.h"
@@ -333,6 +335,9 @@ ServerEnvironment ServerEnvironment::from_process() {
   env.api_key = get("VLLM_API_KEY");
   env.allow_long_max_model_len = get("VLLM_ALLOW_LONG_MAX_MODEL_LEN");
   env.cpu_kvcache_space = get("VLLM_CPU_KVCACHE_SPACE");
+  env.cpu_omp_threads_bind = get("VLLM_CPU_OMP_THREADS_BIND");
+  env.cpu_num_of_reserved_cpu = get("VLLM_CPU_NUM_OF_RESERVED_CPU");
+  env.omp_num_threads = get("OMP_NUM_THREADS");
   return env;
 }
 
@@ -379,6 +384,11 @@ std::optional<ServerOptions> parse_server_options(std::span<char* const> args, c
   if (o->api_key.empty() && env.api_key && !env.api_key->empty()) o->api_key = {*env.api_key};
   o->allow_long_max_model_len = allow_long(env.allow_long_max_model_len);
   o->cpu_kv_cache_bytes = cpu_kv_cache_bytes(env.cpu_kvcache_space);
+  auto cpu_threads = cpu_threads_from_env(env.cpu_omp_threads_bind, env.cpu_num_of_reserved_cpu, env.omp_num_threads,
+                                          env.allowed_cpus.empty() ? engine::cpu::allowed_cpus() : env.allowed_cpus);
+  if (cpu_threads.note) o->notes.push_back(std::move(*cpu_threads.note));
+  o->cpu_threads = cpu_threads.threads;
+  o->cpu_pinned = std::move(cpu_threads.pinned);
   refuse_unwired(*o);
   return o;
 }

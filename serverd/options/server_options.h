@@ -4,6 +4,7 @@
 // [flags]`, `serverd MODEL [flags]` or `serverd --model MODEL [flags]`. Which flags exist, and what each
 // does, is serverd/options/flag_table.cc.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -20,6 +21,11 @@ struct ServerEnvironment {
   std::optional<std::string> api_key = {};                   // VLLM_API_KEY
   std::optional<std::string> allow_long_max_model_len = {};  // VLLM_ALLOW_LONG_MAX_MODEL_LEN
   std::optional<std::string> cpu_kvcache_space = {};         // VLLM_CPU_KVCACHE_SPACE, in GiB
+  std::optional<std::string> cpu_omp_threads_bind = {};     // VLLM_CPU_OMP_THREADS_BIND (serverd/options/cpu_threads.h)
+  std::optional<std::string> cpu_num_of_reserved_cpu = {};  // VLLM_CPU_NUM_OF_RESERVED_CPU
+  std::optional<std::string> omp_num_threads = {};          // OMP_NUM_THREADS (with VLLM_CPU_OMP_THREADS_BIND=nobind)
+  // The CPUs the threads may run on, ascending; empty: this process's (engine::cpu::allowed_cpus()).
+  std::vector<int> allowed_cpus = {};
 
   static ServerEnvironment from_process();
 };
@@ -80,6 +86,10 @@ struct ServerOptions {
   // From the environment.
   bool allow_long_max_model_len = false;  // VLLM_ALLOW_LONG_MAX_MODEL_LEN
   std::uint64_t cpu_kv_cache_bytes = 0;   // VLLM_CPU_KVCACHE_SPACE; 0: the engine's default
+  // The engine's CPU threads and, for a VLLM_CPU_OMP_THREADS_BIND list, the CPU each is pinned to
+  // (serverd/options/cpu_threads.h).
+  std::size_t cpu_threads = 0;
+  std::vector<int> cpu_pinned;
 
   // Log-probabilities: the most a request may ask for per token (nullopt: -1, the whole vocabulary), and
   // whether tokens in them are written "token_id:ID".

@@ -19,6 +19,7 @@
 #include "base/flags.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/quant/quant.h"
 #include "engine/runtime/engine.h"
 
 namespace {
@@ -118,14 +119,14 @@ std::vector<std::size_t> parse_batches(std::string_view text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, batches_text = "8,32";
+  std::string model, batches_text = "8,32", kv_cache_dtype = "auto";
   std::uint64_t threads = 0, prefill_len = 512, steps = 32, short_prompt = 16, long_prompt = 2048;
   bool json = false;
   base::FlagParser flags(
       "usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N] [--short-prompt N] "
-      "[--long-prompt N] [--batches LIST] [--json]");
+      "[--long-prompt N] [--batches LIST] [--kv-cache-dtype auto|bfloat16|float16|float32] [--json]");
   flags.add_string("model", "PATH", "model directory or .gguf file (e.g. the demo model)", &model);
-  flags.add_uint("threads", "N", "CPU threads (default: one per online CPU)", &threads);
+  flags.add_uint("threads", "N", "CPU threads (default: one per CPU this process may run on)", &threads);
   flags.add_uint("prefill", "N", "prompt tokens for the prefill measurement (default 512)", &prefill_len, 1);
   flags.add_uint("steps", "N", "decode steps per measurement (default 32)", &steps, 1);
   flags.add_uint("short-prompt", "N", "prompt tokens before each decode measurement (default 16)", &short_prompt, 1);
@@ -133,6 +134,8 @@ int main(int argc, char** argv) {
                  &long_prompt);
   flags.add_string("batches", "LIST", "batch sizes decoded after the short prompt, besides 1 (default 8,32)",
                    &batches_text);
+  flags.add_string("kv-cache-dtype", "auto|bfloat16|float16|float32",
+                   "how the KV cache stores keys and values (default auto: bfloat16 on the CPU)", &kv_cache_dtype);
   flags.add_switch("json", "print one JSON object instead of the table", &json);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
@@ -143,6 +146,11 @@ int main(int argc, char** argv) {
     const auto batches = parse_batches(batches_text);
     engine::runtime::EngineOptions options;
     options.threads = threads;
+    const auto dtype = engine::runtime::parse_kv_cache_dtype(kv_cache_dtype);
+    if (!dtype) {
+      throw base::UsageError("--kv-cache-dtype takes auto, bfloat16, float16 or float32, not " + kv_cache_dtype);
+    }
+    options.kv_cache_dtype = *dtype;
     options.max_model_len = std::max({prefill_len, short_prompt, long_prompt}) + steps + 64;
     const auto load_start = Clock::now();
     auto engine = Engine::load(model, options);
@@ -169,15 +177,16 @@ int main(int argc, char** argv) {
     const double bandwidth = engine::cpu::measure_memory_bandwidth(pool);
     const double streamed = decode1 * weight_gb;
     const std::string simd(engine::cpu::simd_level());
+    const std::string kv_type(engine::quant::weight_type_name(engine->cache_shape().kv_type));
 
     if (json) {
       std::printf(
-          "{\"simd\": \"%s\", \"threads\": %zu, \"weight_gb\": %.4f, \"load_s\": %.3f, \"prefill_tokens\": %llu, "
-          "\"prefill_tps\": %.2f, \"short_prompt\": %llu, \"decode1_tps\": %.3f, \"long_prompt\": %llu, "
-          "\"long_prefill_tps\": %.2f, \"decode1_long_tps\": %.3f, \"batch_decode_tps\": {",
-          simd.c_str(), pool.size(), weight_gb, load_s, static_cast<unsigned long long>(prefill_len), prefill_rate,
-          static_cast<unsigned long long>(short_prompt), decode1, static_cast<unsigned long long>(long_prompt),
-          after_long.prefill, after_long.decode);
+          "{\"simd\": \"%s\", \"threads\": %zu, \"kv_cache\": \"%s\", \"weight_gb\": %.4f, \"load_s\": %.3f, "
+          "\"prefill_tokens\": %llu, \"prefill_tps\": %.2f, \"short_prompt\": %llu, \"decode1_tps\": %.3f, "
+          "\"long_prompt\": %llu, \"long_prefill_tps\": %.2f, \"decode1_long_tps\": %.3f, \"batch_decode_tps\": {",
+          simd.c_str(), pool.size(), kv_type.c_str(), weight_gb, load_s, static_cast<unsigned long long>(prefill_len),
+          prefill_rate, static_cast<unsigned long long>(short_prompt), decode1,
+          static_cast<unsigned long long>(long_prompt), after_long.prefill, after_long.decode);
       for (std::size_t i = 0; i < batches.size(); ++i) {
         std::printf("%s\"%zu\": %.3f", i == 0 ? "" : ", ", batches[i], batch_rates[i]);
       }
@@ -187,6 +196,7 @@ int main(int argc, char** argv) {
     std::printf("model            %s\n", model.c_str());
     std::printf("simd, threads    %s, %zu\n", simd.c_str(), pool.size());
     std::printf("weights/token    %.3f GB\n", weight_gb);
+    std::printf("kv cache         %s\n", kv_type.c_str());
     std::printf("load             %.2f s\n", load_s);
     std::printf("prefill          %.1f tokens/s (%llu-token prompt)\n", prefill_rate,
                 static_cast<unsigned long long>(prefill_len));

@@ -77,7 +77,8 @@ constexpr std::size_t kMaxBlockSize = 128;
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(std::size_t threads) : pool_(threads) {}
+  CpuBackend(std::size_t threads, std::span<const int> cpus)
+      : pool_(cpus.empty() ? cpu::ThreadPool(threads) : cpu::ThreadPool(cpus)) {}
 
   std::string_view name() const override { return "cpu"; }
 
@@ -290,8 +291,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(std::size_t threads) {
-  return std::make_unique<CpuBackend>(threads);
+std::unique_ptr<Backend> make_cpu_backend(std::size_t threads, std::span<const int> cpus) {
+  return std::make_unique<CpuBackend>(threads, cpus);
 }
 
 }  // namespace engine::backend

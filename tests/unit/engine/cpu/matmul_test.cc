@@ -3,18 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <random>
-#include <set>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/cpu/thread_pool.h"
@@ -27,96 +23,6 @@ using quant::WeightType;
 
 constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
                                     WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
-
-// ---- thread pool -------------------------------------------------------------------------------------
-
-TEST(ThreadPool, Size) {
-  EXPECT_EQ(ThreadPool(3).size(), 3u);
-  EXPECT_EQ(ThreadPool(1).size(), 1u);
-  EXPECT_GE(ThreadPool(0).size(), 1u);
-  EXPECT_EQ(ThreadPool(0).size(), std::max(1u, std::thread::hardware_concurrency()));
-}
-
-TEST(ThreadPool, CoversEveryIndexExactlyOnceInGrainAlignedRanges) {
-  for (const std::size_t threads : {1, 2, 3, 5}) {
-    ThreadPool pool(threads);
-    for (const std::size_t count : {1, 2, 7, 64, 1000, 4099}) {
-      for (const std::size_t grain : {1, 3, 16, 5000}) {
-        std::vector<std::atomic<int>> hits(count);
-        std::mutex mutex;
-        bool ranges_ok = true;
-        pool.parallel_for(count, grain, [&](std::size_t begin, std::size_t end) {
-          const bool ok = begin < end && end <= count && begin % grain == 0 && (end - begin >= grain || end == count);
-          if (!ok) {
-            const std::lock_guard lock(mutex);
-            ranges_ok = false;
-          }
-          for (std::size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
-        });
-        EXPECT_TRUE(ranges_ok) << threads << " threads, count " << count << ", grain " << grain;
-        for (std::size_t i = 0; i < count; ++i) {
-          ASSERT_EQ(hits[i].load(), 1) << threads << " threads, count " << count << ", grain " << grain << ", i " << i;
-        }
-      }
-    }
-  }
-}
-
-TEST(ThreadPool, ZeroCountCallsNothing) {
-  ThreadPool pool(2);
-  bool called = false;
-  pool.parallel_for(0, 1, [&](std::size_t, std::size_t) { called = true; });
-  EXPECT_FALSE(called);
-}
-
-TEST(ThreadPool, SpreadsOverWorkersAndTheCaller) {
-  ThreadPool pool(3);
-  std::mutex mutex;
-  std::set<std::thread::id> seen;
-  // Each range waits until every thread has taken one, so all three threads must take part.
-  std::atomic<int> arrived{0};
-  pool.parallel_for(3, 1, [&](std::size_t, std::size_t) {
-    arrived.fetch_add(1);
-    while (arrived.load() < 3) std::this_thread::yield();
-    const std::lock_guard lock(mutex);
-    seen.insert(std::this_thread::get_id());
-  });
-  EXPECT_EQ(seen.size(), 3u);
-  EXPECT_EQ(seen.count(std::this_thread::get_id()), 1u);
-}
-
-TEST(ThreadPool, PropagatesExceptionsAndStaysUsable) {
-  ThreadPool pool(3);
-  for (int round = 0; round < 20; ++round) {
-    try {
-      pool.parallel_for(100, 1, [&](std::size_t begin, std::size_t end) {
-        if (begin <= 57 && 57 < end) throw std::runtime_error("range with 57");
-      });
-      FAIL() << "no exception";
-    } catch (const std::runtime_error& e) {
-      EXPECT_STREQ(e.what(), "range with 57");
-    }
-    std::atomic<std::size_t> sum{0};
-    pool.parallel_for(100, 1, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i) sum.fetch_add(i);
-    });
-    EXPECT_EQ(sum.load(), 4950u);
-  }
-  // The caller's own single range throws as well.
-  EXPECT_THROW(pool.parallel_for(1, 1, [](std::size_t, std::size_t) { throw std::logic_error("inline"); }),
-               std::logic_error);
-}
-
-TEST(ThreadPool, ManyConsecutiveLoops) {
-  ThreadPool pool(3);
-  std::vector<std::uint64_t> data(64);
-  for (int call = 0; call < 20000; ++call) {
-    pool.parallel_for(data.size(), 4, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i) data[i] += i + 1;
-    });
-  }
-  for (std::size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], 20000 * (i + 1)) << i;
-}
 
 // ---- matmul ------------------------------------------------------------------------------------------
 

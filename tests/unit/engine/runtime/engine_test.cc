@@ -1,11 +1,15 @@
 // The engine's KV cache sizing on the CPU: kv_cache_bytes when given, else cpu_kv_cache_bytes (serverd's
 // VLLM_CPU_KVCACHE_SPACE), and a cache too small names the setting to raise; its element type from
-// --kv-cache-dtype (bf16 by default on the CPU).
+// --kv-cache-dtype (bf16 by default on the CPU); its CPU threads pinned when given CPUs.
 #include "engine/runtime/engine.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+#include <thread>
+
+#include "engine/cpu/cpu_set.h"
 #include "engine/model_writer/model_writer.h"
 #include "tests/support/temp_dir.h"
 
@@ -77,6 +81,26 @@ TEST_F(EngineCacheTest, TheKvCacheDtypeChoosesTheCachesTypeAndSixteenBitsHoldTwi
   EXPECT_EQ(blocks(KvCacheDtype::Auto, WeightType::F16), 2 * f32);  // on the CPU (docs/cpu-kernels.md)
   EXPECT_EQ(blocks(KvCacheDtype::BFloat16, WeightType::BF16), 2 * f32);
   EXPECT_EQ(blocks(KvCacheDtype::Float16, WeightType::F16), 2 * f32);
+}
+
+// EngineOptions::cpus pins the CPU backend's threads one per CPU; a thread count that disagrees is refused.
+TEST_F(EngineCacheTest, PinnedCpuThreadsAreOnePerCpu) {
+  auto options = cpu();
+  options.max_model_len = 64;
+  options.cpu_kv_cache_bytes = std::size_t{1} << 20;
+  options.cpus = {engine::cpu::allowed_cpus().back()};
+  options.threads = 2;
+  try {
+    engine::runtime::Engine::load(dir_.path(), options);
+    FAIL() << "2 threads over 1 CPU were taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("2 CPU threads cannot be pinned to 1 CPUs: give threads 0 or one per CPU"));
+  }
+  options.threads = 0;
+  // On a thread of its own: the load may pin its caller.
+  std::thread([&] { EXPECT_NO_THROW(engine::runtime::Engine::load(dir_.path(), options)); }).join();
+  options.cpus = {100000};
+  EXPECT_THROW(engine::runtime::Engine::load(dir_.path(), options), std::invalid_argument);
 }
 
 TEST(KvCacheDtype, ParsesVllmsSpellingsAndFloat32) {

@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "base/flags.h"
+#include "engine/cpu/cpu_set.h"
 #include "engine/runtime/engine.h"
 #include "fetchd/request/fetch_error.h"
 
 namespace serverd {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -145,6 +147,26 @@ TEST(ServerOptions, ReadsVllmEnvironmentVariables) {
   EXPECT_EQ(parse({"a/b"}, {.cpu_kvcache_space = "8"})->cpu_kv_cache_bytes, std::uint64_t{8} << 30);
   EXPECT_EQ(parse({"a/b"}, {.cpu_kvcache_space = "0"})->cpu_kv_cache_bytes, 0u);  // the default
   EXPECT_THAT(refusal({"a/b"}, {.cpu_kvcache_space = "4.5"}), HasSubstr("VLLM_CPU_KVCACHE_SPACE takes a whole number"));
+}
+
+// The engine's CPU threads come from vLLM's variables (serverd/options/cpu_threads.h has their cases).
+TEST(ServerOptions, ReadsVllmCpuThreadVariables) {
+  auto o = parse({"a/b"}, {.allowed_cpus = {0, 1, 2, 3}});
+  EXPECT_EQ(o->cpu_threads, 4u);
+  EXPECT_TRUE(o->cpu_pinned.empty());
+  o = parse({"a/b"}, {.cpu_num_of_reserved_cpu = "1", .allowed_cpus = {0, 1, 2, 3}});
+  EXPECT_EQ(o->cpu_threads, 3u);
+  o = parse({"a/b"}, {.cpu_omp_threads_bind = "2,0", .allowed_cpus = {0, 1, 2, 3}});
+  EXPECT_EQ(o->cpu_threads, 2u);
+  EXPECT_THAT(o->cpu_pinned, ElementsAre(2, 0));
+  o = parse({"a/b"}, {.cpu_omp_threads_bind = "nobind", .omp_num_threads = "3", .allowed_cpus = {0, 1}});
+  EXPECT_EQ(o->cpu_threads, 3u);
+  o = parse({"a/b"}, {.omp_num_threads = "1", .allowed_cpus = {0, 1}});
+  EXPECT_EQ(o->cpu_threads, 2u);
+  EXPECT_THAT(o->notes, Contains(HasSubstr("OMP_NUM_THREADS='1' is not used")));
+  EXPECT_THAT(refusal({"a/b"}, {.cpu_omp_threads_bind = "0-31|32-63"}), HasSubstr("2 tensor-parallel ranks"));
+  // Unset, the CPUs are this process's own.
+  EXPECT_EQ(parse({"a/b"})->cpu_threads, engine::cpu::allowed_cpus().size());
 }
 
 TEST(ServerOptions, AFullVllmLaunchLineParses) {
