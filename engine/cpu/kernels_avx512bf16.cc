@@ -71,11 +71,31 @@ ENGINE_KERNEL_INLINE void store(float* out, float s, const float* bias) {
   *out = bias != nullptr ? s + *bias : s;
 }
 
+// The activations of T tokens as the kernel reads them, group of 32 at k of token t: f32 rows rounded as they
+// are loaded (one token, a few), or rows rounded once beforehand (to_bf16_rows, many tokens), the same bits.
+struct F32Activations {
+  const float* x;
+  std::size_t cols;
+  ENGINE_KERNEL_INLINE __m512bh load(int t, std::size_t k) const { return load_x(x + t * cols, k); }
+  ENGINE_KERNEL_INLINE __m512bh load_tail(int t, std::size_t k) const { return load_x_tail(x + t * cols, k, cols); }
+  ENGINE_KERNEL_INLINE F32Activations advanced(std::size_t tokens) const { return {x + tokens * cols, cols}; }
+};
+
+struct Bf16Activations {
+  const std::uint16_t* x;
+  std::size_t stride;  // elements per token: cols rounded up to 32, zero-padded
+  ENGINE_KERNEL_INLINE __m512bh load(int t, std::size_t k) const {
+    return reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + t * stride + k));
+  }
+  ENGINE_KERNEL_INLINE __m512bh load_tail(int t, std::size_t k) const { return load(t, k); }
+  ENGINE_KERNEL_INLINE Bf16Activations advanced(std::size_t tokens) const { return {x + tokens * stride, stride}; }
+};
+
 // R rows x T tokens read straight from the stored rows (bf16 needs no decoding): the one kernel every path
 // runs, so that acc[r][t] is the same chain for any R, T and batch. `prefetch` streams the tiles ahead
 // (one token or a few: the rows come from memory once); gemm's tiles are reused from cache instead.
-template <int R, int T, bool Prefetch>
-void tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x, float* out,
+template <int R, int T, bool Prefetch, class X>
+void tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const X& x, float* out,
           std::size_t out_stride, const float* bias) {
   __m512 acc[R][T];
 #pragma GCC unroll 16
@@ -96,7 +116,7 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const 
     for (int r = 0; r < R; ++r) wv[r] = load_w(w + r * row_bytes, k);
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      const __m512bh xv = load_x(x + t * cols, k);
+      const __m512bh xv = x.load(t, k);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
     }
@@ -107,7 +127,7 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const 
     for (int r = 0; r < R; ++r) wv[r] = load_w_tail(w + r * row_bytes, full, cols);
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      const __m512bh xv = load_x_tail(x + t * cols, full, cols);
+      const __m512bh xv = x.load_tail(t, full);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
     }
@@ -120,35 +140,34 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const 
 }
 
 // tile<R, T> for n <= T tokens (T at compile time, n at run time).
-template <int R, int T, bool Prefetch>
-void tile_tokens(int n, const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x, float* out,
+template <int R, int T, bool Prefetch, class X>
+void tile_tokens(int n, const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const X& x, float* out,
                  std::size_t out_stride, const float* bias) {
   if (n == T) return tile<R, T, Prefetch>(w, row_bytes, cols, x, out, out_stride, bias);
   if constexpr (T > 1) tile_tokens<R, T - 1, Prefetch>(n, w, row_bytes, cols, x, out, out_stride, bias);
 }
 
 // Rows [r0, r0 + R) against tokens [0, tokens), `T` at a time.
-template <int R, int T, bool Prefetch>
-void rows_tokens(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x, std::size_t tokens,
+template <int R, int T, bool Prefetch, class X>
+void rows_tokens(const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const X& x, std::size_t tokens,
                  float* out, std::size_t out_stride, const float* bias) {
   for (std::size_t t = 0; t < tokens; t += T) {
     const auto n = static_cast<int>(min_size(T, tokens - t));
-    tile_tokens<R, T, Prefetch>(n, w, row_bytes, cols, x + t * cols, out + t * out_stride, out_stride, bias);
+    tile_tokens<R, T, Prefetch>(n, w, row_bytes, cols, x.advanced(t), out + t * out_stride, out_stride, bias);
   }
 }
 
 // rows_tokens for n <= R rows (the last, partial row tile).
-template <int R, int T, bool Prefetch>
-void rows_tail(int n, const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const float* x,
-               std::size_t tokens, float* out, std::size_t out_stride, const float* bias) {
+template <int R, int T, bool Prefetch, class X>
+void rows_tail(int n, const std::uint8_t* w, std::size_t row_bytes, std::size_t cols, const X& x, std::size_t tokens,
+               float* out, std::size_t out_stride, const float* bias) {
   if (n == R) return rows_tokens<R, T, Prefetch>(w, row_bytes, cols, x, tokens, out, out_stride, bias);
   if constexpr (R > 1) rows_tail<R - 1, T, Prefetch>(n, w, row_bytes, cols, x, tokens, out, out_stride, bias);
 }
 
 // Every row tile against `tokens` tokens (at most T at a time), rows in the outer loop.
-template <int T, bool Prefetch>
-void all_rows(const Rows& m, const float* x, std::size_t tokens, float* out, std::size_t out_stride,
-              const float* bias) {
+template <int T, bool Prefetch, class X>
+void all_rows(const Rows& m, const X& x, std::size_t tokens, float* out, std::size_t out_stride, const float* bias) {
   const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
   std::size_t r = 0;
   for (; r + kRows <= m.rows; r += kRows) {
@@ -162,22 +181,55 @@ void all_rows(const Rows& m, const float* x, std::size_t tokens, float* out, std
 }
 
 void gemv_bf16(const Rows& m, const float* x, float* out, const float* bias) {
-  all_rows<1, true>(m, x, 1, out, 1, bias);
+  all_rows<1, true>(m, F32Activations{x, m.cols}, 1, out, 1, bias);
 }
 
 void gemv_batch_bf16(const Rows& m, const float* x, std::size_t tokens, float* out, std::size_t out_stride,
                      const float* bias) {
-  all_rows<kBatchTokens, true>(m, x, tokens, out, out_stride, bias);
+  all_rows<kBatchTokens, true>(m, F32Activations{x, m.cols}, tokens, out, out_stride, bias);
 }
 
-// Many tokens: tokens in blocks whose activations stay in L2 (about 256 KiB, as the avx512 gemm), each row
-// tile (a few KiB, in L1 after its first token tile) run against the whole block. No scratch: the weights
-// are used as stored.
+// Tokens per gemm block: activations (as f32) of about 256 KiB, whose bf16 copy stays in L2.
+std::size_t gemm_block_tokens(std::size_t cols) {
+  return ((256u << 10) / (4 * cols + 1) + kTokenTile) / kTokenTile * kTokenTile;
+}
+
+std::size_t padded_cols(std::size_t cols) {
+  return (cols + kGroup - 1) / kGroup * kGroup;
+}
+
+// `tokens` rows of x rounded to bf16 as load_x rounds them, each padded with zeros to `padded_cols(cols)`.
+void to_bf16_rows(const float* x, std::size_t cols, std::size_t tokens, std::uint16_t* out) {
+  const std::size_t stride = padded_cols(cols), full = cols / kGroup * kGroup;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    const float* row = x + t * cols;
+    std::uint16_t* dst = out + t * stride;
+    for (std::size_t k = 0; k < full; k += kGroup) {
+      _mm512_storeu_si512(dst + k, reinterpret_cast<__m512i>(load_x(row, k)));
+    }
+    if (full < cols) _mm512_storeu_si512(dst + full, reinterpret_cast<__m512i>(load_x_tail(row, full, cols)));
+  }
+}
+
+// Scratch: avx512's (the other weight types' gemm) or a block of bf16 activations, whichever is larger.
+std::size_t gemm_scratch_floats_bf16(std::size_t cols) {
+  const std::size_t activations = (gemm_block_tokens(cols) * padded_cols(cols) + 1) / 2;
+  const std::size_t others = avx512_table().gemm_scratch_floats(cols);
+  return activations > others ? activations : others;
+}
+
+// Many tokens: tokens in blocks whose activations stay in L2, each block rounded to bf16 once into `scratch`
+// (the rounding is then not repeated for every row tile), and each row tile (a few KiB, in L1 after its first
+// token tile) run against the whole block.
 void gemm_bf16(const Rows& m, const float* x, std::size_t tokens, float* out, std::size_t out_stride, const float* bias,
-               float* /*scratch*/) {
-  const std::size_t block = ((256u << 10) / (4 * m.cols + 1) + kTokenTile) / kTokenTile * kTokenTile;
+               float* scratch) {
+  const std::size_t block = gemm_block_tokens(m.cols);
+  auto* rounded = reinterpret_cast<std::uint16_t*>(scratch);
   for (std::size_t t = 0; t < tokens; t += block) {
-    all_rows<kTokenTile, false>(m, x + t * m.cols, min_size(block, tokens - t), out + t * out_stride, out_stride, bias);
+    const std::size_t n = min_size(block, tokens - t);
+    to_bf16_rows(x + t * m.cols, m.cols, n, rounded);
+    all_rows<kTokenTile, false>(m, Bf16Activations{rounded, padded_cols(m.cols)}, n, out + t * out_stride, out_stride,
+                                bias);
   }
 }
 
@@ -189,6 +241,7 @@ Table make_bf16_table() {
   table.gemv[kBF16] = gemv_bf16;
   table.gemv_batch[kBF16] = gemv_batch_bf16;
   table.gemm[kBF16] = gemm_bf16;
+  table.gemm_scratch_floats = gemm_scratch_floats_bf16;
   return table;
 }
 
