@@ -3,7 +3,8 @@
 // compute differently here. Nothing from the standard library may be instantiated here (see kernels.h).
 //
 // Numerics of the BF16 kernels: the activations are rounded to bf16 (round to nearest even, as
-// vcvtne2ps2bf16 does; denormals flush to zero) as they are loaded, and each (row, token) dot product is one
+// vcvtne2ps2bf16 does; denormals flush to zero) as they are loaded (one token, a few) or once per block of
+// tokens (many: the same bits, without a conversion per row tile), and each (row, token) dot product is one
 // 16-lane f32 accumulator chain acc = vdpbf16ps(acc, w[k..k+31], x[k..k+31]) over k = 0, 32, 64, ... in order
 // (the last group zero-padded), then the avx512 lane reduction, then + bias. Every path (one token, a few,
 // many) runs exactly that chain, so a token's result does not depend on the batch it is computed in.
