@@ -91,6 +91,9 @@ struct Table {
   ScratchFn quantized_token_bytes = nullptr;
   AttentionFn attention = nullptr;
   AttentionScratchFn attention_scratch_bytes = nullptr;
+  // By type: bytes of weights per row range of a many-token matmul, where not 0 (else matmul's default): a
+  // kernel with per-range setup (avx512bf16's rounding of the activations) amortises it over larger ranges.
+  std::size_t gemm_range_bytes[kTypeCount] = {};
 };
 
 const Table& portable_table();

@@ -243,6 +243,8 @@ Table make_bf16_table() {
   table.gemv_batch[kBF16] = gemv_batch_bf16;
   table.gemm[kBF16] = gemm_bf16;
   table.gemm_scratch_floats = gemm_scratch_floats_bf16;
+  // Each range rounds every token's activations once: 256 KiB of weights (128 rows of 1024) share it.
+  table.gemm_range_bytes[kBF16] = 256u << 10;
   return table;
 }
 

@@ -113,7 +113,8 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
   }
   const kernels::GemmFn gemm = table.gemm[type];
   const std::size_t scratch_floats = table.gemm_scratch_floats(w.cols);
-  pool.parallel_for(w.rows, range_rows(row_bytes, kGemmRangeBytes, table.row_tile),
+  const std::size_t range_bytes = table.gemm_range_bytes[type] != 0 ? table.gemm_range_bytes[type] : kGemmRangeBytes;
+  pool.parallel_for(w.rows, range_rows(row_bytes, range_bytes, table.row_tile),
                     [&](std::size_t begin, std::size_t end) {
                       const auto scratch = std::make_unique_for_overwrite<float[]>(scratch_floats);
                       gemm(rows_at(begin, end), x, tokens, out + begin, w.rows,
