@@ -115,7 +115,7 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
   const std::size_t scratch_floats = table.gemm_scratch_floats(w.cols);
   pool.parallel_for(w.rows, range_rows(row_bytes, kGemmRangeBytes, table.row_tile),
                     [&](std::size_t begin, std::size_t end) {
-                      const auto scratch = std::make_unique<float[]>(scratch_floats);
+                      const auto scratch = std::make_unique_for_overwrite<float[]>(scratch_floats);
                       gemm(rows_at(begin, end), x, tokens, out + begin, w.rows,
                            bias != nullptr ? bias + begin : nullptr, scratch.get());
                     });

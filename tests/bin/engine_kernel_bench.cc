@@ -3,8 +3,8 @@
 // 64 tokens (prefill) as GFLOP/s. With --batches, the time of one matmul at 1..48 tokens (batched decode)
 // instead, weights streamed from memory. With --compare A,B, two levels alternating in one run on the
 // quantized types (batch-1 GB/s, 8-token decode and 512-token prefill), with the ratio A / B: on a shared
-// machine only such ratios hold. Usage:
-// engine-kernel-bench [--threads N] [--level L] [--quick] [--batches] [--compare A,B]
+// machine only such ratios hold. With --prefill, the matmuls of a 512-token prefill of Qwen3-0.6B in ms.
+// Usage: engine-kernel-bench [--threads N] [--level L] [--quick] [--batches] [--prefill] [--compare A,B]
 
 #include <algorithm>
 #include <chrono>
@@ -176,6 +176,39 @@ void bench_compare(ThreadPool& pool, const std::string& a, const std::string& b,
   }
 }
 
+// The matmuls of a 512-token prefill on the Qwen3-0.6B shapes, per weight type: ms for each matrix of one
+// layer (q, k, v, o, gate, up, down; the activations as the model has them) and the 28 layers' total, the
+// part of engine-bench's prefill the matmul kernels account for.
+void bench_prefill(ThreadPool& pool, const std::string& level, bool quick) {
+  const WeightType types[] = {WeightType::BF16, WeightType::Q8_0, WeightType::Q4_K};
+  const Shape shapes[] = {{"q", 2048, 1024},    {"k", 1024, 1024},  {"v", 1024, 1024},   {"o", 1024, 2048},
+                          {"gate", 3072, 1024}, {"up", 3072, 1024}, {"down", 1024, 3072}};
+  constexpr std::size_t kPrefill = 512, kLayers = 28;
+  std::printf("ms per 512-token matmul, and the %zu layers' total\n%-6s", kLayers, "type");
+  for (const Shape& shape : shapes) std::printf(" %7s", shape.name);
+  std::printf(" %9s %8s\n", "28 layers", "GFLOP/s");
+  for (const WeightType type : types) {
+    std::printf("%-6s", std::string(engine::quant::weight_type_name(type)).c_str());
+    double layer_s = 0, layer_flop = 0;
+    for (const Shape& shape : shapes) {
+      const auto bytes = make_weights(type, shape.rows, shape.cols);
+      const WeightMatrix w{type, bytes.data(), shape.rows, shape.cols};
+      std::mt19937 rng(11);
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      std::vector<float> x(kPrefill * shape.cols);
+      for (auto& v : x) v = dist(rng);
+      std::vector<float> out(kPrefill * shape.rows);
+      const double s = best_seconds(
+          quick ? 2 : 5, [&] { engine::cpu::matmul_at_level(level, pool, w, x.data(), kPrefill, out.data()); });
+      layer_s += s;
+      layer_flop += 2.0 * static_cast<double>(shape.rows * shape.cols * kPrefill);
+      std::printf(" %7.2f", 1e3 * s);
+      std::fflush(stdout);
+    }
+    std::printf(" %9.0f %8.1f\n", 1e3 * layer_s * kLayers, layer_flop / layer_s / 1e9);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +216,7 @@ int main(int argc, char** argv) {
   std::string level;
   bool quick = false;
   bool batches = false;
+  bool prefill = false;
   std::string compare;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -194,12 +228,14 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (arg == "--batches") {
       batches = true;
+    } else if (arg == "--prefill") {
+      prefill = true;
     } else if (arg == "--compare" && i + 1 < argc) {
       compare = argv[++i];
     } else {
       std::fprintf(stderr,
                    "usage: engine-kernel-bench [--threads N] [--level avx512vnni|avx512bf16|avx512|avx2|portable] "
-                   "[--quick] [--batches] [--compare LEVEL_A,LEVEL_B]\n");
+                   "[--quick] [--batches] [--prefill] [--compare LEVEL_A,LEVEL_B]\n");
       return arg == "--help" ? 0 : 2;
     }
   }
@@ -210,6 +246,10 @@ int main(int argc, char** argv) {
   std::printf("), %zu threads\n", pool.size());
   if (batches) {
     bench_batches(pool, level, quick);
+    return 0;
+  }
+  if (prefill) {
+    bench_prefill(pool, level, quick);
     return 0;
   }
   if (!compare.empty()) {

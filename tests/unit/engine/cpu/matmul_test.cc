@@ -388,6 +388,28 @@ TEST_P(MatmulLevels, LongBatchesMatchSingleTokens) {
   }
 }
 
+// A prefill-sized matmul whose rows span several of the many-token path's row ranges (avx512bf16's BF16 ranges
+// are 128 rows of 1024, each rounding the activations once), the last one partial: every (row, token) is
+// still the single-token result bit for bit.
+TEST_P(MatmulLevels, ManyTokensOverSeveralRowRangesMatchSingleTokens) {
+  const std::string_view level = GetParam();
+  ThreadPool pool(2);
+  std::uint32_t seed = 750;
+  for (const WeightType type : kAllTypes) {
+    const Matrix m = make_matrix(type, 300, 1024, ++seed);
+    const std::size_t tokens = 60;  // past every level's few-token path
+    const auto x = random_vector(tokens * m.cols, ++seed);
+    auto batched = poisoned(tokens * m.rows);
+    matmul_at_level(level, pool, m.view(), x.data(), tokens, batched.data());
+    for (std::size_t t = 0; t < tokens; ++t) {
+      auto alone = poisoned(m.rows);
+      matmul_at_level(level, pool, m.view(), x.data() + t * m.cols, 1, alone.data());
+      ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * m.rows, m.rows * sizeof(float)), 0)
+          << describe(level, type, m.rows, m.cols, tokens) << " token " << t;
+    }
+  }
+}
+
 TEST_P(MatmulLevels, DequantizeRowsMatchesTheReference) {
   const std::string_view level = GetParam();
   std::uint32_t seed = 900;
