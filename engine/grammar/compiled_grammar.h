@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <memory>
+#include <stop_token>
+#include <thread>
 
 #include "engine/grammar/automaton_walker.h"
 #include "engine/grammar/byte_automaton.h"
@@ -22,7 +24,10 @@ class CompiledGrammar {
       : automaton_(std::move(automaton)),
         walker_(automaton_),
         vocabulary_(std::move(vocabulary)),
-        masks_(walker_, *vocabulary_, deadline, budget) {}
+        masks_(walker_, *vocabulary_, deadline, budget),
+        completer_(masks_.has_deferred()
+                       ? std::jthread([this](std::stop_token stop) { masks_.complete_deferred(stop); })
+                       : std::jthread()) {}
   CompiledGrammar(const CompiledGrammar&) = delete;
   CompiledGrammar& operator=(const CompiledGrammar&) = delete;
 
@@ -36,6 +41,8 @@ class CompiledGrammar {
   AutomatonWalker walker_;  // refers to automaton_
   std::shared_ptr<const SortedVocabulary> vocabulary_;
   TokenMaskCache masks_;
+  // Computes the deferred copies' masks in the background; stopped and joined first when the grammar goes.
+  std::jthread completer_;
 };
 
 }  // namespace engine::grammar

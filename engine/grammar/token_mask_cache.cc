@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/cpu/cpu_set.h"
 #include "engine/grammar/position_set_table.h"
 #include "engine/grammar/structured_output.h"
 
@@ -276,10 +277,11 @@ TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabu
   const std::vector<Job> jobs = plan_jobs(automaton_);
   for (const Job& job : jobs) positions_ += job.size();
   // The jobs are independent: large grammars spread them over a few threads (a compilation runs off the
-  // engine thread, and its positions can number in the thousands with counted repetitions).
+  // engine thread, and its positions can number in the thousands with counted repetitions), no more than the
+  // CPUs this process may run on.
   const std::size_t threads = jobs.size() < kNodesPerThread
                                   ? 1
-                                  : std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()),
+                                  : std::min<std::size_t>({std::max<std::size_t>(1, cpu::allowed_cpus().size()),
                                                            kMaxThreads, jobs.size() / kNodesPerThread});
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
@@ -326,6 +328,13 @@ void TokenMaskCache::compute_deferred(const DeferredSlot& slot) const {
   slot.set = std::move(difference.set);
   slot.clear = std::move(difference.clear);
   slot.extra_uncertain = std::move(difference.extra_uncertain);
+}
+
+void TokenMaskCache::complete_deferred(std::stop_token stop) const {
+  for (const auto& slot : deferred_) {
+    if (stop.stop_requested()) return;
+    std::call_once(slot->once, [&] { compute_deferred(*slot); });
+  }
 }
 
 TokenMaskCache::Difference TokenMaskCache::difference(const NodeTokenMask& mask) const {

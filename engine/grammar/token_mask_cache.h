@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stop_token>
 #include <vector>
 
 #include "engine/grammar/automaton_walker.h"
@@ -68,6 +69,10 @@ class TokenMaskCache {
     std::span<const std::uint32_t> extra_uncertain;    // sorted indices, ascending
   };
   Difference difference(const NodeTokenMask& mask) const;
+  // Computes every deferred copy not computed yet, until `stop` is requested (CompiledGrammar runs it on a
+  // thread of its own right after compiling, so that most are ready before a generation gets there).
+  void complete_deferred(std::stop_token stop) const;
+  bool has_deferred() const { return !deferred_.empty(); }
 
   struct Stats {
     std::size_t positions = 0;         // nodes with a cached mask
