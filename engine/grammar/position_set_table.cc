@@ -21,7 +21,7 @@ bool same_ends(const StepEnds& a, const StepEnds& b) {
 }  // namespace
 
 PositionSetTable::PositionSetTable(const AutomatonWalker& walker, StackPool* pool)
-    : walker_(walker), pool_(pool ? *pool : own_pool_) {
+    : walker_(walker), pool_(pool ? *pool : own_pool_), use_dense_rows_(pool == nullptr) {
   clear();
 }
 
@@ -99,6 +99,7 @@ std::uint32_t PositionSetTable::start(std::uint32_t node) {
 
 PositionSetTable::Step PositionSetTable::step_slow(std::uint32_t set, std::uint8_t byte) {
   const auto remember = [&](const Step& result) {
+    if (!use_dense_rows_) return;
     if (set >= dense_rows_.size()) dense_rows_.resize(std::size_t{set} + 1, kNoRow);
     if (dense_rows_[set] == kNoRow) {
       if (dense_.size() >= std::size_t{kDenseSets} * 256) return;

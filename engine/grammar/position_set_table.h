@@ -34,7 +34,7 @@ class PositionSetTable {
   std::uint32_t start(std::span<const StackElement> positions) { return intern(positions); }
   // Reads `byte` from set `set`; memoized.
   Step step(std::uint32_t set, std::uint8_t byte) {
-    if (set < dense_rows_.size() && dense_rows_[set] != kNoRow) {
+    if (set < dense_rows_.size() && dense_rows_[set] != kNoRow) {  // (empty unless use_dense_rows_)
       const Step& known = dense_[std::size_t{dense_rows_[set]} * 256 + byte];
       if (known.next != kUnknownStep) return known;
     }
@@ -79,8 +79,11 @@ class PositionSetTable {
   std::vector<std::uint64_t> step_keys_;
   std::vector<Step> step_values_;
   std::size_t steps_ = 0;
-  // The first kDenseSets sets that take a step get a row of 256 steps (most of a walk's steps come from
-  // few sets): an array load instead of a probe. Later sets use the hash table alone.
+  // In a table with its own pool (a compile-time walk of the whole vocabulary), the first kDenseSets sets
+  // that take a step get a row of 256 steps (most of a walk's steps come from few sets): an array load
+  // instead of a probe. Later sets, and a matcher's table (cleared for every mask, where a row would cost
+  // more to fill than it saves), use the hash table alone.
+  bool use_dense_rows_ = false;
   static constexpr std::uint32_t kDenseSets = 512;
   static constexpr std::uint32_t kNoRow = UINT32_MAX;
   static constexpr std::uint32_t kUnknownStep = UINT32_MAX;
