@@ -368,6 +368,20 @@ TEST_P(MatmulLevels, EveryBatchSizeMatchesSingleTokens) {
   }
 }
 
+// A batch of `tokens` random tokens through `m` gives, row for row, the bits each token gives alone.
+void expect_batched_matches_single_tokens(std::string_view level, ThreadPool& pool, WeightType type, const Matrix& m,
+                                          std::size_t tokens, std::uint32_t seed) {
+  const auto x = random_vector(tokens * m.cols, seed);
+  auto batched = poisoned(tokens * m.rows);
+  matmul_at_level(level, pool, m.view(), x.data(), tokens, batched.data());
+  for (std::size_t t = 0; t < tokens; ++t) {
+    auto alone = poisoned(m.rows);
+    matmul_at_level(level, pool, m.view(), x.data() + t * m.cols, 1, alone.data());
+    ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * m.rows, m.rows * sizeof(float)), 0)
+        << describe(level, type, m.rows, m.cols, tokens) << " token " << t;
+  }
+}
+
 // Wide rows and enough tokens that the batched path works through several token blocks.
 TEST_P(MatmulLevels, LongBatchesMatchSingleTokens) {
   const std::string_view level = GetParam();
@@ -375,38 +389,20 @@ TEST_P(MatmulLevels, LongBatchesMatchSingleTokens) {
   std::uint32_t seed = 700;
   for (const WeightType type : kAllTypes) {
     const Matrix m = make_matrix(type, 9, 3072, ++seed);
-    const std::size_t tokens = 130;  // past the int8 kernels' token block of 96 as well
-    const auto x = random_vector(tokens * m.cols, ++seed);
-    auto batched = poisoned(tokens * m.rows);
-    matmul_at_level(level, pool, m.view(), x.data(), tokens, batched.data());
-    for (std::size_t t = 0; t < tokens; ++t) {
-      auto alone = poisoned(m.rows);
-      matmul_at_level(level, pool, m.view(), x.data() + t * m.cols, 1, alone.data());
-      ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * m.rows, m.rows * sizeof(float)), 0)
-          << describe(level, type, m.rows, m.cols, tokens) << " token " << t;
-    }
+    // past the int8 kernels' token block of 96 as well
+    expect_batched_matches_single_tokens(level, pool, type, m, 130, ++seed);
   }
 }
 
-// A prefill-sized matmul whose rows span several of the many-token path's row ranges (avx512bf16's BF16 ranges
-// are 128 rows of 1024, each rounding the activations once), the last one partial: every (row, token) is
-// still the single-token result bit for bit.
+// A prefill-sized matmul whose rows span several of the many-token path's row ranges, the last one partial:
+// every (row, token) is still the single-token result bit for bit.
 TEST_P(MatmulLevels, ManyTokensOverSeveralRowRangesMatchSingleTokens) {
   const std::string_view level = GetParam();
   ThreadPool pool(2);
   std::uint32_t seed = 750;
   for (const WeightType type : kAllTypes) {
     const Matrix m = make_matrix(type, 300, 1024, ++seed);
-    const std::size_t tokens = 60;  // past every level's few-token path
-    const auto x = random_vector(tokens * m.cols, ++seed);
-    auto batched = poisoned(tokens * m.rows);
-    matmul_at_level(level, pool, m.view(), x.data(), tokens, batched.data());
-    for (std::size_t t = 0; t < tokens; ++t) {
-      auto alone = poisoned(m.rows);
-      matmul_at_level(level, pool, m.view(), x.data() + t * m.cols, 1, alone.data());
-      ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * m.rows, m.rows * sizeof(float)), 0)
-          << describe(level, type, m.rows, m.cols, tokens) << " token " << t;
-    }
+    expect_batched_matches_single_tokens(level, pool, type, m, 60, ++seed);  // past every few-token path
   }
 }
 

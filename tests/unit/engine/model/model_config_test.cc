@@ -110,7 +110,8 @@ format::GgufLayout gguf_of(const format::GgufWriter& w) {
   return format::parse_gguf(bytes, "m.gguf");  // the layout copies what it keeps
 }
 
-TEST(ModelConfig, ReadsGgufLlamaWithInterleavedRope) {
+// A Llama GGUF's shape keys (64 wide, 2 layers, 4 heads), the rest left to each test.
+format::GgufWriter small_llama_gguf() {
   format::GgufWriter w;
   using format::GgufValue;
   w.add_metadata("general.architecture", GgufValue::string("llama"));
@@ -118,6 +119,12 @@ TEST(ModelConfig, ReadsGgufLlamaWithInterleavedRope) {
   w.add_metadata("llama.feed_forward_length", GgufValue::scalar<std::uint32_t>(128));
   w.add_metadata("llama.block_count", GgufValue::scalar<std::uint32_t>(2));
   w.add_metadata("llama.attention.head_count", GgufValue::scalar<std::uint32_t>(4));
+  return w;
+}
+
+TEST(ModelConfig, ReadsGgufLlamaWithInterleavedRope) {
+  format::GgufWriter w = small_llama_gguf();
+  using format::GgufValue;
   w.add_metadata("llama.attention.head_count_kv", GgufValue::scalar<std::uint32_t>(2));
   w.add_metadata("llama.rope.freq_base", GgufValue::scalar<float>(500000.0f));
   w.add_metadata("llama.attention.layer_norm_rms_epsilon", GgufValue::scalar<float>(1e-5f));
@@ -153,13 +160,8 @@ TEST(ModelConfig, GgufRefusals) {
 // linear, or "llama3", which llama.cpp itself refuses) is not implemented and refused by name, not ignored.
 TEST(ModelConfig, GgufRopeScalingTypeIsRefusedByName) {
   const auto with_scaling = [](std::string type) {
-    format::GgufWriter w;
+    format::GgufWriter w = small_llama_gguf();
     using format::GgufValue;
-    w.add_metadata("general.architecture", GgufValue::string("llama"));
-    w.add_metadata("llama.embedding_length", GgufValue::scalar<std::uint32_t>(64));
-    w.add_metadata("llama.feed_forward_length", GgufValue::scalar<std::uint32_t>(128));
-    w.add_metadata("llama.block_count", GgufValue::scalar<std::uint32_t>(2));
-    w.add_metadata("llama.attention.head_count", GgufValue::scalar<std::uint32_t>(4));
     w.add_metadata("llama.vocab_size", GgufValue::scalar<std::uint32_t>(3));
     w.add_metadata("llama.rope.scaling.type", GgufValue::string(std::move(type)));
     return gguf_of(w);
