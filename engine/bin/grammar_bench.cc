@@ -12,6 +12,7 @@
 #include <iostream>
 #include <iterator>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -178,33 +179,63 @@ double process_cpu_ms() {
 }
 
 struct CompileTime {
-  double wall_ms = 0, cpu_ms = 0;
+  double wall_ms = 0, cpu_ms = 0;  // medians over the compilations
+  double min_wall_ms = 0;
+  double complete_ms = -1;  // until the deferred copies are computed too (median), when waited for
+  std::uint64_t compilations = 1;
 };
 
+// Compiles `compilations` times, each with a fresh compiler (its cache would answer a second time) and with
+// the previous grammar (and its background completer) gone first; returns the last grammar.
 std::shared_ptr<const grammar::CompiledGrammar> timed_compile(
-    const std::shared_ptr<const grammar::TokenVocabulary>& vocabulary, const Case& c, CompileTime& time) {
-  grammar::GrammarCompiler compiler(vocabulary);
-  const double cpu = process_cpu_ms();
-  const auto start = Clock::now();
-  auto compiled = compiler.compile(spec_of(c));
-  time.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  time.cpu_ms = process_cpu_ms() - cpu;
+    const std::shared_ptr<const grammar::TokenVocabulary>& vocabulary, const Case& c, std::uint64_t compilations,
+    bool wait_for_deferred, CompileTime& time) {
+  std::vector<double> wall, cpu, complete;
+  std::shared_ptr<const grammar::CompiledGrammar> compiled;
+  for (std::uint64_t i = 0; i < compilations; ++i) {
+    compiled.reset();
+    grammar::GrammarCompiler compiler(vocabulary);
+    const double cpu_start = process_cpu_ms();
+    const auto start = Clock::now();
+    compiled = compiler.compile(spec_of(c));
+    wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    cpu.push_back(process_cpu_ms() - cpu_start);
+    // What the background completer has left to do (it and this call share each copy's walk); not before
+    // the masks are measured, whose first round meets the completer as a generation would.
+    if (wait_for_deferred) {
+      compiled->masks().complete_deferred(std::stop_token{});
+      complete.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+  }
+  time.compilations = compilations;
+  time.wall_ms = percentile(wall, 0.5);
+  time.cpu_ms = percentile(cpu, 0.5);
+  time.min_wall_ms = *std::min_element(wall.begin(), wall.end());
+  time.complete_ms = complete.empty() ? -1 : percentile(complete, 0.5);
   return compiled;
+}
+
+std::string format_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms", ms);
+  return text;
 }
 
 void print_compiled(const Case& c, const grammar::CompiledGrammar& compiled, const CompileTime& time) {
   const auto stats = compiled.masks().stats();
   std::printf(
-      "%-32s compile %7.1f ms (cpu %7.1f ms)  states %6zu  positions %5zu (walked %5zu, deferred %4zu)  uncertain "
-      "%7zu  cache %5.1f MiB\n",
-      c.name, time.wall_ms, time.cpu_ms, compiled.automaton().nodes.size(), stats.positions, stats.walks,
-      stats.deferred, stats.uncertain_tokens, static_cast<double>(stats.bytes) / (1 << 20));
+      "%-32s compile %6.1f ms (cpu %6.1f ms, min %6.1f ms of %llu)%s  states %6zu  positions %5zu (walked %5zu, "
+      "deferred %4zu)  uncertain %7zu  cache %5.1f MiB\n",
+      c.name, time.wall_ms, time.cpu_ms, time.min_wall_ms, static_cast<unsigned long long>(time.compilations),
+      time.complete_ms < 0 ? "" : ("; deferred done at " + format_ms(time.complete_ms)).c_str(),
+      compiled.automaton().nodes.size(), stats.positions, stats.walks, stats.deferred, stats.uncertain_tokens,
+      static_cast<double>(stats.bytes) / (1 << 20));
 }
 
 void bench_masks(const Case& c, const std::shared_ptr<const grammar::TokenVocabulary>& vocabulary,
-                 const engine::tokenizer::Tokenizer& tokenizer, std::uint64_t rounds) {
+                 const engine::tokenizer::Tokenizer& tokenizer, std::uint64_t rounds, std::uint64_t compilations) {
   CompileTime compile_time;
-  const auto compiled = timed_compile(vocabulary, c, compile_time);
+  const auto compiled = timed_compile(vocabulary, c, compilations, false, compile_time);
   print_compiled(c, *compiled, compile_time);
   const std::vector<std::int32_t> tokens = tokenizer.encode(c.example, false);
   std::vector<std::uint32_t> mask(engine::sampling::bitmask_words(vocabulary->token_bytes.size()));
@@ -321,10 +352,11 @@ void bench_decode(const std::string& model, std::uint64_t steps, std::uint64_t r
 
 int main(int argc, char** argv) {
   std::string tokenizer_path, model;
-  std::uint64_t rounds = 20, logits_width = 0, steps = 32, repeats = 3;
+  std::uint64_t rounds = 20, compilations = 5, logits_width = 0, steps = 32, repeats = 3;
   std::string grammar_path, text_path, only;
   base::FlagParser flags(
-      "usage: grammar-bench --tokenizer tokenizer.json [--logits-width N] [--rounds N] [--grammar FILE --text FILE]\n"
+      "usage: grammar-bench --tokenizer tokenizer.json [--logits-width N] [--rounds N] [--compiles N]\n"
+      "                     [--grammar FILE --text FILE]\n"
       "                     [--model DIR [--steps N] [--repeats N]]");
   flags.add_string("tokenizer", "PATH", "the tokenizer.json whose vocabulary the masks cover", &tokenizer_path);
   flags.add_uint("logits-width", "N", "the model's logits (default: the tokenizer's size; Qwen3: 151936)",
@@ -333,6 +365,8 @@ int main(int argc, char** argv) {
   flags.add_string("text", "PATH", "with --grammar: the example output it walks", &text_path);
   flags.add_string("only", "TEXT", "run only the built-in cases whose name contains TEXT", &only);
   flags.add_uint("rounds", "N", "times each example is walked (default 20)", &rounds, 1, 100000);
+  flags.add_uint("compiles", "N", "fresh compilations timed per case; the median is printed (default 5)", &compilations,
+                 1, 1000);
   flags.add_string("model", "PATH", "also measure decode with and without a constraint on this model", &model);
   flags.add_uint("steps", "N", "with --model: decode steps per run (default 32)", &steps, 1, 100000);
   flags.add_uint("repeats", "N", "with --model: alternated pairs of runs per batch size (default 3)", &repeats, 1, 100);
@@ -359,8 +393,8 @@ int main(int argc, char** argv) {
                 cpu_model().c_str(), width, tokenizer.vocab_size(), vocab_ms, sort_ms);
     if (!grammar_path.empty()) {
       if (text_path.empty()) throw base::UsageError("--grammar needs --text (the example output to walk)");
-      bench_masks({"file", Kind::Grammar, read_file(grammar_path), read_file(text_path)}, vocabulary, tokenizer,
-                  rounds);
+      bench_masks({"file", Kind::Grammar, read_file(grammar_path), read_file(text_path)}, vocabulary, tokenizer, rounds,
+                  compilations);
       return 0;
     }
     const auto selected = [&](const Case& c) {
@@ -374,13 +408,13 @@ int main(int argc, char** argv) {
         {"grammar (JSON)", Kind::Grammar, kJsonGrammar, kJsonDocument},
     };
     for (const Case& c : mask_cases) {
-      if (selected(c)) bench_masks(c, vocabulary, tokenizer, rounds);
+      if (selected(c)) bench_masks(c, vocabulary, tokenizer, rounds, compilations);
     }
     std::printf("-- compile time of typical schemas\n");
     for (const Case& c : compile_cases()) {
       if (!selected(c)) continue;
       CompileTime time;
-      const auto compiled = timed_compile(vocabulary, c, time);
+      const auto compiled = timed_compile(vocabulary, c, compilations, true, time);
       print_compiled(c, *compiled, time);
     }
     if (!model.empty()) bench_decode(model, steps, repeats);

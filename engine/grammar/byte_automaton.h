@@ -21,7 +21,12 @@ struct ByteSet {
   bool test(std::uint8_t b) const { return (words[b >> 6] >> (b & 63)) & 1; }
   void set(std::uint8_t b) { words[b >> 6] |= std::uint64_t{1} << (b & 63); }
   void set_range(std::uint8_t lo, std::uint8_t hi) {
-    for (unsigned b = lo; b <= hi; ++b) set(static_cast<std::uint8_t>(b));
+    for (unsigned w = lo >> 6; w <= (hi >> 6u); ++w) {
+      const unsigned first = w == (lo >> 6u) ? lo & 63u : 0;
+      const unsigned last = w == (hi >> 6u) ? hi & 63u : 63;
+      const std::uint64_t upto = last == 63 ? ~std::uint64_t{0} : (std::uint64_t{1} << (last + 1)) - 1;
+      words[w] |= upto & ~((std::uint64_t{1} << first) - 1);
+    }
   }
   // Returns whether anything was added.
   bool merge(const ByteSet& other) {

@@ -51,7 +51,7 @@ std::uint32_t PositionSetTable::intern(std::span<const StackElement> set) {
   for (std::size_t slot = slot_of(h, set_slots_.size());; slot = (slot + 1) & (set_slots_.size() - 1)) {
     const std::uint32_t id = set_slots_[slot];
     if (id == UINT32_MAX) break;
-    if (set_hash_[id] == h && std::ranges::equal(at(id), set)) return id;
+    if (set_hash_[id] == h && std::ranges::equal(positions(id), set)) return id;
   }
   const auto id = static_cast<std::uint32_t>(sets());
   elements_.insert(elements_.end(), set.begin(), set.end());
@@ -119,7 +119,7 @@ PositionSetTable::Step PositionSetTable::step_slow(std::uint32_t set, std::uint8
   scratch_.clear();
   StepEnds ends;
   // step() reads its input while appending to scratch_: the input lives in elements_, which it leaves alone.
-  walker_.step(at(set), byte, scratch_, pool_, ends);
+  walker_.step(positions(set), byte, scratch_, pool_, ends);
   const Step result{intern(scratch_), intern_ends(ends)};
   if ((steps_ + 1) * 2 > step_keys_.size()) {
     std::vector<std::uint64_t> keys(step_keys_.size() * 2, kNoKey);

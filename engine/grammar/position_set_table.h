@@ -42,6 +42,10 @@ class PositionSetTable {
   }
 
   bool empty(std::uint32_t set) const { return set_begin_[set + 1] == set_begin_[set]; }
+  // The positions in `set`, sorted by key.
+  std::span<const StackElement> positions(std::uint32_t set) const {
+    return {elements_.data() + set_begin_[set], elements_.data() + set_begin_[set + 1]};
+  }
   // The byte classes (byte_class_bit) on every byte of which `set` steps to itself; computed on the first
   // call for a set (a step per byte until one leaves), so callers ask only of sets they saw loop.
   std::uint8_t loop_classes(std::uint32_t set);
@@ -61,9 +65,6 @@ class PositionSetTable {
   Step step_slow(std::uint32_t set, std::uint8_t byte);
   std::uint32_t intern(std::span<const StackElement> set);
   std::uint32_t intern_ends(const StepEnds& ends);
-  std::span<const StackElement> at(std::uint32_t set) const {
-    return {elements_.data() + set_begin_[set], elements_.data() + set_begin_[set + 1]};
-  }
   static std::uint64_t hash(std::span<const StackElement> set);
 
   const AutomatonWalker& walker_;

@@ -1,33 +1,12 @@
 #include "engine/grammar/sorted_vocabulary.h"
 
 #include <algorithm>
-#include <cctype>
 #include <numeric>
 #include <string>
 
-namespace engine::grammar {
+#include "engine/grammar/utf8_states.h"
 
-std::uint8_t byte_class_bit(std::uint8_t byte) {
-  int c = 0;
-  if (std::isalnum(byte) != 0 && byte < 0x80) {
-    c = 0;
-  } else if (byte == ' ') {
-    c = 1;
-  } else if (byte == '"') {
-    c = 3;
-  } else if (byte == '\\') {
-    c = 4;
-  } else if (byte < 0x20 || byte == 0x7F) {
-    c = 5;
-  } else if (byte < 0x80) {
-    c = 2;
-  } else if (byte < 0xC0) {
-    c = 6;
-  } else {
-    c = 7;
-  }
-  return static_cast<std::uint8_t>(1u << c);
-}
+namespace engine::grammar {
 
 SortedVocabulary::SortedVocabulary(const TokenVocabulary& vocabulary) : vocab_size_(vocabulary.token_bytes.size()) {
   if (vocabulary.special.size() != vocab_size_) {
@@ -103,12 +82,19 @@ SortedVocabulary::SortedVocabulary(const TokenVocabulary& vocabulary) : vocab_si
   // Preorder: a node's subtree follows it, so a backwards pass folds children into parents.
   subtree_max_depth_.assign(trie_.size(), 0);
   classes_below_.assign(trie_.size(), 0);
+  utf8_states_below_.assign(trie_.size(), 0xFF);  // (a leaf's: nothing below, valid from anywhere)
   for (std::size_t i = 0; i + 1 < trie_.size(); ++i) subtree_max_depth_[i] = trie_[i].depth;
   for (std::size_t i = trie_.size() - 1; i-- > 0;) {
     for (std::uint32_t child = static_cast<std::uint32_t>(i) + 1; child < trie_[i].subtree_end;
          child = trie_[child].subtree_end) {
       subtree_max_depth_[i] = std::max(subtree_max_depth_[i], subtree_max_depth_[child]);
       classes_below_[i] |= static_cast<std::uint8_t>(byte_class_bit(trie_[child].byte) | classes_below_[child]);
+      std::uint8_t valid = 0;
+      for (std::uint8_t state = 0; state < kUtf8States; ++state) {
+        const std::uint8_t next = utf8_next(state, trie_[child].byte);
+        if (next != kUtf8Invalid && ((utf8_states_below_[child] >> next) & 1) != 0) valid |= 1u << state;
+      }
+      utf8_states_below_[i] &= valid;
     }
   }
   longest_first_.resize(ids_.size());

@@ -17,7 +17,18 @@ namespace engine::grammar {
 // Bytes in eight classes (letters and digits, space, other printable ASCII but '"' and '\\', '"', '\\', control
 // characters, UTF-8 continuation bytes, UTF-8 lead bytes), so that a trie node can say cheaply which kinds of
 // bytes follow it: a walk whose position loops on every class below a node accepts the whole subtree unvisited.
-std::uint8_t byte_class_bit(std::uint8_t byte);
+constexpr std::uint8_t byte_class_bit(std::uint8_t byte) {
+  const bool alnum = (byte >= '0' && byte <= '9') || (byte >= 'A' && byte <= 'Z') || (byte >= 'a' && byte <= 'z');
+  const int c = alnum                         ? 0
+                : byte == ' '                 ? 1
+                : byte == '"'                 ? 3
+                : byte == '\\'                ? 4
+                : byte < 0x20 || byte == 0x7F ? 5
+                : byte < 0x80                 ? 2
+                : byte < 0xC0                 ? 6
+                                              : 7;
+  return static_cast<std::uint8_t>(1u << c);
+}
 
 class SortedVocabulary {
  public:
@@ -52,6 +63,9 @@ class SortedVocabulary {
   std::uint16_t subtree_max_depth(std::uint32_t node) const { return subtree_max_depth_[node]; }
   // The byte classes (byte_class_bit) of the edges strictly below trie node `node`.
   std::uint8_t classes_below(std::uint32_t node) const { return classes_below_[node]; }
+  // The UTF-8 decoder states (a bit per Utf8State) from which every byte string below trie node `node` is
+  // valid UTF-8 or a prefix of it.
+  std::uint8_t utf8_states_below(std::uint32_t node) const { return utf8_states_below_[node]; }
   std::span<const std::uint32_t> longest_first() const { return longest_first_; }
   // How many tokens are longer than `length` bytes (a prefix of longest_first()).
   std::size_t longer_than(std::size_t length) const;
@@ -79,6 +93,7 @@ class SortedVocabulary {
   std::size_t max_token_length_ = 0;
   std::vector<std::uint16_t> subtree_max_depth_;  // per trie node
   std::vector<std::uint8_t> classes_below_;       // per trie node
+  std::vector<std::uint8_t> utf8_states_below_;   // per trie node
   std::vector<std::uint32_t> longest_first_;      // sorted indices
 };
 

@@ -52,8 +52,8 @@ struct CompileBudget {
   // time: they are checked against the real stack when a mask is filled (a few microseconds). Otherwise the
   // copy walks them at compile time, unless more than `deferred_live_tokens` of them are live for the first
   // copy: such a copy costs nearly a whole vocabulary walk and is one of the last characters of a
-  // length-bounded string, a position a generation seldom reaches, so its walk waits for the first mask that
-  // needs it (then it is kept).
+  // length-bounded string, a position a generation reaches late if at all, so it is walked after compiling,
+  // by a thread of the compiled grammar's own or by the first mask that needs it, whichever comes first.
   std::size_t uncertain_long_tokens = 512;
   std::size_t deferred_live_tokens = 4096;
 };

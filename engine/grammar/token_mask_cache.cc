@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/cpu/cpu_set.h"
+#include "engine/grammar/class_run_lengths.h"
 #include "engine/grammar/position_set_table.h"
 #include "engine/grammar/structured_output.h"
 
@@ -25,8 +26,8 @@ constexpr std::size_t kMaxThreads = 8;
 // grew out of the caches and cost more than the steps it shared.
 class NodeWalk {
  public:
-  NodeWalk(const AutomatonWalker& walker, const SortedVocabulary& vocabulary)
-      : sets_(walker), vocabulary_(vocabulary) {}
+  NodeWalk(const AutomatonWalker& walker, const SortedVocabulary& vocabulary, const ClassRunLengths& runs)
+      : sets_(walker), vocabulary_(vocabulary), runs_(runs) {}
 
   // Only tokens longer than `min_depth` bytes are sorted (and subtrees with none are skipped).
   void run(std::uint32_t node, std::size_t min_depth, std::vector<std::uint32_t>& accepted,
@@ -76,13 +77,20 @@ class NodeWalk {
           uncertain.push_back(k);
         }
       }
-      // A position that steps to itself on every kind of byte below this node (a string's characters, say)
-      // stays inside through the whole subtree: every token in it is accepted, unvisited.
+      // Positions sure to stay inside through the whole subtree accept every token in it, unvisited: one that
+      // steps to itself on every kind of byte below this node (a string's characters), or one sure to read
+      // more bytes of those kinds than the subtree's tokens have (a bounded string's copy).
       const std::uint8_t below = vocabulary_.classes_below(static_cast<std::uint32_t>(i));
       if (inside && below != 0) {
-        const std::uint8_t loops =
-            step.next == set_[d - 1] ? sets_.loop_classes(step.next) : sets_.known_loop_classes(step.next);
-        if ((below & ~loops) == 0) {
+        bool whole =
+            vocabulary_.subtree_max_depth(static_cast<std::uint32_t>(i)) - d <=
+            runs_.at(sets_.positions(step.next), below, vocabulary_.utf8_states_below(static_cast<std::uint32_t>(i)));
+        if (!whole) {
+          const std::uint8_t loops =
+              step.next == set_[d - 1] ? sets_.loop_classes(step.next) : sets_.known_loop_classes(step.next);
+          whole = (below & ~loops) == 0;
+        }
+        if (whole) {
           for (std::uint32_t k = t.token_begin + t.token_count;
                k < vocabulary_.subtree_tokens_end(static_cast<std::uint32_t>(i)); ++k) {
             if (vocabulary_.bytes(k).size() > min_depth) accepted.push_back(k);
@@ -111,6 +119,7 @@ class NodeWalk {
 
   PositionSetTable sets_;
   const SortedVocabulary& vocabulary_;
+  const ClassRunLengths& runs_;
   std::vector<std::uint32_t> set_, ends_;  // by depth
   std::vector<std::uint8_t> maybe_;
 };
@@ -183,7 +192,7 @@ class TokenMaskCache::JobRunner {
   JobRunner(TokenMaskCache& cache, const AutomatonWalker& walker, const SortedVocabulary& vocabulary, std::mutex& mutex,
             Clock::time_point deadline, const CompileBudget& budget)
       : cache_(cache),
-        walk_(walker, vocabulary),
+        walk_(walker, vocabulary, cache.runs_),
         vocabulary_(vocabulary),
         mutex_(mutex),
         deadline_(deadline),
@@ -272,7 +281,10 @@ class TokenMaskCache::JobRunner {
 
 TokenMaskCache::TokenMaskCache(const AutomatonWalker& walker, const SortedVocabulary& vocabulary,
                                Clock::time_point deadline, const CompileBudget& budget)
-    : walker_(walker), vocabulary_(vocabulary), automaton_(walker.automaton()) {
+    : walker_(walker),
+      vocabulary_(vocabulary),
+      automaton_(walker.automaton()),
+      runs_(automaton_, vocabulary.max_token_length()) {
   masks_.resize(automaton_.nodes.size());
   const std::vector<Job> jobs = plan_jobs(automaton_);
   for (const Job& job : jobs) positions_ += job.size();
@@ -317,7 +329,7 @@ void TokenMaskCache::defer(std::uint32_t node, std::uint32_t base,
 }
 
 void TokenMaskCache::compute_deferred(const DeferredSlot& slot) const {
-  NodeWalk walk(walker_, vocabulary_);
+  NodeWalk walk(walker_, vocabulary_, runs_);
   std::vector<std::uint8_t> mark(vocabulary_.size(), 0);
   std::vector<std::uint32_t> accepted, uncertain;
   CopyDifference difference;
@@ -418,8 +430,8 @@ TokenMaskCache::Stats TokenMaskCache::stats() const {
   for (const auto& slot : deferred_) {
     if (counted.insert(slot->base_class.get()).second) stats.bytes += slot->base_class->size();
   }
-  stats.bytes = masks_.size() * sizeof(NodeTokenMask) + ids_.size() * sizeof(std::int32_t) +
-                words_.size() * sizeof(std::uint32_t) + uncertain_.size() * sizeof(std::uint32_t);
+  stats.bytes += masks_.size() * sizeof(NodeTokenMask) + ids_.size() * sizeof(std::int32_t) +
+                 words_.size() * sizeof(std::uint32_t) + uncertain_.size() * sizeof(std::uint32_t);
   return stats;
 }
 

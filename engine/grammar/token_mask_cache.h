@@ -19,6 +19,7 @@
 
 #include "engine/grammar/automaton_walker.h"
 #include "engine/grammar/byte_automaton.h"
+#include "engine/grammar/class_run_lengths.h"
 #include "engine/grammar/sorted_vocabulary.h"
 #include "engine/grammar/structured_output.h"
 
@@ -104,6 +105,7 @@ class TokenMaskCache {
   const AutomatonWalker& walker_;
   const SortedVocabulary& vocabulary_;
   const ByteAutomaton& automaton_;
+  ClassRunLengths runs_;  // shared by every walk
   std::size_t positions_ = 0;
   std::size_t walks_ = 0;
   std::vector<NodeTokenMask> masks_;  // per automaton node

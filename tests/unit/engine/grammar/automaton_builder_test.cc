@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "engine/grammar/byte_automaton.h"
 #include "engine/grammar/compiled_grammar.h"
@@ -42,6 +44,22 @@ TEST(AutomatonBuilder, GroupedCopiesShareTheirMaskWalks) {
   // Tokens are at most 2 bytes: every copy agreeing on 2 or more takes the first copy's masks outright.
   EXPECT_GT(stats.positions, 40u);
   EXPECT_LT(stats.walks, 12u);
+}
+
+}  // namespace
+
+namespace {
+
+// ByteSet::set_range fills whole words at once: every range, across and within words, sets exactly its bytes.
+TEST(ByteSet, SetRangeSetsExactlyTheRangesBytes) {
+  for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{
+           {0, 255}, {0, 0}, {63, 64}, {60, 70}, {64, 127}, {100, 200}, {200, 200}, {255, 255}, {1, 254}}) {
+    engine::grammar::ByteSet set;
+    set.set_range(static_cast<std::uint8_t>(lo), static_cast<std::uint8_t>(hi));
+    for (int b = 0; b < 256; ++b) {
+      EXPECT_EQ(set.test(static_cast<std::uint8_t>(b)), b >= lo && b <= hi) << lo << "-" << hi << " at " << b;
+    }
+  }
 }
 
 }  // namespace
