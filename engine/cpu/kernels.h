@@ -74,6 +74,8 @@ struct AttentionTask {
 using AttentionFn = void (*)(const AttentionTask& task, std::byte* scratch);
 // Bytes of scratch (64-byte aligned) AttentionFn needs for `rows` rows of `head_dim`.
 using AttentionScratchFn = std::size_t (*)(std::size_t head_dim, std::size_t rows);
+// out[i] = silu(gate[i]) * up[i] for i < n (SwiGLU's activation; out may be gate or up).
+using SiluMulFn = void (*)(const float* gate, const float* up, std::size_t n, float* out);
 
 struct Table {
   const char* name;
@@ -91,6 +93,7 @@ struct Table {
   ScratchFn quantized_token_bytes = nullptr;
   AttentionFn attention = nullptr;
   AttentionScratchFn attention_scratch_bytes = nullptr;
+  SiluMulFn silu_mul = nullptr;
 };
 
 const Table& portable_table();

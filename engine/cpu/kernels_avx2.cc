@@ -56,6 +56,7 @@ struct Avx2 {
   static I as_int(F a) { return _mm256_castps_si256(a); }
   static F as_float(I a) { return _mm256_castsi256_ps(a); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }
   static float hsum(F v) {

@@ -63,6 +63,7 @@ struct Avx512 {
   static I as_int(F a) { return _mm512_castps_si512(a); }
   static F as_float(I a) { return _mm512_castsi512_ps(a); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F fmsub(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }
   static float hsum(F v) {

@@ -592,6 +592,33 @@ constexpr std::size_t batch_max_tokens(int type) {
 namespace engine::cpu::kernels {
 namespace {
 
+// silu(g) · u with silu(g) = g / (1 + e^-g), computed as (max(g, 0) + min(g, 0) · t) / (1 + t) with
+// t = e^-|g| (exp_nonpositive, about 2 ulp): one exp of a non-positive argument, so nothing overflows for
+// large |g| and the negative tail keeps its precision.
+template <class V>
+ENGINE_KERNEL_INLINE typename V::F silu_times(typename V::F g, typename V::F u) {
+  using F = typename V::F;
+  const F minus_one = V::set1(-1.0f);
+  const F positive = V::max(g, V::zero());
+  const F negative = V::fma(positive, minus_one, g);                      // min(g, 0)
+  const F t = exp_nonpositive<V>(V::fma(positive, minus_one, negative));  // e^-|g|
+  return V::mul(V::div(V::fma(negative, t, positive), V::add(t, V::set1(1.0f))), u);
+}
+
+template <class V>
+void silu_mul(const float* gate, const float* up, std::size_t n, float* out) {
+  std::size_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::storeu(out + i, silu_times<V>(V::loadu(gate + i), V::loadu(up + i)));
+  if (i == n) return;
+  alignas(64) float g[V::W] = {}, u[V::W] = {}, o[V::W];
+  for (std::size_t j = 0; i + j < n; ++j) {
+    g[j] = gate[i + j];
+    u[j] = up[i + j];
+  }
+  V::storeu(o, silu_times<V>(V::loadu(g), V::loadu(u)));
+  for (std::size_t j = 0; i + j < n; ++j) out[i + j] = o[j];
+}
+
 template <class V>
 constexpr Table make_table(const char* name) {
   return Table{
@@ -614,6 +641,7 @@ constexpr Table make_table(const char* name) {
       nullptr,
       attention_tile<V>,
       attention_scratch_bytes,
+      silu_mul<V>,
   };
 }
 

@@ -84,6 +84,7 @@ struct Portable {
   static I as_int(F a) { return reinterpret_cast<I>(a); }
   static F as_float(I a) { return reinterpret_cast<F>(a); }
   static F mul(F a, F b) { return a * b; }
+  static F div(F a, F b) { return a / b; }
   static F fma(F a, F b, F c) { return a * b + c; }
   static F fmsub(F a, F b, F c) { return a * b - c; }
   // A pairwise tree, halving the width each step.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/cpu/activation.h"
 #include "engine/cpu/attention.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
@@ -241,13 +242,7 @@ class CpuBackend final : public Backend {
   }
 
   void silu_mul(Tensor gate, Tensor up, Tensor out) override {
-    const std::size_t n = gate.rows * gate.cols;
-    pool_.parallel_for(n, 1u << 14, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i) {
-        const float g = gate.data[i];
-        out.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];
-      }
-    });
+    cpu::silu_mul(pool_, gate.data, up.data, gate.rows * gate.cols, out.data);
   }
 
   void add(Tensor x, Tensor y) override {
