@@ -77,13 +77,13 @@ class ClassSteps {
             if (a.closure[k].push_count == 0) positions_.push_back(a.closure[k].top);
           }
         }
-        std::sort(positions_.begin() + static_cast<std::ptrdiff_t>(from), positions_.end());
-        positions_.erase(std::unique(positions_.begin() + static_cast<std::ptrdiff_t>(from), positions_.end()),
-                         positions_.end());
         if (!uniform || positions_.size() == from) {
           positions_.resize(from);
           continue;
         }
+        std::sort(positions_.begin() + static_cast<std::ptrdiff_t>(from), positions_.end());
+        positions_.erase(std::unique(positions_.begin() + static_cast<std::ptrdiff_t>(from), positions_.end()),
+                         positions_.end());
         sure_[node] |= static_cast<std::uint16_t>(1u << c);
       }
     }
@@ -143,11 +143,9 @@ ClassRunLengths::ClassRunLengths(const ByteAutomaton& automaton, std::size_t cap
   }
   const ClassSteps steps(automaton, class_bytes);
 
-  // Readers: the nodes that surely read some class (the only ones with a length above 0), in falling id
-  // order: successors mostly have higher ids (a repetition's copies are built in order), so passes in this
-  // order settle quickly.
+  // Readers: the nodes that surely read some class (the only ones with a length above 0).
   std::vector<std::uint32_t> readers;
-  for (std::uint32_t n = static_cast<std::uint32_t>(nodes_); n-- > 0;) {
+  for (std::uint32_t n = 0; n < nodes_; ++n) {
     if (steps.sure(n) != 0) readers.push_back(n);
   }
   // Who reaches whom on which class (with repeats, one per class and successor).

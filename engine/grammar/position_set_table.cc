@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "engine/grammar/sorted_vocabulary.h"
-
 namespace engine::grammar {
 namespace {
 
@@ -37,7 +35,6 @@ void PositionSetTable::clear() {
   steps_ = 0;
   dense_rows_.clear();
   dense_.clear();
-  loop_classes_.clear();
 }
 
 std::uint64_t PositionSetTable::hash(std::span<const StackElement> set) {
@@ -78,18 +75,6 @@ std::uint32_t PositionSetTable::intern_ends(const StepEnds& ends) {
   }
   ends_.push_back(ends);
   return static_cast<std::uint32_t>(ends_.size() - 1);
-}
-
-std::uint8_t PositionSetTable::loop_classes(std::uint32_t set) {
-  if (set >= loop_classes_.size()) loop_classes_.resize(std::size_t{set} + 1, kNotComputed);
-  if (loop_classes_[set] != kNotComputed) return static_cast<std::uint8_t>(loop_classes_[set]);
-  std::uint8_t looping = 0xFF;
-  for (unsigned b = 0; b < 256; ++b) {
-    const std::uint8_t bit = byte_class_bit(static_cast<std::uint8_t>(b));
-    if ((looping & bit) != 0 && step(set, static_cast<std::uint8_t>(b)).next != set) looping &= ~bit;
-  }
-  loop_classes_[set] = looping;
-  return looping;
 }
 
 std::uint32_t PositionSetTable::start(std::uint32_t node) {

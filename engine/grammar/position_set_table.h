@@ -46,15 +46,6 @@ class PositionSetTable {
   std::span<const StackElement> positions(std::uint32_t set) const {
     return {elements_.data() + set_begin_[set], elements_.data() + set_begin_[set + 1]};
   }
-  // The byte classes (byte_class_bit) on every byte of which `set` steps to itself; computed on the first
-  // call for a set (a step per byte until one leaves), so callers ask only of sets they saw loop.
-  std::uint8_t loop_classes(std::uint32_t set);
-  // loop_classes(set) if it was computed, else 0.
-  std::uint8_t known_loop_classes(std::uint32_t set) const {
-    return set < loop_classes_.size() && loop_classes_[set] != kNotComputed
-               ? static_cast<std::uint8_t>(loop_classes_[set])
-               : 0;
-  }
   const StepEnds& ends(std::uint32_t id) const { return ends_[id]; }
   // Interned sets.
   std::size_t sets() const { return set_begin_.size() - 1; }
@@ -90,8 +81,6 @@ class PositionSetTable {
   static constexpr std::uint32_t kUnknownStep = UINT32_MAX;
   std::vector<std::uint32_t> dense_rows_;  // per set id: its row, or kNoRow
   std::vector<Step> dense_;
-  static constexpr std::uint16_t kNotComputed = 0x100;
-  std::vector<std::uint16_t> loop_classes_;  // per set id, or kNotComputed
   std::vector<StackElement> scratch_;
 };
 

@@ -16,7 +16,8 @@ namespace engine::grammar {
 
 // Bytes in eight classes (letters and digits, space, other printable ASCII but '"' and '\\', '"', '\\', control
 // characters, UTF-8 continuation bytes, UTF-8 lead bytes), so that a trie node can say cheaply which kinds of
-// bytes follow it: a walk whose position loops on every class below a node accepts the whole subtree unvisited.
+// bytes follow it: a walk whose positions surely read that much of those kinds (ClassRunLengths) accepts the
+// whole subtree unvisited.
 constexpr std::uint8_t byte_class_bit(std::uint8_t byte) {
   const bool alnum = (byte >= '0' && byte <= '9') || (byte >= 'A' && byte <= 'Z') || (byte >= 'a' && byte <= 'z');
   const int c = alnum                         ? 0

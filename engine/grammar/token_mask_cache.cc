@@ -77,27 +77,20 @@ class NodeWalk {
           uncertain.push_back(k);
         }
       }
-      // Positions sure to stay inside through the whole subtree accept every token in it, unvisited: one that
-      // steps to itself on every kind of byte below this node (a string's characters), or one sure to read
-      // more bytes of those kinds than the subtree's tokens have (a bounded string's copy).
+      // Positions sure to read more bytes of the kinds below this node than the subtree's tokens have (a
+      // string's body, endlessly; a bounded string's copy, as many as copies are left) stay inside through the
+      // whole subtree: every token in it is accepted, unvisited.
       const std::uint8_t below = vocabulary_.classes_below(static_cast<std::uint32_t>(i));
-      if (inside && below != 0) {
-        bool whole =
-            vocabulary_.subtree_max_depth(static_cast<std::uint32_t>(i)) - d <=
-            runs_.at(sets_.positions(step.next), below, vocabulary_.utf8_states_below(static_cast<std::uint32_t>(i)));
-        if (!whole) {
-          const std::uint8_t loops =
-              step.next == set_[d - 1] ? sets_.loop_classes(step.next) : sets_.known_loop_classes(step.next);
-          whole = (below & ~loops) == 0;
+      if (inside && below != 0 &&
+          vocabulary_.subtree_max_depth(static_cast<std::uint32_t>(i)) - d <=
+              runs_.at(sets_.positions(step.next), below,
+                       vocabulary_.utf8_states_below(static_cast<std::uint32_t>(i)))) {
+        for (std::uint32_t k = t.token_begin + t.token_count;
+             k < vocabulary_.subtree_tokens_end(static_cast<std::uint32_t>(i)); ++k) {
+          if (vocabulary_.bytes(k).size() > min_depth) accepted.push_back(k);
         }
-        if (whole) {
-          for (std::uint32_t k = t.token_begin + t.token_count;
-               k < vocabulary_.subtree_tokens_end(static_cast<std::uint32_t>(i)); ++k) {
-            if (vocabulary_.bytes(k).size() > min_depth) accepted.push_back(k);
-          }
-          i = t.subtree_end;
-          continue;
-        }
+        i = t.subtree_end;
+        continue;
       }
       if (!inside && !left) {
         // Nothing continues inside the rule: the subtree is uncertain or rejected as a whole.

@@ -75,6 +75,12 @@ TEST(ClassRunLengths, AStringBodyReadsEndlesslyAndALettersLoopOnlyLetters) {
   EXPECT_EQ(runs.at(body, kAnyText, kBoundary), ClassRunLengths::kEndless);
   EXPECT_EQ(runs.at(node_after(a, "\"\xF0"), kAnyText, 1u << engine::grammar::kUtf8Need3AfterF0),
             ClassRunLengths::kEndless);
+  // Not a quote, a backslash or a control character (they end the body or start an escape), nor a
+  // continuation byte where a character starts.
+  for (const unsigned b : {0x22u, 0x5Cu, 0x0Au}) {
+    EXPECT_EQ(runs.at(body, kText | byte_class_bit(static_cast<std::uint8_t>(b)), kBoundary), 0) << b;
+  }
+  EXPECT_EQ(runs.at(body, kAnyText, 1u << engine::grammar::kUtf8Need1), 0);
   const std::uint32_t word = node_after(a, "<");
   EXPECT_EQ(runs.at(word, kLetters, kBoundary), ClassRunLengths::kEndless);
   EXPECT_EQ(runs.at(word, kLetters | byte_class_bit(' '), kBoundary), 0);  // a space ends the word

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "engine/grammar/gbnf_parser.h"
-#include "engine/grammar/sorted_vocabulary.h"
 
 namespace {
 
@@ -64,27 +63,6 @@ TEST(PositionSetTable, StepsAgreeWithTheWalkerAndEqualSetsShareAnId) {
   EXPECT_FALSE(left.exit_follow.test('a'));
   table.clear();
   EXPECT_EQ(table.sets(), 0u);
-}
-
-}  // namespace
-
-namespace {
-
-// The classes a set loops on: a JSON-string body steps to itself on letters, digits, spaces and punctuation,
-// not on a quote, a backslash, a control character or the bytes of a multi-byte character.
-TEST(PositionSetTable, LoopClassesAreTheByteClassesASetStepsToItselfOn) {
-  using engine::grammar::byte_class_bit;
-  const ByteAutomaton a = automaton_of("root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]* \"\\\"\"\n");
-  const AutomatonWalker walker(a);
-  PositionSetTable table(walker);
-  const std::uint32_t inside = table.step(table.step(table.start(first_position(a, "root")), '"').next, 'a').next;
-  EXPECT_EQ(table.known_loop_classes(inside), 0);  // not computed until asked
-  const std::uint8_t loops = table.loop_classes(inside);
-  EXPECT_EQ(loops, byte_class_bit('a') | byte_class_bit(' ') | byte_class_bit('!'));
-  EXPECT_EQ(table.known_loop_classes(inside), loops);
-  for (const unsigned b : {0x22u, 0x5Cu, 0x0Au, 0xC3u, 0x80u}) {
-    EXPECT_EQ(loops & byte_class_bit(static_cast<std::uint8_t>(b)), 0) << b;
-  }
 }
 
 }  // namespace
