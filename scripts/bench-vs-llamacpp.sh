@@ -52,7 +52,8 @@ if [[ ! -f $model_dir/.stamp || $(cat "$model_dir/.stamp") != "$stamp" ]]; then
 fi
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16)$' | tr '\n' ' ')
+# The SIMD extensions the kernels choose by (on a CPU with none of them grep's status 1 must not end the script)
+flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | { grep -E '^(avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16)$' || true; } | tr '\n' ' ')
 mkdir -p "$(dirname "$results")"
 : >"$results"
 echo "bench-vs-llamacpp: $cpu; $(nproc) CPUs online; $flags; $threads threads; $steps decode steps; $rounds rounds; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2

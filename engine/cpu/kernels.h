@@ -99,6 +99,9 @@ struct Table {
 const Table& portable_table();
 #if defined(ENGINE_CPU_X86)
 const Table& avx2_table();
+// avx2_table() with the quantized weight types multiplied by vpmaddwd against int16 activations, with
+// avx512vnni_table()'s numerics.
+const Table& avx2int16_table();
 const Table& avx512_table();
 // avx512_table() under the level's name (BF16 weights keep f32 activations: kernels_avx512bf16.cc says why).
 const Table& avx512bf16_table();

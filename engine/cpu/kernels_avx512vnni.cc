@@ -33,36 +33,21 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/cpu/int_matmul_impl.h"
 #include "engine/cpu/kernels.h"
 
 namespace engine::cpu::kernels {
 namespace {
-
-enum : int { kQ8_0 = 3, kQ4_0 = 4, kQ4_K = 5, kQ5_K = 6, kQ6_K = 7 };  // quant::WeightType
 
 constexpr int kLanes = 16;                // rows per tile: one per int32 / f32 lane
 constexpr int kGroups = 8;                // 4-byte groups per block of 32: the vpdpbusd steps of one block
 constexpr std::size_t kChunkBlocks = 32;  // blocks of 32 of a row tile decoded together (20 KiB: stays in L1)
 constexpr std::size_t kTokenBlock = 96;   // tokens whose accumulators and chunk activations stay in L1/L2
 constexpr int kTokenTile = 8;             // tokens run against a decoded block while it is in registers
-constexpr std::size_t kPrefetchTiles = 1;
 
 #define ENGINE_KERNEL_INLINE [[gnu::always_inline]] inline
 
-ENGINE_KERNEL_INLINE std::size_t min_size(std::size_t a, std::size_t b) {
-  return a < b ? a : b;
-}
-
-ENGINE_KERNEL_INLINE std::int32_t load_i32(const std::uint8_t* p) {
-  std::int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 // ---- activations -----------------------------------------------------------------------------------------
-
-// Steps of q per max|x|: 127 for the high byte times 256 for the low one.
-constexpr float kSteps = 127.0f * 256.0f;
 
 // A quantized token of `blocks` blocks of 32: every block's high bytes of q, then every block's low bytes,
 // then per block its d (f32), sum of q, sum of its first 16 q (int32) and d * sum of q (f32), padded to whole
@@ -136,24 +121,6 @@ struct DecodedBlock {
   alignas(64) float d[kLanes];
   alignas(64) float m[kLanes];
 };
-
-constexpr std::size_t block_bytes(int type) {
-  switch (type) {
-    case kQ8_0: return 34;
-    case kQ4_0: return 18;
-    case kQ4_K: return 144;
-    case kQ5_K: return 176;
-    default: return 210;  // kQ6_K
-  }
-}
-
-// Blocks of 32 per ggml block.
-constexpr std::size_t sub_blocks(int type) {
-  return type == kQ8_0 || type == kQ4_0 ? 1 : 8;
-}
-
-// A ggml block of zeros for the rows of a partial tile (its scales are zero as well).
-alignas(64) constexpr std::uint8_t kZeroBlock[256] = {};
 
 // 16 bytes at `offset` of each row's block, transposed: out[g] lane r = bytes 4g .. 4g+3 of row r's. Rows r,
 // r+4, r+8, r+12 share a register (one per 128-bit lane), then a 4x4 transpose within the lanes.
@@ -321,7 +288,7 @@ ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Decode
 }
 
 // Blocks of 32 [first, first + count) of the tile's rows into `chunk` (both whole ggml blocks); rows >= `rows`
-// are zeros. Prefetches (into L2) the tile kPrefetchTiles ahead at the rate this one is read (its rows are
+// are zeros. Prefetches (into L2) the tile at `prefetch` at the rate this one is read (its rows are
 // contiguous, like ours).
 template <int Type>
 void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
@@ -408,51 +375,28 @@ void micro(const DecodedBlock* chunk, std::size_t first, std::size_t count, cons
   for (int t = 0; t < T; ++t) _mm512_store_ps(acc + t * kLanes, a[t]);
 }
 
-// micro<T> for n <= T tokens (T at compile time, n at run time).
-template <int Type, int T>
-void micro_tokens(int n, const DecodedBlock* chunk, std::size_t first, std::size_t count, const std::byte* x,
-                  std::size_t stride, std::size_t blocks, float* acc) {
-  if (n == T) return micro<Type, T>(chunk, first, count, x, stride, blocks, acc);
-  if constexpr (T > 1) micro_tokens<Type, T - 1>(n, chunk, first, count, x, stride, blocks, acc);
-}
+struct Vnni {
+  static constexpr std::size_t kLanes = kernels::kLanes;
+  static constexpr std::size_t kChunkBlocks = kernels::kChunkBlocks;
+  static constexpr std::size_t kTokenBlock = kernels::kTokenBlock;
+  static constexpr std::size_t kTokenTile = kernels::kTokenTile;
+  static constexpr std::size_t kPrefetchTiles = 1;
+  using Decoded = DecodedBlock;
 
-// Rows of `m` against `tokens` quantized tokens (`x`, token_bytes(cols) apart). Tokens are taken in blocks
-// of kTokenBlock; for each, every 16-row tile is decoded chunk by chunk, and each chunk, while in L1, is run
-// against every token of the block: one token streams the weights once, many reuse each decoded chunk.
-template <int Type>
-void int8_matmul(const Rows& m, const std::byte* x, std::size_t tokens, float* out, std::size_t out_stride,
-                 const float* bias) {
-  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
-  const std::size_t blocks = m.cols / 32;
-  const std::size_t stride = token_bytes(m.cols);
-  DecodedBlock chunk[kChunkBlocks];
-  alignas(64) float acc[kTokenBlock * kLanes];
-  for (std::size_t t0 = 0; t0 < tokens; t0 += kTokenBlock) {
-    const std::size_t tn = min_size(kTokenBlock, tokens - t0);
-    for (std::size_t r0 = 0; r0 < m.rows; r0 += kLanes) {
-      const std::size_t nr = min_size(kLanes, m.rows - r0);
-      const std::uint8_t* tile = w + r0 * m.row_bytes;
-      // Prefetches never fault: past the matrix's end they are merely wasted.
-      const std::uint8_t* prefetch = tile + kPrefetchTiles * kLanes * m.row_bytes;
-      for (std::size_t i = 0; i < tn * kLanes; ++i) acc[i] = 0.0f;
-      for (std::size_t b0 = 0; b0 < blocks; b0 += kChunkBlocks) {
-        const std::size_t bn = min_size(kChunkBlocks, blocks - b0);
-        decode_chunk<Type>(tile, m.row_bytes, nr, b0, bn, prefetch, chunk);
-        for (std::size_t t = 0; t < tn; t += kTokenTile) {
-          const auto n = static_cast<int>(min_size(kTokenTile, tn - t));
-          micro_tokens<Type, kTokenTile>(n, chunk, b0, bn, x + (t0 + t) * stride, stride, blocks, acc + t * kLanes);
-        }
-      }
-      for (std::size_t t = 0; t < tn; ++t) {
-        float* row_out = out + (t0 + t) * out_stride + r0;
-        for (std::size_t r = 0; r < nr; ++r) {
-          const float s = acc[t * kLanes + r];
-          row_out[r] = bias != nullptr ? s + bias[r0 + r] : s;
-        }
-      }
-    }
+  static std::size_t token_bytes(std::size_t cols) { return kernels::token_bytes(cols); }
+
+  template <int Type>
+  static void decode(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
+                     std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
+    decode_chunk<Type>(tile, row_bytes, rows, first, count, prefetch, chunk);
   }
-}
+
+  template <int Type, int T>
+  static void multiply(const DecodedBlock* chunk, std::size_t first, std::size_t count, const std::byte* x,
+                       std::size_t stride, std::size_t blocks, float* acc) {
+    micro<Type, T>(chunk, first, count, x, stride, blocks, acc);
+  }
+};
 
 #undef ENGINE_KERNEL_INLINE
 
@@ -462,11 +406,11 @@ Table make_vnni_table() {
   table.row_tile = kLanes;
   table.quantize_activations = quantize_token;
   table.quantized_token_bytes = token_bytes;
-  table.int8_matmul[kQ8_0] = int8_matmul<kQ8_0>;
-  table.int8_matmul[kQ4_0] = int8_matmul<kQ4_0>;
-  table.int8_matmul[kQ4_K] = int8_matmul<kQ4_K>;
-  table.int8_matmul[kQ5_K] = int8_matmul<kQ5_K>;
-  table.int8_matmul[kQ6_K] = int8_matmul<kQ6_K>;
+  table.int8_matmul[kQ8_0] = int_matmul<Vnni, kQ8_0>;
+  table.int8_matmul[kQ4_0] = int_matmul<Vnni, kQ4_0>;
+  table.int8_matmul[kQ4_K] = int_matmul<Vnni, kQ4_K>;
+  table.int8_matmul[kQ5_K] = int_matmul<Vnni, kQ5_K>;
+  table.int8_matmul[kQ6_K] = int_matmul<Vnni, kQ6_K>;
   return table;
 }
 

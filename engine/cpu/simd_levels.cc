@@ -17,7 +17,7 @@ bool cpu_supports(std::string_view level) {
 #if defined(ENGINE_CPU_X86)
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  if (level == "avx2") return avx2;
+  if (level == "avx2" || level == "avx2int16") return avx2;
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   if (level == "avx512") return avx512;
@@ -34,6 +34,7 @@ const kernels::Table* table_for(std::string_view level) {
   if (level == "portable") return &kernels::portable_table();
 #if defined(ENGINE_CPU_X86)
   if (level == "avx2") return &kernels::avx2_table();
+  if (level == "avx2int16") return &kernels::avx2int16_table();
   if (level == "avx512") return &kernels::avx512_table();
   if (level == "avx512bf16") return &kernels::avx512bf16_table();
   if (level == "avx512vnni") return &kernels::avx512vnni_table();
@@ -41,15 +42,15 @@ const kernels::Table* table_for(std::string_view level) {
   return nullptr;
 }
 
-constexpr std::string_view kLevelsBestFirst[] = {"avx512vnni", "avx512bf16", "avx512", "avx2", "portable"};
+constexpr std::string_view kLevelsBestFirst[] = {"avx512vnni", "avx512bf16", "avx512", "avx2int16", "avx2", "portable"};
 
 // The best level the CPU runs, unless ENGINE_SIMD names another one it runs.
 const kernels::Table& choose_table() {
   if (const char* forced = std::getenv("ENGINE_SIMD"); forced != nullptr && *forced != '\0') {
     if (const auto* table = table_for(forced)) return *table;
     std::fprintf(stderr,
-                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512vnni, avx512bf16, avx512, avx2, "
-                 "portable); "
+                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512vnni, avx512bf16, avx512, "
+                 "avx2int16, avx2, portable); "
                  "using the best one\n",
                  forced);
   }

@@ -8,9 +8,9 @@
 // caches' own checks: within their rounding's bound of the reference, and bit-identical across batches.
 // The 1e-4 checks need float activations: the binary runs at the best level that keeps them (ENGINE_SIMD set to
 // it unless already set). The int8 checks (Int8* tests, which skip at a float level) run under
-// ENGINE_SIMD=avx512vnni (CTest: engine_reference_int8): log-probabilities of every GGUF type that takes int8
-// activations within 0.005 of the same reference (llama.cpp's move by 0.10-0.21), and batch invariance at that
-// level.
+// ENGINE_SIMD=avx512vnni and ENGINE_SIMD=avx2int16 (CTest: engine_reference_avx512vnni, _avx2int16): log-
+// probabilities of every GGUF type that takes integer activations within 0.005 of the same reference (llama.cpp's
+// move by 0.10-0.21), and batch invariance at that level.
 // ENGINE_TEST_DEVICE=cuda runs the same checks on the GPU engine (scripts/gpu-proof.sh), bit-identity aside.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

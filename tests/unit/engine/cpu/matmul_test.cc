@@ -591,6 +591,7 @@ TEST(Dispatch, LevelInUse) {
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     EXPECT_NE(std::find(levels.begin(), levels.end(), "avx2"), levels.end());
+    EXPECT_NE(std::find(levels.begin(), levels.end(), "avx2int16"), levels.end());
   }
 #endif
 }

@@ -1,0 +1,113 @@
+#pragma once
+
+// The loop of the integer-activation kernels (Table::int8_matmul), written once over an ISA type and
+// included by each such translation unit (kernels_avx512vnni.cc, kernels_avx2int16.cc). Everything here has
+// internal linkage (an unnamed namespace) and instantiates nothing from the standard library, as kernels.h
+// requires.
+//
+// Beside the loop, what both units share: the weight types' block sizes, a zero block, the activations' steps.
+//
+// The ISA type gives:
+//   kLanes                 rows per tile, one per int32 / f32 lane (no lane reduction: a lane is a row)
+//   kChunkBlocks           blocks of 32 of a row tile decoded together (the chunk stays in L1)
+//   kTokenBlock            tokens whose accumulators and chunk activations stay in L1/L2
+//   kTokenTile             tokens run against a decoded block while it is in registers
+//   kPrefetchTiles         how far ahead, in tiles, decode prefetches
+//   Decoded                one decoded block of 32 of a tile
+//   token_bytes(cols)      bytes of one quantized token
+//   decode<Type>(tile, row_bytes, rows, first, count, prefetch, chunk)
+//                          blocks [first, first + count) of the tile's rows into `chunk`; rows >= `rows`
+//                          zero; prefetches the tile at `prefetch` into L2 at the rate this one is read
+//   multiply<Type, T>(chunk, first, count, x, stride, blocks, acc)
+//                          T quantized tokens (x, stride apart) against the chunk, into acc[t * kLanes ...]
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/cpu/kernels.h"
+
+namespace engine::cpu::kernels {
+namespace {
+
+enum : int { kQ8_0 = 3, kQ4_0 = 4, kQ4_K = 5, kQ5_K = 6, kQ6_K = 7 };  // quant::WeightType
+
+// Steps of q per max|x| of a block of 32: 127 for avx512vnni's high byte times 256 for its low one (avx2int16
+// quantizes alike, into one int16).
+constexpr float kSteps = 127.0f * 256.0f;
+
+// Bytes of a ggml block of the type, and the blocks of 32 in it.
+constexpr std::size_t block_bytes(int type) {
+  switch (type) {
+    case kQ8_0: return 34;
+    case kQ4_0: return 18;
+    case kQ4_K: return 144;
+    case kQ5_K: return 176;
+    default: return 210;  // kQ6_K
+  }
+}
+constexpr std::size_t sub_blocks(int type) {
+  return type == kQ8_0 || type == kQ4_0 ? 1 : 8;
+}
+
+// A ggml block of zeros for the rows of a partial tile (its scales are zero as well).
+alignas(64) constexpr std::uint8_t kZeroBlock[256] = {};
+
+[[gnu::always_inline]] inline std::int32_t load_i32(const std::uint8_t* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Isa::multiply<Type, T> for n <= T tokens (T at compile time, n at run time).
+template <typename Isa, int Type, int T>
+void multiply_tokens(int n, const typename Isa::Decoded* chunk, std::size_t first, std::size_t count,
+                     const std::byte* x, std::size_t stride, std::size_t blocks, float* acc) {
+  if (n == T) return Isa::template multiply<Type, T>(chunk, first, count, x, stride, blocks, acc);
+  if constexpr (T > 1) multiply_tokens<Isa, Type, T - 1>(n, chunk, first, count, x, stride, blocks, acc);
+}
+
+// Rows of `m` against `tokens` quantized tokens (`x`, Isa::token_bytes(cols) apart). Tokens are taken in
+// blocks of kTokenBlock; for each, every row tile is decoded chunk by chunk, and each chunk, while in L1, is
+// run against every token of the block: one token streams the weights once, many reuse each decoded chunk.
+template <typename Isa, int Type>
+void int_matmul(const Rows& m, const std::byte* x, std::size_t tokens, float* out, std::size_t out_stride,
+                const float* bias) {
+  constexpr std::size_t lanes = Isa::kLanes, token_block = Isa::kTokenBlock, token_tile = Isa::kTokenTile;
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  const std::size_t blocks = m.cols / 32;
+  const std::size_t stride = Isa::token_bytes(m.cols);
+  typename Isa::Decoded chunk[Isa::kChunkBlocks];
+  alignas(64) float acc[token_block * lanes];
+  const auto smaller = [](std::size_t a, std::size_t b) { return a < b ? a : b; };
+  for (std::size_t t0 = 0; t0 < tokens; t0 += token_block) {
+    const std::size_t tn = smaller(token_block, tokens - t0);
+    for (std::size_t r0 = 0; r0 < m.rows; r0 += lanes) {
+      const std::size_t nr = smaller(lanes, m.rows - r0);
+      const std::uint8_t* tile = w + r0 * m.row_bytes;
+      // The tile Isa::kPrefetchTiles ahead. Prefetches never fault: past the matrix's end they are merely
+      // wasted.
+      const std::uint8_t* prefetch = tile + Isa::kPrefetchTiles * lanes * m.row_bytes;
+      for (std::size_t i = 0; i < tn * lanes; ++i) acc[i] = 0.0f;
+      for (std::size_t b0 = 0; b0 < blocks; b0 += Isa::kChunkBlocks) {
+        const std::size_t bn = smaller(Isa::kChunkBlocks, blocks - b0);
+        Isa::template decode<Type>(tile, m.row_bytes, nr, b0, bn, prefetch, chunk);
+        for (std::size_t t = 0; t < tn; t += token_tile) {
+          const auto n = static_cast<int>(smaller(token_tile, tn - t));
+          multiply_tokens<Isa, Type, static_cast<int>(token_tile)>(n, chunk, b0, bn, x + (t0 + t) * stride, stride,
+                                                                   blocks, acc + t * lanes);
+        }
+      }
+      for (std::size_t t = 0; t < tn; ++t) {
+        float* row_out = out + (t0 + t) * out_stride + r0;
+        for (std::size_t r = 0; r < nr; ++r) {
+          const float s = acc[t * lanes + r];
+          row_out[r] = bias != nullptr ? s + bias[r0 + r] : s;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace engine::cpu::kernels

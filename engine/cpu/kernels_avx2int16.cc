@@ -1,0 +1,443 @@
+// AVX2 with integer activations (vpmaddwd): quantized weights against activations quantized to 16-bit
+// integers, for CPUs without AVX-512 VNNI (AMD Zen 2 and 3, Intel before Ice Lake). The avx2 table with an
+// integer kernel for each quantized weight type (Table::int8_matmul); float weights keep avx2's kernels.
+// Nothing from the standard library may be instantiated here (see kernels.h).
+//
+// The numerics are avx512vnni's (kernels_avx512vnni.cc), bit for bit:
+// - Each token is quantized once per matmul call, per block of 32: d = max|x| / 32512 and
+//   q = x * (32512 / max|x|) rounded to nearest even, kept here as one int16 per value.
+// - Every (row, token, block of 32) dot product of weight integers and q is exact: the weights are widened
+//   to signed int16 (Q4_0: q - 8, Q6_K: q - 32, Q8_0 as stored, the other K-quants unsigned), vpmaddwd adds
+//   pairs of products into int32 lanes and vpaddd sums them (at most 32 * 128 * 32512, about 1.3e8).
+// - A row's result is the same f32 chain over its blocks, from 0, then + bias: Q8_0 / Q4_0
+//   acc = fma(dot, d_w * d_x, acc); Q4_K / Q5_K then acc = fma(-(dmin * min), d_x * sum(q), acc); Q6_K
+//   the two 16-element halves one after the other with their own scales.
+// - 8 rows sit side by side in the 8 lanes (a lane's int32 holds a pair of its row's weights), so no lane
+//   reduction is needed; rows past the matrix are zero-filled and never stored.
+//
+// vpmaddwd does 16 multiply-adds per instruction against an FMA's 8, and needs no second chain for a
+// second activation byte (vpmaddubsw takes one byte, and its unsigned-by-signed pairs saturate at 16 bits).
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/cpu/int_matmul_impl.h"
+#include "engine/cpu/kernels.h"
+
+namespace engine::cpu::kernels {
+namespace {
+
+#define ENGINE_KERNEL_INLINE [[gnu::always_inline]] inline
+
+ENGINE_KERNEL_INLINE std::uint16_t load_u16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+ENGINE_KERNEL_INLINE __m256i load256(const std::uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// ---- activations -----------------------------------------------------------------------------------------
+
+// A quantized token of `blocks` blocks of 32: every block's q as int16, then per block its d and d * sum of
+// q (f32), padded to whole cache lines.
+std::size_t token_bytes(std::size_t cols) {
+  const std::size_t blocks = cols / 32;
+  return (blocks * 72 + 63) / 64 * 64;
+}
+
+ENGINE_KERNEL_INLINE float max_lane(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+ENGINE_KERNEL_INLINE std::int32_t sum_lanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// 16 int32 values (at most 32512 in magnitude) as int16 in order: vpackssdw packs within 128-bit halves, so
+// the quarters come out as a0 b0 a1 b1 and one permute puts them back.
+ENGINE_KERNEL_INLINE void store_int16(__m256i a, __m256i b, std::uint8_t* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8));
+}
+
+void quantize_token(const float* x, std::size_t cols, std::byte* out) {
+  const std::size_t blocks = cols / 32;
+  auto* q = reinterpret_cast<std::uint8_t*>(out);
+  auto* d = reinterpret_cast<float*>(out + 64 * blocks);
+  auto* scaled_sum = reinterpret_cast<float*>(out + 68 * blocks);
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  for (std::size_t b = 0; b < blocks; ++b) {
+    __m256 v[4];
+    __m256 largest = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 32 * b + 8 * static_cast<std::size_t>(i));
+      largest = _mm256_max_ps(largest, _mm256_and_ps(v[i], magnitude));
+    }
+    const float amax = max_lane(largest);
+    const float inverse = amax > 0.0f ? kSteps / amax : 0.0f;
+    d[b] = amax / kSteps;
+    // Round to nearest even (the default MXCSR mode); |x * inverse| <= 32512 up to an f32 rounding.
+    __m256i qi[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(inverse)));
+    store_int16(qi[0], qi[1], q + 64 * b);
+    store_int16(qi[2], qi[3], q + 64 * b + 32);
+    const std::int32_t sum =
+        sum_lanes(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+    scaled_sum[b] = d[b] * static_cast<float>(sum);
+  }
+}
+
+// ---- weights: a tile of 8 rows decoded block by block into lanes ----------------------------------------
+
+constexpr int kRows = 8;    // rows per tile: one per int32 / f32 lane
+constexpr int kPairs = 16;  // int16 pairs per block of 32: the vpmaddwd steps of one block
+
+// One block of 32 of 8 rows: w[j] holds, in lane r, row r's weights 2j and 2j + 1 as int16 (the elements
+// the token's q[2j], q[2j + 1] multiply); d the rows' scales of the block and m their second multiplier
+// (Q4_K / Q5_K: dmin * min; Q6_K: the scale of the block's second half).
+struct DecodedBlock {
+  alignas(32) std::int16_t w[kPairs][2 * kRows];
+  alignas(32) float d[kRows];
+  alignas(32) float m[kRows];
+};
+
+ENGINE_KERNEL_INLINE __m256i low_nibbles(__m256i v) {
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+ENGINE_KERNEL_INLINE __m256i high_nibbles(__m256i v) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+}
+
+// Bits [shift, shift + width) of each byte, moved to bits 4 and up (the high part of a 5- or 6-bit weight).
+ENGINE_KERNEL_INLINE __m256i high_bits(__m256i v, int shift, int mask) {
+  const __m256i bits =
+      _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>(mask)));
+  return _mm256_slli_epi16(bits, 4);
+}
+
+// Block of 32 `sub` of one row's ggml block as 32 signed bytes in element order.
+template <int Type>
+ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
+  if constexpr (Type == kQ8_0) {
+    return load256(block + 2);
+  } else if constexpr (Type == kQ4_0) {
+    // Byte i holds element i (low nibble) and element i + 16 (high nibble).
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    const __m128i low = _mm_and_si128(packed, _mm_set1_epi8(0x0F));
+    const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F));
+    return _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8));
+  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+    // 64 elements per 32 bytes of nibbles: the low nibbles are the first block of 32, the high the second;
+    // Q5_K's fifth bit of block `sub` is bit `sub` of 32 bytes shared by all eight.
+    constexpr std::size_t kNibbles = Type == kQ4_K ? 16 : 48;
+    const __m256i packed = load256(block + kNibbles + 32 * static_cast<std::size_t>(sub / 2));
+    const __m256i nibbles = sub % 2 == 0 ? low_nibbles(packed) : high_nibbles(packed);
+    if constexpr (Type == kQ4_K) return nibbles;
+    return _mm256_or_si256(nibbles, high_bits(load256(block + 16), sub, 1));
+  } else {
+    // Q6_K: per 128 elements, 64 bytes of low nibbles (bytes 0-31: blocks 0 and 2 of the four, 32-63: 1 and
+    // 3; low nibbles for 0 and 1, high for 2 and 3) and 32 bytes of high pairs (bits 2k for block k).
+    const auto half = static_cast<std::size_t>(sub / 4);
+    const int k = sub % 4;
+    const __m256i low = load256(block + 64 * half + 32 * static_cast<std::size_t>(k & 1));
+    const __m256i nibbles = k < 2 ? low_nibbles(low) : high_nibbles(low);
+    const __m256i value = _mm256_or_si256(nibbles, high_bits(load256(block + 128 + 32 * half), 2 * k, 3));
+    return _mm256_sub_epi8(value, _mm256_set1_epi8(32));
+  }
+}
+
+// 8 rows of 32 signed bytes (element order) into the block's 16 pairs: treating each row as 16 words (a
+// word: elements 2k, 2k + 1), a transpose of 8 x 8 words within each 128-bit half leaves word k of the 8
+// rows in the low half of c[k] and word k + 8 in its high half; widening each half to int16 gives pair k and
+// pair k + 8, row r in the 32-bit lane r.
+ENGINE_KERNEL_INLINE void transpose_rows(const __m256i* rows, DecodedBlock& out) {
+  __m256i a[8], b[8], c[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    a[2 * i] = _mm256_unpacklo_epi16(rows[2 * i], rows[2 * i + 1]);      // words 0-3 of rows 2i, 2i+1
+    a[2 * i + 1] = _mm256_unpackhi_epi16(rows[2 * i], rows[2 * i + 1]);  // words 4-7
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    // Rows 4i .. 4i+3: b[4i + 0 .. 3] hold words (0, 1), (2, 3), (4, 5), (6, 7).
+    b[4 * i] = _mm256_unpacklo_epi32(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm256_unpackhi_epi32(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm256_unpacklo_epi32(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm256_unpackhi_epi32(a[4 * i + 1], a[4 * i + 3]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    c[2 * i] = _mm256_unpacklo_epi64(b[i], b[4 + i]);      // word 2i of rows 0-7
+    c[2 * i + 1] = _mm256_unpackhi_epi64(b[i], b[4 + i]);  // word 2i + 1
+  }
+  auto* w = reinterpret_cast<__m256i*>(out.w);
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    _mm256_store_si256(w + k, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(c[k])));
+    _mm256_store_si256(w + k + 8, _mm256_cvtepi8_epi16(_mm256_extracti128_si256(c[k], 1)));
+  }
+}
+
+ENGINE_KERNEL_INLINE float half_at(const std::uint8_t* p) {
+  return _cvtsh_ss(load_u16(p));
+}
+
+// The rows' scales of one ggml block into its decoded blocks (or just their scales, Out having d and m), row r
+// in lane r: ggml's f32 products (a sub-block scale times d), as the float kernels and avx512vnni compute them.
+template <int Type, class Out>
+ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* out) {
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+    const std::uint8_t* p = block[r];
+    if constexpr (Type == kQ8_0 || Type == kQ4_0) {
+      out[0].d[r] = half_at(p);
+    } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+      // 12 bytes of 6-bit scales and mins after d and dmin: 0-3 the low 6 bits of bytes 0-3 (scales) and
+      // 4-7 (mins); 4-7 a nibble of bytes 8-11 (low: scales, high: mins) under the top two bits of bytes
+      // 0-3 (scales) and 4-7 (mins).
+      const float d = half_at(p), dmin = half_at(p + 2);
+      const std::uint8_t* s = p + 4;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const int scale = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+        const int min = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        out[j].d[r] = static_cast<float>(scale) * d;
+        out[j].m[r] = static_cast<float>(min) * dmin;
+      }
+    } else {
+      // Q6_K: 16 signed scales at byte 192 (one per 16 elements), d at 208.
+      const float d = half_at(p + 208);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        out[j].d[r] = static_cast<float>(static_cast<std::int8_t>(p[192 + 2 * j])) * d;
+        out[j].m[r] = static_cast<float>(static_cast<std::int8_t>(p[192 + 2 * j + 1])) * d;
+      }
+    }
+  }
+}
+
+// ---- the product ---------------------------------------------------------------------------------------
+
+// Pairs [First, Last) of a decoded block against T tokens' q (`q[t]`: the block's first value), into dot[t].
+template <int First, int Last, int T>
+ENGINE_KERNEL_INLINE void dot_pairs(const DecodedBlock& block, const std::uint8_t* const* q, __m256i* dot) {
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) dot[t] = _mm256_setzero_si256();
+  const auto* w = reinterpret_cast<const __m256i*>(block.w);
+#pragma GCC unroll 2
+  for (int j = First; j < Last; ++j) {
+    const __m256i pair = _mm256_load_si256(w + j);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      dot[t] = _mm256_add_epi32(dot[t], _mm256_madd_epi16(pair, _mm256_set1_epi32(load_i32(q[t] + 4 * j))));
+    }
+  }
+}
+
+struct Avx2Int16 {
+  static constexpr std::size_t kLanes = kRows;
+  static constexpr std::size_t kChunkBlocks = 32;  // 18 KiB of decoded blocks
+  static constexpr std::size_t kTokenBlock = 96;
+  static constexpr std::size_t kTokenTile = 4;  // 4 dot and 4 f32 accumulators beside a pair and a broadcast
+  static constexpr std::size_t kPrefetchTiles = 2;
+  using Decoded = DecodedBlock;
+
+  static std::size_t token_bytes(std::size_t cols) { return kernels::token_bytes(cols); }
+
+  template <int Type>
+  static void decode(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
+                     std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
+    constexpr std::size_t bb = block_bytes(Type), per_block = sub_blocks(Type);
+    for (std::size_t b = 0; b < count; b += per_block) {
+      const std::size_t ggml_block = (first + b) / per_block;
+      const std::uint8_t* block[kLanes];
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < kLanes; ++r)
+        block[r] = r < rows ? tile + r * row_bytes + ggml_block * bb : kZeroBlock;
+      decode_scales<Type>(block, chunk + b);
+      const std::uint8_t* ahead = prefetch + ggml_block * kLanes * bb;
+#pragma GCC unroll 16
+      for (std::size_t i = 0; i < kLanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, 3);
+#pragma GCC unroll 8
+      for (std::size_t s = 0; s < per_block; ++s) {
+        __m256i values[kLanes];
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < kLanes; ++r) values[r] = row_values<Type>(block[r], static_cast<int>(s));
+        transpose_rows(values, chunk[b + s]);
+      }
+    }
+  }
+
+  template <int Type, int T>
+  static void multiply(const DecodedBlock* chunk, std::size_t first, std::size_t count, const std::byte* x,
+                       std::size_t stride, std::size_t blocks, float* acc) {
+    const std::uint8_t* q[T];
+    const float* d[T];
+    const float* scaled_sum[T];
+    __m256 a[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const auto* token = reinterpret_cast<const std::uint8_t*>(x + static_cast<std::size_t>(t) * stride);
+      q[t] = token;
+      d[t] = reinterpret_cast<const float*>(token + 64 * blocks);
+      scaled_sum[t] = reinterpret_cast<const float*>(token + 68 * blocks);
+      a[t] = _mm256_load_ps(acc + t * static_cast<int>(kLanes));
+    }
+    for (std::size_t b = 0; b < count; ++b) {
+      const std::size_t k = first + b;
+      const DecodedBlock& block = chunk[b];
+      const std::uint8_t* qk[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) qk[t] = q[t] + 64 * k;
+      const __m256 dw = _mm256_load_ps(block.d);
+      __m256i dot[T];
+      if constexpr (Type == kQ6_K) {
+        dot_pairs<0, kPairs / 2, T>(block, qk, dot);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(dw, _mm256_set1_ps(d[t][k])), a[t]);
+        }
+        const __m256 dm = _mm256_load_ps(block.m);
+        dot_pairs<kPairs / 2, kPairs, T>(block, qk, dot);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(dm, _mm256_set1_ps(d[t][k])), a[t]);
+        }
+      } else {
+        dot_pairs<0, kPairs, T>(block, qk, dot);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(dw, _mm256_set1_ps(d[t][k])), a[t]);
+          if constexpr (Type == kQ4_K || Type == kQ5_K) {
+            a[t] = _mm256_fnmadd_ps(_mm256_load_ps(block.m), _mm256_set1_ps(scaled_sum[t][k]), a[t]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) _mm256_store_ps(acc + t * static_cast<int>(kLanes), a[t]);
+  }
+};
+
+// ---- one token: no transpose ---------------------------------------------------------------------------
+
+// A decoded block's scales alone.
+struct BlockScales {
+  alignas(32) float d[kRows];
+  alignas(32) float m[kRows];
+};
+
+// Lane r = the sum of v[r]'s 8 lanes (integer sums: the same in any order).
+ENGINE_KERNEL_INLINE __m256i sum_each(const __m256i* v) {
+  const __m256i low = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i high = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(low, high, 0x20), _mm256_permute2x128_si256(low, high, 0x31));
+}
+
+// multiply's chain for one token without decoding into a chunk: a row's 32 weights of a block stay in element
+// order (widened to int16 by halves), vpmaddwd runs them against the token's 32 q, and the 8 rows' int32
+// lanes are summed into lane r: the same exact integer dot, so the same bits as the transposed path, with
+// about half the instructions per weight where nothing is reused (decode: the weights stream from memory).
+template <int Type>
+void gemv_int16(const Rows& m, const std::byte* x, float* out, const float* bias) {
+  constexpr std::size_t bb = block_bytes(Type), per_block = static_cast<std::size_t>(sub_blocks(Type));
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  const std::size_t blocks = m.cols / 32;
+  const auto* q = reinterpret_cast<const std::uint8_t*>(x);
+  const auto* dx = reinterpret_cast<const float*>(q + 64 * blocks);
+  const float* scaled_sum = dx + blocks;
+  for (std::size_t r0 = 0; r0 < m.rows; r0 += kRows) {
+    const std::uint8_t* tile = w + r0 * m.row_bytes;
+    const std::uint8_t* ahead = tile + Avx2Int16::kPrefetchTiles * kRows * m.row_bytes;
+    const std::uint8_t* row[kRows];
+    std::size_t step[kRows];
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const bool inside = r0 + static_cast<std::size_t>(r) < m.rows;
+      row[r] = inside ? tile + static_cast<std::size_t>(r) * m.row_bytes : kZeroBlock;
+      step[r] = inside ? bb : 0;
+    }
+    __m256 acc = _mm256_setzero_ps();
+    for (std::size_t g = 0; g < blocks / per_block; ++g) {
+      BlockScales scales[per_block];
+      decode_scales<Type>(row, scales);
+#pragma GCC unroll 16
+      for (std::size_t i = 0; i < kRows * bb; i += 64) __builtin_prefetch(ahead + i, 0, 3);
+      ahead += kRows * bb;
+#pragma GCC unroll 1
+      for (std::size_t s = 0; s < per_block; ++s) {
+        const std::size_t k = g * per_block + s;
+        const __m256i x_low = load256(q + 64 * k), x_high = load256(q + 64 * k + 32);
+        __m256i first[kRows], second[kRows];
+#pragma GCC unroll 8
+        for (int r = 0; r < kRows; ++r) {
+          const __m256i values = row_values<Type>(row[r], static_cast<int>(s));
+          first[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(values)), x_low);
+          second[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(values, 1)), x_high);
+          if constexpr (Type != kQ6_K) first[r] = _mm256_add_epi32(first[r], second[r]);
+        }
+        const __m256 d = _mm256_set1_ps(dx[k]);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(first)), _mm256_mul_ps(_mm256_load_ps(scales[s].d), d), acc);
+        if constexpr (Type == kQ6_K) {
+          acc =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(second)), _mm256_mul_ps(_mm256_load_ps(scales[s].m), d), acc);
+        } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+          acc = _mm256_fnmadd_ps(_mm256_load_ps(scales[s].m), _mm256_set1_ps(scaled_sum[k]), acc);
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) row[r] += step[r];
+    }
+    alignas(32) float sums[kRows];
+    _mm256_store_ps(sums, acc);
+    for (std::size_t r = 0; r < kRows && r0 + r < m.rows; ++r) {
+      out[r0 + r] = bias != nullptr ? sums[r] + bias[r0 + r] : sums[r];
+    }
+  }
+}
+
+#undef ENGINE_KERNEL_INLINE
+
+// One token by gemv_int16, more by the chunked product (the same bits for each token either way).
+template <int Type>
+void int16_matmul(const Rows& m, const std::byte* x, std::size_t tokens, float* out, std::size_t out_stride,
+                  const float* bias) {
+  if (tokens == 1) return gemv_int16<Type>(m, x, out, bias);
+  int_matmul<Avx2Int16, Type>(m, x, tokens, out, out_stride, bias);
+}
+
+Table make_avx2int16_table() {
+  Table table = avx2_table();
+  table.name = "avx2int16";
+  table.row_tile = Avx2Int16::kLanes;
+  table.quantize_activations = quantize_token;
+  table.quantized_token_bytes = token_bytes;
+  table.int8_matmul[kQ8_0] = int16_matmul<kQ8_0>;
+  table.int8_matmul[kQ4_0] = int16_matmul<kQ4_0>;
+  table.int8_matmul[kQ4_K] = int16_matmul<kQ4_K>;
+  table.int8_matmul[kQ5_K] = int16_matmul<kQ5_K>;
+  table.int8_matmul[kQ6_K] = int16_matmul<kQ6_K>;
+  return table;
+}
+
+}  // namespace
+
+const Table& avx2int16_table() {
+  static const Table kTable = make_avx2int16_table();
+  return kTable;
+}
+
+}  // namespace engine::cpu::kernels
