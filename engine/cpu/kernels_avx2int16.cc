@@ -195,36 +195,79 @@ ENGINE_KERNEL_INLINE float half_at(const std::uint8_t* p) {
   return _cvtsh_ss(load_u16(p));
 }
 
+// 16 bytes at `offset` of each of the 8 rows' blocks, transposed: out[k] lane r = bytes 4k .. 4k+3 of row r's.
+// Rows r and r + 4 share a register (one per 128-bit half), then a 4 x 4 transpose of dwords within the halves.
+ENGINE_KERNEL_INLINE void transpose_heads(const std::uint8_t* const* block, std::size_t offset, __m256i* out) {
+  __m256i z[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const auto load = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(block[r] + offset)); };
+    z[i] = _mm256_set_m128i(load(i + 4), load(i));
+  }
+  const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm256_unpacklo_epi64(t0, t2);
+  out[1] = _mm256_unpackhi_epi64(t0, t2);
+  out[2] = _mm256_unpacklo_epi64(t1, t3);
+  out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// 8 f16 values, one per lane: the low 16 bits of each lane's dword, or the high ones.
+ENGINE_KERNEL_INLINE __m256 halves(__m256i v, bool high) {
+  const __m256i x = high ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+  // vpackusdw packs within the 128-bit halves: quarters 0 and 2 hold lanes 0-3 and 4-7.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(x, x), 0x08);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+
+// Byte i of each lane's dword as a float, unsigned or signed.
+ENGINE_KERNEL_INLINE __m256 unsigned_byte(__m256i v, int i) {
+  return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 8 * i), _mm256_set1_epi32(0xFF)));
+}
+ENGINE_KERNEL_INLINE __m256 signed_byte(__m256i v, int i) {
+  return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * i), 24));
+}
+
 // The rows' scales of one ggml block into its decoded blocks (or just their scales, Out having d and m), row r
 // in lane r: ggml's f32 products (a sub-block scale times d), as the float kernels and avx512vnni compute them.
 template <int Type, class Out>
 ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* out) {
+  if constexpr (Type == kQ8_0 || Type == kQ4_0) {
 #pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) {
-    const std::uint8_t* p = block[r];
-    if constexpr (Type == kQ8_0 || Type == kQ4_0) {
-      out[0].d[r] = half_at(p);
-    } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
-      // 12 bytes of 6-bit scales and mins after d and dmin: 0-3 the low 6 bits of bytes 0-3 (scales) and
-      // 4-7 (mins); 4-7 a nibble of bytes 8-11 (low: scales, high: mins) under the top two bits of bytes
-      // 0-3 (scales) and 4-7 (mins).
-      const float d = half_at(p), dmin = half_at(p + 2);
-      const std::uint8_t* s = p + 4;
+    for (int r = 0; r < kRows; ++r) out[0].d[r] = half_at(block[r]);
+  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+    // d and dmin, then the 12 bytes of 6-bit scales and mins as three words u0, u1, u2: scales and mins 0-3
+    // are the low 6 bits of u0's and u1's bytes; 4-7 a nibble of u2's bytes (low: scales, high: mins) with
+    // their top two bits from the top of u0's (scales) and u1's (mins) bytes.
+    __m256i head[4];
+    transpose_heads(block, 0, head);
+    const __m256 d = halves(head[0], false), dmin = halves(head[0], true);
+    const __m256i six = _mm256_set1_epi32(0x3F3F3F3F), four = _mm256_set1_epi32(0x0F0F0F0F);
+    const __m256i two = _mm256_set1_epi32(0x03030303);
+    const __m256i scales[2] = {
+        _mm256_and_si256(head[1], six),
+        _mm256_or_si256(_mm256_and_si256(head[3], four),
+                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(head[1], 6), two), 4))};
+    const __m256i mins[2] = {
+        _mm256_and_si256(head[2], six),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(head[3], 4), four),
+                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(head[2], 6), two), 4))};
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        const int scale = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-        const int min = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-        out[j].d[r] = static_cast<float>(scale) * d;
-        out[j].m[r] = static_cast<float>(min) * dmin;
-      }
-    } else {
-      // Q6_K: 16 signed scales at byte 192 (one per 16 elements), d at 208.
-      const float d = half_at(p + 208);
+    for (int j = 0; j < 8; ++j) {
+      _mm256_store_ps(out[j].d, _mm256_mul_ps(unsigned_byte(scales[j / 4], j % 4), d));
+      _mm256_store_ps(out[j].m, _mm256_mul_ps(unsigned_byte(mins[j / 4], j % 4), dmin));
+    }
+  } else {
+    // Q6_K: 16 signed scales at byte 192 (one per 16 elements), d at 208 (the top half of the last word read
+    // from 194).
+    __m256i head[4], tail[4];
+    transpose_heads(block, 192, head);
+    transpose_heads(block, 194, tail);
+    const __m256 d = halves(tail[3], true);
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        out[j].d[r] = static_cast<float>(static_cast<std::int8_t>(p[192 + 2 * j])) * d;
-        out[j].m[r] = static_cast<float>(static_cast<std::int8_t>(p[192 + 2 * j + 1])) * d;
-      }
+    for (int j = 0; j < 8; ++j) {
+      _mm256_store_ps(out[j].d, _mm256_mul_ps(signed_byte(head[j / 2], 2 * (j % 2)), d));
+      _mm256_store_ps(out[j].m, _mm256_mul_ps(signed_byte(head[j / 2], 2 * (j % 2) + 1), d));
     }
   }
 }
