@@ -294,7 +294,7 @@ struct Avx2Int16 {
   static constexpr std::size_t kLanes = kRows;
   static constexpr std::size_t kChunkBlocks = 32;  // 18 KiB of decoded blocks
   static constexpr std::size_t kTokenBlock = 96;
-  static constexpr std::size_t kTokenTile = 4;  // 4 dot and 4 f32 accumulators beside a pair and a broadcast
+  static constexpr std::size_t kTokenTile = 6;  // 6 dot and 6 f32 accumulators beside a pair and a broadcast
   static constexpr std::size_t kPrefetchTiles = 2;
   using Decoded = DecodedBlock;
 
