@@ -246,8 +246,9 @@ ENGINE_KERNEL_INLINE __m512 signed_byte(__m512i v, int i) {
 
 // The rows' scales of one ggml block into its decoded blocks, row r in lane r: ggml's f32 products (a
 // sub-block scale times d), as the float kernels compute them.
-template <int Type>
-ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, DecodedBlock* out) {
+// (Out: DecodedBlock, or BlockScales for the one-token product.)
+template <int Type, class Out>
+ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* out) {
   __m512i head[4];
   if constexpr (Type == kQ8_0 || Type == kQ4_0) {
     transpose_16x16(block, 0, head);
@@ -398,6 +399,157 @@ struct Vnni {
   }
 };
 
+// ---- one token: no transpose ---------------------------------------------------------------------------
+
+// A decoded block's scales alone.
+struct BlockScales {
+  alignas(64) float d[kLanes];
+  alignas(64) float m[kLanes];
+};
+
+ENGINE_KERNEL_INLINE __m256i load256(const std::uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// 32 bytes at a (low half) and at b (high half).
+ENGINE_KERNEL_INLINE __m512i load_pair(const std::uint8_t* a, const std::uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+
+// Block of 32 `sub` of two rows' ggml blocks (a in the low 256 bits, b in the high) as unsigned bytes in
+// element order: the same bytes decode_block puts in lanes (weight_offset above them).
+template <int Type>
+ENGINE_KERNEL_INLINE __m512i pair_values(const std::uint8_t* a, const std::uint8_t* b, int sub) {
+  if constexpr (Type == kQ8_0) {
+    return _mm512_xor_si512(load_pair(a + 2, b + 2), _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else if constexpr (Type == kQ4_0) {
+    // Byte i holds element i (low nibble) and element i + 16 (high nibble): each row's 16 bytes twice, the
+    // second copy shifted down by 4.
+    const auto load = [](const std::uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)); };
+    __m512i v = _mm512_castsi128_si512(load(a));
+    v = _mm512_inserti32x4(v, load(a), 1);
+    v = _mm512_inserti32x4(v, load(b), 2);
+    v = _mm512_inserti32x4(v, load(b), 3);
+    return low_nibbles(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4));
+  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+    constexpr std::size_t kNibbles = Type == kQ4_K ? 16 : 48;
+    const std::size_t at = kNibbles + 32 * static_cast<std::size_t>(sub / 2);
+    const __m512i packed = load_pair(a + at, b + at);
+    const __m512i nibbles = sub % 2 == 0 ? low_nibbles(packed) : high_nibbles(packed);
+    if constexpr (Type == kQ4_K) return nibbles;
+    return _mm512_or_si512(nibbles, high_bits(load_pair(a + 16, b + 16), sub, 1));
+  } else {
+    // Q6_K (layout in decode_block).
+    const auto half = static_cast<std::size_t>(sub / 4);
+    const int k = sub % 4;
+    const std::size_t at = 64 * half + 32 * static_cast<std::size_t>(k & 1);
+    const __m512i low = load_pair(a + at, b + at);
+    const __m512i nibbles = k < 2 ? low_nibbles(low) : high_nibbles(low);
+    return _mm512_or_si512(nibbles, high_bits(load_pair(a + 128 + 32 * half, b + 128 + 32 * half), 2 * k, 3));
+  }
+}
+
+// The rows in the two halves of pair register i, chosen so that reduce() leaves row r in lane r.
+constexpr int kPairLow[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+constexpr int kPairHigh[8] = {4, 5, 6, 7, 12, 13, 14, 15};
+
+// v[i] holds 8 int32 partial dots of row kPairLow[i] (lanes 0-7) and of kPairHigh[i] (8-15); lanes 0-3 of
+// each half cover a block's elements 0-15, 4-7 elements 16-31. Lane r of first / second: row r's sum over
+// elements 0-15 / 16-31 (integer sums: the same in any order).
+ENGINE_KERNEL_INLINE void reduce(const __m512i* v, __m512i& first, __m512i& second) {
+  __m512i a[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    a[i] =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  }
+  // Each 128-bit lane of b[i]: the four rows of registers 4i .. 4i+3 (one half's), summed over 16 elements.
+  const __m512i b0 = _mm512_add_epi32(_mm512_unpacklo_epi64(a[0], a[1]), _mm512_unpackhi_epi64(a[0], a[1]));
+  const __m512i b1 = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2], a[3]), _mm512_unpackhi_epi64(a[2], a[3]));
+  // 128-bit lanes 0 and 2 of b: elements 0-15 of the low and the high rows; 1 and 3: elements 16-31.
+  first = _mm512_shuffle_i32x4(b0, b1, 0x88);
+  second = _mm512_shuffle_i32x4(b0, b1, 0xDD);
+}
+
+// micro's chain for one token without decoding into a chunk: two rows' 32 weights of a block per register in
+// element order, vpdpbusd against the token's high and low bytes broadcast to both halves, the partial dots
+// summed into lane r by reduce(): the same exact integer dots, so the same bits as the chunked product, with
+// no transpose where nothing is reused (decode: the weights stream from memory once).
+template <int Type>
+void gemv(const Rows& m, const std::byte* x, float* out, const float* bias) {
+  constexpr std::size_t bb = block_bytes(Type), per_block = sub_blocks(Type);
+  constexpr std::int32_t offset = weight_offset(Type);
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  const std::size_t blocks = m.cols / 32;
+  const QuantizedToken token = token_at(x, blocks);
+  for (std::size_t r0 = 0; r0 < m.rows; r0 += kLanes) {
+    const std::uint8_t* tile = w + r0 * m.row_bytes;
+    const std::uint8_t* ahead = tile + Vnni::kPrefetchTiles * kLanes * m.row_bytes;
+    const std::uint8_t* row[kLanes];
+    std::size_t step[kLanes];
+#pragma GCC unroll 16
+    for (int r = 0; r < kLanes; ++r) {
+      const bool inside = r0 + static_cast<std::size_t>(r) < m.rows;
+      row[r] = inside ? tile + static_cast<std::size_t>(r) * m.row_bytes : kZeroBlock;
+      step[r] = inside ? bb : 0;
+    }
+    __m512 acc = _mm512_setzero_ps();
+    for (std::size_t g = 0; g < blocks / per_block; ++g) {
+      BlockScales scales[per_block];
+      decode_scales<Type>(row, scales);
+#pragma GCC unroll 16
+      for (std::size_t i = 0; i < kLanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, 1);
+      ahead += kLanes * bb;
+#pragma GCC unroll 1
+      for (std::size_t s = 0; s < per_block; ++s) {
+        const std::size_t k = g * per_block + s;
+        const __m512i high = _mm512_broadcast_i64x4(load256(token.high + 32 * k));
+        const __m512i low = _mm512_broadcast_i64x4(load256(token.low + 32 * k));
+        __m512i dots[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const __m512i values = pair_values<Type>(row[kPairLow[i]], row[kPairHigh[i]], static_cast<int>(s));
+          const __m512i h = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, high);
+          dots[i] = _mm512_add_epi32(_mm512_slli_epi32(h, 8), _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, low));
+        }
+        __m512i first, second;
+        reduce(dots, first, second);
+        const __m512 dx = _mm512_set1_ps(token.d[k]);
+        const __m512 dw = _mm512_load_ps(scales[s].d);
+        if constexpr (Type == kQ6_K) {
+          const std::int32_t first_half = token.sum_low[k];
+          const __m512i dot_low = _mm512_add_epi32(first, _mm512_set1_epi32(-offset * first_half));
+          const __m512i dot_high = _mm512_add_epi32(second, _mm512_set1_epi32(-offset * (token.sum[k] - first_half)));
+          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), acc);
+          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(scales[s].m), dx), acc);
+        } else {
+          const __m512i dot =
+              _mm512_add_epi32(_mm512_add_epi32(first, second), _mm512_set1_epi32(-offset * token.sum[k]));
+          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), acc);
+          if constexpr (Type == kQ4_K || Type == kQ5_K) {
+            acc = _mm512_fnmadd_ps(_mm512_load_ps(scales[s].m), _mm512_set1_ps(token.scaled_sum[k]), acc);
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < kLanes; ++r) row[r] += step[r];
+    }
+    alignas(64) float sums[kLanes];
+    _mm512_store_ps(sums, acc);
+    for (std::size_t r = 0; r < kLanes && r0 + r < m.rows; ++r) {
+      out[r0 + r] = bias != nullptr ? sums[r] + bias[r0 + r] : sums[r];
+    }
+  }
+}
+
+// One token by gemv, more by the chunked product (the same bits for each token either way).
+template <int Type>
+void vnni_matmul(const Rows& m, const std::byte* x, std::size_t tokens, float* out, std::size_t out_stride,
+                 const float* bias) {
+  if (tokens == 1) return gemv<Type>(m, x, out, bias);
+  int_matmul<Vnni, Type>(m, x, tokens, out, out_stride, bias);
+}
+
 #undef ENGINE_KERNEL_INLINE
 
 Table make_vnni_table() {
@@ -406,11 +558,11 @@ Table make_vnni_table() {
   table.row_tile = kLanes;
   table.quantize_activations = quantize_token;
   table.quantized_token_bytes = token_bytes;
-  table.int8_matmul[kQ8_0] = int_matmul<Vnni, kQ8_0>;
-  table.int8_matmul[kQ4_0] = int_matmul<Vnni, kQ4_0>;
-  table.int8_matmul[kQ4_K] = int_matmul<Vnni, kQ4_K>;
-  table.int8_matmul[kQ5_K] = int_matmul<Vnni, kQ5_K>;
-  table.int8_matmul[kQ6_K] = int_matmul<Vnni, kQ6_K>;
+  table.int8_matmul[kQ8_0] = vnni_matmul<kQ8_0>;
+  table.int8_matmul[kQ4_0] = vnni_matmul<kQ4_0>;
+  table.int8_matmul[kQ4_K] = vnni_matmul<kQ4_K>;
+  table.int8_matmul[kQ5_K] = vnni_matmul<kQ5_K>;
+  table.int8_matmul[kQ6_K] = vnni_matmul<kQ6_K>;
   return table;
 }
 
