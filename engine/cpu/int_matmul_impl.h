@@ -20,6 +20,13 @@
 //                          zero; prefetches the tile at `prefetch` into L2 at the rate this one is read
 //   multiply<Type, T>(chunk, first, count, x, stride, blocks, acc)
 //                          T quantized tokens (x, stride apart) against the chunk, into acc[t * kLanes ...]
+// and, for one token (int_gemv, no chunk):
+//   Acc                    the tile's f32 accumulators, row r in lane r (a vector of kLanes floats)
+//   kGemvPrefetchLocality  __builtin_prefetch's locality for the tile ahead
+//   decode_scales<Type>(rows, scales)
+//                          one ggml block's scales of the tile's rows into BlockScales<kLanes>[sub_blocks]
+//   gemv_step<Type>(rows, sub, x, blocks, k, scales, acc)
+//                          block of 32 `sub` (the token's block k) of the rows' ggml blocks into acc
 
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +65,13 @@ alignas(64) constexpr std::uint8_t kZeroBlock[256] = {};
   std::memcpy(&v, p, sizeof v);
   return v;
 }
+
+// One ggml block's scales of a tile's rows, row r in lane r: what int_gemv keeps of a decoded block.
+template <std::size_t Lanes>
+struct BlockScales {
+  alignas(64) float d[Lanes];
+  alignas(64) float m[Lanes];
+};
 
 // Isa::multiply<Type, T> for n <= T tokens (T at compile time, n at run time).
 template <typename Isa, int Type, int T>
@@ -109,6 +123,58 @@ void int_matmul(const Rows& m, const std::byte* x, std::size_t tokens, float* ou
       }
     }
   }
+}
+
+// One quantized token against the rows of `m`, without a chunk: each tile's ggml blocks are read in place
+// (nothing is reused at batch 1, so decoding into lanes would be pure cost), their scales decoded once per
+// ggml block, and Isa::gemv_step folds each block of 32 into the tile's accumulators. The step computes the
+// same exact integer dots and the same f32 chain as multiply, so a token's result is int_matmul's bit for bit.
+template <typename Isa, int Type>
+void int_gemv(const Rows& m, const std::byte* x, float* out, const float* bias) {
+  constexpr std::size_t lanes = Isa::kLanes, bb = block_bytes(Type), per_block = sub_blocks(Type);
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  const std::size_t blocks = m.cols / 32;
+  for (std::size_t r0 = 0; r0 < m.rows; r0 += lanes) {
+    const std::uint8_t* tile = w + r0 * m.row_bytes;
+    const std::uint8_t* ahead = tile + Isa::kPrefetchTiles * lanes * m.row_bytes;
+    // Rows past the matrix read the zero block and stay on it.
+    const std::uint8_t* row[lanes];
+    std::size_t step[lanes];
+#pragma GCC unroll 16
+    for (std::size_t r = 0; r < lanes; ++r) {
+      const bool inside = r0 + r < m.rows;
+      row[r] = inside ? tile + r * m.row_bytes : kZeroBlock;
+      step[r] = inside ? bb : 0;
+    }
+    typename Isa::Acc acc{};
+    for (std::size_t g = 0; g < blocks / per_block; ++g) {
+      BlockScales<lanes> scales[per_block];
+      Isa::template decode_scales<Type>(row, scales);
+#pragma GCC unroll 16
+      for (std::size_t i = 0; i < lanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, Isa::kGemvPrefetchLocality);
+      ahead += lanes * bb;
+#pragma GCC unroll 1
+      for (std::size_t s = 0; s < per_block; ++s) {
+        Isa::template gemv_step<Type>(row, static_cast<int>(s), x, blocks, g * per_block + s, scales[s], acc);
+      }
+#pragma GCC unroll 16
+      for (std::size_t r = 0; r < lanes; ++r) row[r] += step[r];
+    }
+    alignas(64) float sums[lanes];
+    static_assert(sizeof(typename Isa::Acc) == sizeof sums, "Isa::Acc holds one float per lane");
+    std::memcpy(sums, &acc, sizeof sums);
+    for (std::size_t r = 0; r < lanes && r0 + r < m.rows; ++r) {
+      out[r0 + r] = bias != nullptr ? sums[r] + bias[r0 + r] : sums[r];
+    }
+  }
+}
+
+// Table::int8_matmul: one token by int_gemv, more by int_matmul (the same bits for each token either way).
+template <typename Isa, int Type>
+void int_product(const Rows& m, const std::byte* x, std::size_t tokens, float* out, std::size_t out_stride,
+                 const float* bias) {
+  if (tokens == 1) return int_gemv<Isa, Type>(m, x, out, bias);
+  int_matmul<Isa, Type>(m, x, tokens, out, out_stride, bias);
 }
 
 }  // namespace

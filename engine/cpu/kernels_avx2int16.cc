@@ -290,15 +290,65 @@ ENGINE_KERNEL_INLINE void dot_pairs(const DecodedBlock& block, const std::uint8_
   }
 }
 
+// ---- one token: no transpose ---------------------------------------------------------------------------
+
+// Lane r = the sum of v[r]'s 8 lanes (integer sums: the same in any order).
+ENGINE_KERNEL_INLINE __m256i sum_each(const __m256i* v) {
+  const __m256i low = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i high = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(low, high, 0x20), _mm256_permute2x128_si256(low, high, 0x31));
+}
+
+// multiply's chain for one token and block of 32 without a chunk (int_gemv): a row's 32 weights of the block
+// stay in element order (widened to int16 by halves), vpmaddwd runs them against the token's 32 q, and the 8
+// rows' int32 lanes are summed into lane r: the same exact integer dot, so the same bits as the transposed
+// path, with about half the instructions per weight.
+template <int Type>
+ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, const std::byte* x, std::size_t blocks,
+                                     std::size_t k, const BlockScales<kRows>& scales, __m256& acc) {
+  const auto* q = reinterpret_cast<const std::uint8_t*>(x);
+  const auto* dx = reinterpret_cast<const float*>(q + 64 * blocks);
+  const float* scaled_sum = dx + blocks;
+  const __m256i x_low = load256(q + 64 * k), x_high = load256(q + 64 * k + 32);
+  __m256i first[kRows], second[kRows];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+    const __m256i values = row_values<Type>(row[r], sub);
+    first[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(values)), x_low);
+    second[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(values, 1)), x_high);
+    if constexpr (Type != kQ6_K) first[r] = _mm256_add_epi32(first[r], second[r]);
+  }
+  const __m256 d = _mm256_set1_ps(dx[k]);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(first)), _mm256_mul_ps(_mm256_load_ps(scales.d), d), acc);
+  if constexpr (Type == kQ6_K) {
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(second)), _mm256_mul_ps(_mm256_load_ps(scales.m), d), acc);
+  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+    acc = _mm256_fnmadd_ps(_mm256_load_ps(scales.m), _mm256_set1_ps(scaled_sum[k]), acc);
+  }
+}
+
 struct Avx2Int16 {
   static constexpr std::size_t kLanes = kRows;
   static constexpr std::size_t kChunkBlocks = 32;  // 18 KiB of decoded blocks
   static constexpr std::size_t kTokenBlock = 96;
   static constexpr std::size_t kTokenTile = 6;  // 6 dot and 6 f32 accumulators beside a pair and a broadcast
   static constexpr std::size_t kPrefetchTiles = 2;
+  static constexpr int kGemvPrefetchLocality = 3;
   using Decoded = DecodedBlock;
+  using Acc = __m256;
 
   static std::size_t token_bytes(std::size_t cols) { return kernels::token_bytes(cols); }
+
+  template <int Type>
+  static void decode_scales(const std::uint8_t* const* rows, BlockScales<kLanes>* scales) {
+    kernels::decode_scales<Type>(rows, scales);
+  }
+
+  template <int Type>
+  static void gemv_step(const std::uint8_t* const* rows, int sub, const std::byte* x, std::size_t blocks, std::size_t k,
+                        const BlockScales<kLanes>& scales, __m256& acc) {
+    gemv_block<Type>(rows, sub, x, blocks, k, scales, acc);
+  }
 
   template <int Type>
   static void decode(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
@@ -310,7 +360,7 @@ struct Avx2Int16 {
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < kLanes; ++r)
         block[r] = r < rows ? tile + r * row_bytes + ggml_block * bb : kZeroBlock;
-      decode_scales<Type>(block, chunk + b);
+      kernels::decode_scales<Type>(block, chunk + b);
       const std::uint8_t* ahead = prefetch + ggml_block * kLanes * bb;
 #pragma GCC unroll 16
       for (std::size_t i = 0; i < kLanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, 3);
@@ -375,92 +425,7 @@ struct Avx2Int16 {
   }
 };
 
-// ---- one token: no transpose ---------------------------------------------------------------------------
-
-// A decoded block's scales alone.
-struct BlockScales {
-  alignas(32) float d[kRows];
-  alignas(32) float m[kRows];
-};
-
-// Lane r = the sum of v[r]'s 8 lanes (integer sums: the same in any order).
-ENGINE_KERNEL_INLINE __m256i sum_each(const __m256i* v) {
-  const __m256i low = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-  const __m256i high = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(low, high, 0x20), _mm256_permute2x128_si256(low, high, 0x31));
-}
-
-// multiply's chain for one token without decoding into a chunk: a row's 32 weights of a block stay in element
-// order (widened to int16 by halves), vpmaddwd runs them against the token's 32 q, and the 8 rows' int32
-// lanes are summed into lane r: the same exact integer dot, so the same bits as the transposed path, with
-// about half the instructions per weight where nothing is reused (decode: the weights stream from memory).
-template <int Type>
-void gemv_int16(const Rows& m, const std::byte* x, float* out, const float* bias) {
-  constexpr std::size_t bb = block_bytes(Type), per_block = static_cast<std::size_t>(sub_blocks(Type));
-  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
-  const std::size_t blocks = m.cols / 32;
-  const auto* q = reinterpret_cast<const std::uint8_t*>(x);
-  const auto* dx = reinterpret_cast<const float*>(q + 64 * blocks);
-  const float* scaled_sum = dx + blocks;
-  for (std::size_t r0 = 0; r0 < m.rows; r0 += kRows) {
-    const std::uint8_t* tile = w + r0 * m.row_bytes;
-    const std::uint8_t* ahead = tile + Avx2Int16::kPrefetchTiles * kRows * m.row_bytes;
-    const std::uint8_t* row[kRows];
-    std::size_t step[kRows];
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) {
-      const bool inside = r0 + static_cast<std::size_t>(r) < m.rows;
-      row[r] = inside ? tile + static_cast<std::size_t>(r) * m.row_bytes : kZeroBlock;
-      step[r] = inside ? bb : 0;
-    }
-    __m256 acc = _mm256_setzero_ps();
-    for (std::size_t g = 0; g < blocks / per_block; ++g) {
-      BlockScales scales[per_block];
-      decode_scales<Type>(row, scales);
-#pragma GCC unroll 16
-      for (std::size_t i = 0; i < kRows * bb; i += 64) __builtin_prefetch(ahead + i, 0, 3);
-      ahead += kRows * bb;
-#pragma GCC unroll 1
-      for (std::size_t s = 0; s < per_block; ++s) {
-        const std::size_t k = g * per_block + s;
-        const __m256i x_low = load256(q + 64 * k), x_high = load256(q + 64 * k + 32);
-        __m256i first[kRows], second[kRows];
-#pragma GCC unroll 8
-        for (int r = 0; r < kRows; ++r) {
-          const __m256i values = row_values<Type>(row[r], static_cast<int>(s));
-          first[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(values)), x_low);
-          second[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(values, 1)), x_high);
-          if constexpr (Type != kQ6_K) first[r] = _mm256_add_epi32(first[r], second[r]);
-        }
-        const __m256 d = _mm256_set1_ps(dx[k]);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(first)), _mm256_mul_ps(_mm256_load_ps(scales[s].d), d), acc);
-        if constexpr (Type == kQ6_K) {
-          acc =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(second)), _mm256_mul_ps(_mm256_load_ps(scales[s].m), d), acc);
-        } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
-          acc = _mm256_fnmadd_ps(_mm256_load_ps(scales[s].m), _mm256_set1_ps(scaled_sum[k]), acc);
-        }
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < kRows; ++r) row[r] += step[r];
-    }
-    alignas(32) float sums[kRows];
-    _mm256_store_ps(sums, acc);
-    for (std::size_t r = 0; r < kRows && r0 + r < m.rows; ++r) {
-      out[r0 + r] = bias != nullptr ? sums[r] + bias[r0 + r] : sums[r];
-    }
-  }
-}
-
 #undef ENGINE_KERNEL_INLINE
-
-// One token by gemv_int16, more by the chunked product (the same bits for each token either way).
-template <int Type>
-void int16_matmul(const Rows& m, const std::byte* x, std::size_t tokens, float* out, std::size_t out_stride,
-                  const float* bias) {
-  if (tokens == 1) return gemv_int16<Type>(m, x, out, bias);
-  int_matmul<Avx2Int16, Type>(m, x, tokens, out, out_stride, bias);
-}
 
 Table make_avx2int16_table() {
   Table table = avx2_table();
@@ -468,11 +433,11 @@ Table make_avx2int16_table() {
   table.row_tile = Avx2Int16::kLanes;
   table.quantize_activations = quantize_token;
   table.quantized_token_bytes = token_bytes;
-  table.int8_matmul[kQ8_0] = int16_matmul<kQ8_0>;
-  table.int8_matmul[kQ4_0] = int16_matmul<kQ4_0>;
-  table.int8_matmul[kQ4_K] = int16_matmul<kQ4_K>;
-  table.int8_matmul[kQ5_K] = int16_matmul<kQ5_K>;
-  table.int8_matmul[kQ6_K] = int16_matmul<kQ6_K>;
+  table.int8_matmul[kQ8_0] = int_product<Avx2Int16, kQ8_0>;
+  table.int8_matmul[kQ4_0] = int_product<Avx2Int16, kQ4_0>;
+  table.int8_matmul[kQ4_K] = int_product<Avx2Int16, kQ4_K>;
+  table.int8_matmul[kQ5_K] = int_product<Avx2Int16, kQ5_K>;
+  table.int8_matmul[kQ6_K] = int_product<Avx2Int16, kQ6_K>;
   return table;
 }
 

@@ -246,7 +246,7 @@ ENGINE_KERNEL_INLINE __m512 signed_byte(__m512i v, int i) {
 
 // The rows' scales of one ggml block into its decoded blocks, row r in lane r: ggml's f32 products (a
 // sub-block scale times d), as the float kernels compute them.
-// (Out: DecodedBlock, or BlockScales for the one-token product.)
+// (Out: DecodedBlock, or BlockScales<kLanes> for the one-token product.)
 template <int Type, class Out>
 ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* out) {
   __m512i head[4];
@@ -376,36 +376,7 @@ void micro(const DecodedBlock* chunk, std::size_t first, std::size_t count, cons
   for (int t = 0; t < T; ++t) _mm512_store_ps(acc + t * kLanes, a[t]);
 }
 
-struct Vnni {
-  static constexpr std::size_t kLanes = kernels::kLanes;
-  static constexpr std::size_t kChunkBlocks = kernels::kChunkBlocks;
-  static constexpr std::size_t kTokenBlock = kernels::kTokenBlock;
-  static constexpr std::size_t kTokenTile = kernels::kTokenTile;
-  static constexpr std::size_t kPrefetchTiles = 1;
-  using Decoded = DecodedBlock;
-
-  static std::size_t token_bytes(std::size_t cols) { return kernels::token_bytes(cols); }
-
-  template <int Type>
-  static void decode(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
-                     std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
-    decode_chunk<Type>(tile, row_bytes, rows, first, count, prefetch, chunk);
-  }
-
-  template <int Type, int T>
-  static void multiply(const DecodedBlock* chunk, std::size_t first, std::size_t count, const std::byte* x,
-                       std::size_t stride, std::size_t blocks, float* acc) {
-    micro<Type, T>(chunk, first, count, x, stride, blocks, acc);
-  }
-};
-
 // ---- one token: no transpose ---------------------------------------------------------------------------
-
-// A decoded block's scales alone.
-struct BlockScales {
-  alignas(64) float d[kLanes];
-  alignas(64) float m[kLanes];
-};
 
 ENGINE_KERNEL_INLINE __m256i load256(const std::uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -471,84 +442,78 @@ ENGINE_KERNEL_INLINE void reduce(const __m512i* v, __m512i& first, __m512i& seco
   second = _mm512_shuffle_i32x4(b0, b1, 0xDD);
 }
 
-// micro's chain for one token without decoding into a chunk: two rows' 32 weights of a block per register in
-// element order, vpdpbusd against the token's high and low bytes broadcast to both halves, the partial dots
-// summed into lane r by reduce(): the same exact integer dots, so the same bits as the chunked product, with
-// no transpose where nothing is reused (decode: the weights stream from memory once).
+// micro's chain for one token and block of 32 without a chunk (int_gemv): two rows' 32 weights of the block
+// per register in element order, vpdpbusd against the token's high and low bytes broadcast to both halves, the
+// partial dots summed into lane r by reduce(): the same exact integer dots, so the same bits as the chunked
+// product, with no transpose and no chunk to store and reload.
 template <int Type>
-void gemv(const Rows& m, const std::byte* x, float* out, const float* bias) {
-  constexpr std::size_t bb = block_bytes(Type), per_block = sub_blocks(Type);
+ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, const std::byte* x, std::size_t blocks,
+                                     std::size_t k, const BlockScales<kLanes>& scales, __m512& acc) {
   constexpr std::int32_t offset = weight_offset(Type);
-  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
-  const std::size_t blocks = m.cols / 32;
   const QuantizedToken token = token_at(x, blocks);
-  for (std::size_t r0 = 0; r0 < m.rows; r0 += kLanes) {
-    const std::uint8_t* tile = w + r0 * m.row_bytes;
-    const std::uint8_t* ahead = tile + Vnni::kPrefetchTiles * kLanes * m.row_bytes;
-    const std::uint8_t* row[kLanes];
-    std::size_t step[kLanes];
-#pragma GCC unroll 16
-    for (int r = 0; r < kLanes; ++r) {
-      const bool inside = r0 + static_cast<std::size_t>(r) < m.rows;
-      row[r] = inside ? tile + static_cast<std::size_t>(r) * m.row_bytes : kZeroBlock;
-      step[r] = inside ? bb : 0;
-    }
-    __m512 acc = _mm512_setzero_ps();
-    for (std::size_t g = 0; g < blocks / per_block; ++g) {
-      BlockScales scales[per_block];
-      decode_scales<Type>(row, scales);
-#pragma GCC unroll 16
-      for (std::size_t i = 0; i < kLanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, 1);
-      ahead += kLanes * bb;
-#pragma GCC unroll 1
-      for (std::size_t s = 0; s < per_block; ++s) {
-        const std::size_t k = g * per_block + s;
-        const __m512i high = _mm512_broadcast_i64x4(load256(token.high + 32 * k));
-        const __m512i low = _mm512_broadcast_i64x4(load256(token.low + 32 * k));
-        __m512i dots[8];
+  const __m512i high = _mm512_broadcast_i64x4(load256(token.high + 32 * k));
+  const __m512i low = _mm512_broadcast_i64x4(load256(token.low + 32 * k));
+  __m512i dots[8];
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          const __m512i values = pair_values<Type>(row[kPairLow[i]], row[kPairHigh[i]], static_cast<int>(s));
-          const __m512i h = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, high);
-          dots[i] = _mm512_add_epi32(_mm512_slli_epi32(h, 8), _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, low));
-        }
-        __m512i first, second;
-        reduce(dots, first, second);
-        const __m512 dx = _mm512_set1_ps(token.d[k]);
-        const __m512 dw = _mm512_load_ps(scales[s].d);
-        if constexpr (Type == kQ6_K) {
-          const std::int32_t first_half = token.sum_low[k];
-          const __m512i dot_low = _mm512_add_epi32(first, _mm512_set1_epi32(-offset * first_half));
-          const __m512i dot_high = _mm512_add_epi32(second, _mm512_set1_epi32(-offset * (token.sum[k] - first_half)));
-          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), acc);
-          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(scales[s].m), dx), acc);
-        } else {
-          const __m512i dot =
-              _mm512_add_epi32(_mm512_add_epi32(first, second), _mm512_set1_epi32(-offset * token.sum[k]));
-          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), acc);
-          if constexpr (Type == kQ4_K || Type == kQ5_K) {
-            acc = _mm512_fnmadd_ps(_mm512_load_ps(scales[s].m), _mm512_set1_ps(token.scaled_sum[k]), acc);
-          }
-        }
-      }
-#pragma GCC unroll 16
-      for (int r = 0; r < kLanes; ++r) row[r] += step[r];
-    }
-    alignas(64) float sums[kLanes];
-    _mm512_store_ps(sums, acc);
-    for (std::size_t r = 0; r < kLanes && r0 + r < m.rows; ++r) {
-      out[r0 + r] = bias != nullptr ? sums[r] + bias[r0 + r] : sums[r];
+  for (int i = 0; i < 8; ++i) {
+    const __m512i values = pair_values<Type>(row[kPairLow[i]], row[kPairHigh[i]], sub);
+    const __m512i h = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, high);
+    dots[i] = _mm512_add_epi32(_mm512_slli_epi32(h, 8), _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, low));
+  }
+  __m512i first, second;
+  reduce(dots, first, second);
+  const __m512 dx = _mm512_set1_ps(token.d[k]);
+  const __m512 dw = _mm512_load_ps(scales.d);
+  if constexpr (Type == kQ6_K) {
+    const std::int32_t first_half = token.sum_low[k];
+    const __m512i dot_low = _mm512_add_epi32(first, _mm512_set1_epi32(-offset * first_half));
+    const __m512i dot_high = _mm512_add_epi32(second, _mm512_set1_epi32(-offset * (token.sum[k] - first_half)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(scales.m), dx), acc);
+  } else {
+    const __m512i dot = _mm512_add_epi32(_mm512_add_epi32(first, second), _mm512_set1_epi32(-offset * token.sum[k]));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), acc);
+    if constexpr (Type == kQ4_K || Type == kQ5_K) {
+      acc = _mm512_fnmadd_ps(_mm512_load_ps(scales.m), _mm512_set1_ps(token.scaled_sum[k]), acc);
     }
   }
 }
 
-// One token by gemv, more by the chunked product (the same bits for each token either way).
-template <int Type>
-void vnni_matmul(const Rows& m, const std::byte* x, std::size_t tokens, float* out, std::size_t out_stride,
-                 const float* bias) {
-  if (tokens == 1) return gemv<Type>(m, x, out, bias);
-  int_matmul<Vnni, Type>(m, x, tokens, out, out_stride, bias);
-}
+struct Vnni {
+  static constexpr std::size_t kLanes = kernels::kLanes;
+  static constexpr std::size_t kChunkBlocks = kernels::kChunkBlocks;
+  static constexpr std::size_t kTokenBlock = kernels::kTokenBlock;
+  static constexpr std::size_t kTokenTile = kernels::kTokenTile;
+  static constexpr std::size_t kPrefetchTiles = 1;
+  static constexpr int kGemvPrefetchLocality = 1;
+  using Decoded = DecodedBlock;
+  using Acc = __m512;
+
+  static std::size_t token_bytes(std::size_t cols) { return kernels::token_bytes(cols); }
+
+  template <int Type>
+  static void decode_scales(const std::uint8_t* const* rows, BlockScales<kLanes>* scales) {
+    kernels::decode_scales<Type>(rows, scales);
+  }
+
+  template <int Type>
+  static void gemv_step(const std::uint8_t* const* rows, int sub, const std::byte* x, std::size_t blocks, std::size_t k,
+                        const BlockScales<kLanes>& scales, __m512& acc) {
+    gemv_block<Type>(rows, sub, x, blocks, k, scales, acc);
+  }
+
+  template <int Type>
+  static void decode(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
+                     std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
+    decode_chunk<Type>(tile, row_bytes, rows, first, count, prefetch, chunk);
+  }
+
+  template <int Type, int T>
+  static void multiply(const DecodedBlock* chunk, std::size_t first, std::size_t count, const std::byte* x,
+                       std::size_t stride, std::size_t blocks, float* acc) {
+    micro<Type, T>(chunk, first, count, x, stride, blocks, acc);
+  }
+};
 
 #undef ENGINE_KERNEL_INLINE
 
@@ -558,11 +523,11 @@ Table make_vnni_table() {
   table.row_tile = kLanes;
   table.quantize_activations = quantize_token;
   table.quantized_token_bytes = token_bytes;
-  table.int8_matmul[kQ8_0] = vnni_matmul<kQ8_0>;
-  table.int8_matmul[kQ4_0] = vnni_matmul<kQ4_0>;
-  table.int8_matmul[kQ4_K] = vnni_matmul<kQ4_K>;
-  table.int8_matmul[kQ5_K] = vnni_matmul<kQ5_K>;
-  table.int8_matmul[kQ6_K] = vnni_matmul<kQ6_K>;
+  table.int8_matmul[kQ8_0] = int_product<Vnni, kQ8_0>;
+  table.int8_matmul[kQ4_0] = int_product<Vnni, kQ4_0>;
+  table.int8_matmul[kQ4_K] = int_product<Vnni, kQ4_K>;
+  table.int8_matmul[kQ5_K] = int_product<Vnni, kQ5_K>;
+  table.int8_matmul[kQ6_K] = int_product<Vnni, kQ6_K>;
   return table;
 }
 
