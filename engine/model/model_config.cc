@@ -1,5 +1,6 @@
 #include "engine/model/model_config.h"
 
+#include <algorithm>
 #include <array>
 #include <fstream>
 #include <sstream>
@@ -19,11 +20,31 @@ constexpr std::array kKnown = {
     Known{Architecture::Qwen3, "Qwen3ForCausalLM", "qwen3"},
     Known{Architecture::Qwen2, "Qwen2ForCausalLM", "qwen2"},
     Known{Architecture::Llama, "LlamaForCausalLM", "llama"},
+    // llama.cpp's converter writes Mistral's checkpoints as general.architecture "llama".
+    Known{Architecture::Mistral, "MistralForCausalLM", ""},
 };
+
+constexpr std::array<std::pair<RopeType, std::string_view>, 4> kRopeTypes = {{
+    {RopeType::Linear, "linear"},
+    {RopeType::Dynamic, "dynamic"},
+    {RopeType::Yarn, "yarn"},
+    {RopeType::Llama3, "llama3"},
+}};
+
+// What a refused quantization_config is told to use instead.
+constexpr std::string_view kServedFormats =
+    "this engine serves unquantized safetensors (float32, float16, bfloat16) and GGUF files (F32, F16, BF16, "
+    "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): use the unquantized checkpoint or a GGUF of the model";
 
 std::string supported_list() {
   std::string out;
   for (const auto& k : kKnown) out += (out.empty() ? "" : ", ") + std::string(k.hf_class);
+  return out;
+}
+
+std::string rope_type_list() {
+  std::string out;
+  for (const auto& [type, name] : kRopeTypes) out += (out.empty() ? "" : ", ") + std::string(name);
   return out;
 }
 
@@ -50,6 +71,12 @@ class JsonFields {
     if (v == nullptr) return fallback;
     if (!v->IsNumber()) fail("'" + std::string(key) + "' must be a number");
     return v->GetDouble();
+  }
+  std::string string_or(const char* key, std::string fallback) const {
+    const auto* v = find(key);
+    if (v == nullptr) return fallback;
+    if (!v->IsString()) fail("'" + std::string(key) + "' must be a string");
+    return {v->GetString(), v->GetStringLength()};
   }
   bool flag_or(const char* key, bool fallback) const {
     const auto* v = find(key);
@@ -98,6 +125,105 @@ void check_shape(const ModelConfig& c, std::string_view name) {
   if (c.head_dim % 2 != 0) {
     throw ConfigError(std::string(name) + ": head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
   }
+}
+
+// The scaling a rope_scaling (or transformers 5 rope_parameters) object describes; nullopt for the default
+// rotary embedding. Every key is one the type reads, or refused by name.
+std::optional<RopeScaling> parse_rope_scaling(const rapidjson::Value& object, const std::string& key,
+                                              const ModelConfig& c, std::string_view name) {
+  const JsonFields s(object, name);
+  const auto* type_value = s.find("rope_type") != nullptr ? s.find("rope_type") : s.find("type");
+  if (type_value == nullptr) return std::nullopt;  // rope_parameters with rope_theta alone
+  if (!type_value->IsString()) s.fail("'" + key + "' has a rope_type that is not a string");
+  const std::string kind(type_value->GetString(), type_value->GetStringLength());
+  if (kind == "default") return std::nullopt;
+  RopeScaling r;
+  bool known = false;
+  for (const auto& [type, type_name] : kRopeTypes) {
+    if (type_name == kind) {
+      r.type = type;
+      known = true;
+    }
+  }
+  if (!known) {
+    const bool longrope = kind == "longrope" || kind == "su";
+    s.fail(key + " of type '" + kind + "' is not supported (supported: " + rope_type_list() + ")" +
+           (longrope ? "; LongRoPE, Phi-3's, is not implemented yet" : ""));
+  }
+  // The keys each type reads (besides the type and rope_theta, which rope_parameters holds too).
+  std::vector<std::string_view> reads = {"factor"};
+  if (r.type == RopeType::Yarn) {
+    reads.insert(reads.end(), {"original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
+                               "mscale", "mscale_all_dim", "truncate"});
+  } else if (r.type == RopeType::Llama3) {
+    reads.insert(reads.end(), {"original_max_position_embeddings", "low_freq_factor", "high_freq_factor"});
+  }
+  for (const auto& member : object.GetObject()) {
+    const std::string_view field(member.name.GetString(), member.name.GetStringLength());
+    if (field == "rope_type" || field == "type" || field == "rope_theta" || field == "partial_rotary_factor") continue;
+    if (std::find(reads.begin(), reads.end(), field) == reads.end()) {
+      s.fail(key + " of type '" + kind + "' sets '" + std::string(field) +
+             "', which the engine does not implement for that type");
+    }
+  }
+  if (r.type == RopeType::Llama3) {
+    r.factor = s.number_or("factor", 8.0);
+    r.low_freq_factor = s.number_or("low_freq_factor", r.low_freq_factor);
+    r.high_freq_factor = s.number_or("high_freq_factor", r.high_freq_factor);
+    r.original_max_position_embeddings = s.positive_or("original_max_position_embeddings", 8192);
+  } else {
+    if (s.find("factor") == nullptr) s.fail(key + " of type '" + kind + "' has no 'factor'");
+    r.factor = s.number_or("factor", 1.0);
+    r.original_max_position_embeddings = s.positive_or("original_max_position_embeddings", c.max_position_embeddings);
+  }
+  if (!(r.factor > 0)) s.fail(key + ": 'factor' must be positive, not " + std::to_string(r.factor));
+  if (r.type == RopeType::Yarn) {
+    r.beta_fast = s.number_or("beta_fast", r.beta_fast);
+    r.beta_slow = s.number_or("beta_slow", r.beta_slow);
+    r.truncate = s.flag_or("truncate", r.truncate);
+    if (s.find("attention_factor") != nullptr) r.attention_factor = s.number_or("attention_factor", 1.0);
+    r.mscale = s.number_or("mscale", 0.0);
+    r.mscale_all_dim = s.number_or("mscale_all_dim", 0.0);
+  }
+  return r;
+}
+
+// Fields that change the arithmetic in ways the graph does not implement, refused with their values.
+void refuse_unimplemented_fields(const JsonFields& f, std::string_view hf_class) {
+  if (const std::string act = f.string_or("hidden_act", "silu"); act != "silu") {
+    f.fail("'hidden_act' is '" + act + "': " + std::string(hf_class) + " runs with silu (SwiGLU) only");
+  }
+  if (f.flag_or("mlp_bias", false)) f.fail("'mlp_bias' is true: MLP biases are not implemented");
+  const auto* rope_parameters = f.find("rope_parameters");
+  const double partial = f.number_or("partial_rotary_factor",
+                                     rope_parameters != nullptr && rope_parameters->IsObject()
+                                         ? JsonFields(*rope_parameters, "").number_or("partial_rotary_factor", 1.0)
+                                         : 1.0);
+  if (partial != 1.0) {
+    f.fail("'partial_rotary_factor' is " + std::to_string(partial) +
+           ": rotary embeddings over part of a head are "
+           "not implemented");
+  }
+  if (const auto* q = f.find("quantization_config")) {
+    const std::string method = q->IsObject() && q->HasMember("quant_method") && (*q)["quant_method"].IsString()
+                                   ? (*q)["quant_method"].GetString()
+                                   : "(none named)";
+    f.fail("quantization_config with quant_method '" + method + "' is not supported; " + std::string(kServedFormats));
+  }
+}
+
+// The window of sliding-window attention, where the config turns it on: Mistral's sliding_window, unless
+// use_sliding_window is false (Qwen2 and Qwen3 write a window they do not use) or transformers 5's
+// layer_types name no sliding layer.
+std::optional<std::uint64_t> sliding_window(const JsonFields& f) {
+  if (f.find("sliding_window") == nullptr || !f.flag_or("use_sliding_window", true)) return std::nullopt;
+  if (const auto* layer_types = f.find("layer_types"); layer_types != nullptr && layer_types->IsArray()) {
+    bool sliding = false;
+    for (const auto& t : layer_types->GetArray())
+      sliding = sliding || (t.IsString() && std::string_view(t.GetString()) == "sliding_attention");
+    if (!sliding) return std::nullopt;
+  }
+  return f.positive("sliding_window");
 }
 
 }  // namespace
@@ -151,23 +277,12 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   c.eos_token_ids = f.ids("eos_token_id");
   if (const auto bos = f.ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
 
-  const char* scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
-  if (const auto* scaling = f.find(scaling_key)) {
-    if (!scaling->IsObject()) f.fail("'" + std::string(scaling_key) + "' must be an object");
-    const JsonFields s(*scaling, name);
-    const auto* type = s.find("rope_type") != nullptr ? s.find("rope_type") : s.find("type");
-    const std::string kind = type != nullptr && type->IsString() ? type->GetString() : "";
-    if (kind == "llama3") {
-      Llama3RopeScaling r;
-      r.factor = s.number_or("factor", r.factor);
-      r.low_freq_factor = s.number_or("low_freq_factor", r.low_freq_factor);
-      r.high_freq_factor = s.number_or("high_freq_factor", r.high_freq_factor);
-      r.original_max_position_embeddings =
-          s.positive_or("original_max_position_embeddings", r.original_max_position_embeddings);
-      c.rope_scaling = r;
-    } else if (!kind.empty() && kind != "default") {
-      f.fail(std::string(scaling_key) + " of type '" + kind + "' is not supported (supported: llama3)");
-    }
+  refuse_unimplemented_fields(f, hf_class);
+  c.sliding_window = sliding_window(f);
+  const std::string scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
+  if (const auto* scaling = f.find(scaling_key.c_str())) {
+    if (!scaling->IsObject()) f.fail("'" + scaling_key + "' must be an object");
+    c.rope_scaling = parse_rope_scaling(*scaling, scaling_key, c, name);
   }
   check_shape(c, name);
   return c;
@@ -282,18 +397,74 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   if (const auto* bos = gguf.find("tokenizer.ggml.bos_token_id"); bos != nullptr && bos->as_int()) {
     c.bos_token_id = *bos->as_int();
   }
+  if (const auto rotary = uint_key(p + "rope.dimension_count", c.head_dim); rotary != c.head_dim) {
+    throw_config_error(name, p + "rope.dimension_count is " + std::to_string(rotary) + " of a head of " +
+                                 std::to_string(c.head_dim) +
+                                 ": rotary embeddings over part of a head are not implemented");
+  }
+  if (gguf.find(p + "attention.sliding_window") != nullptr)
+    c.sliding_window = uint_key(p + "attention.sliding_window", 0);
   // Llama 3's scaling comes as the rope_freqs.weight tensor (Checkpoint reads it), as llama.cpp's converter
-  // writes it; the scaling types of the key (linear, yarn, longrope) are not implemented, so they are refused.
-  if (const auto* scaling = gguf.find(p + "rope.scaling.type"); scaling != nullptr) {
-    const std::string type = scaling->as_string() != nullptr ? *scaling->as_string() : "(not a string)";
-    if (type != "none") {
-      throw_config_error(name, p + "rope.scaling.type '" + type +
-                                   "' is not supported; this engine runs unscaled RoPE and Llama 3's scaling given as "
-                                   "rope_freqs.weight");
+  // writes it; linear and yarn as keys (the converter's names), older files' linear as rope.scale_linear.
+  const auto* scaling = gguf.find(p + "rope.scaling.type");
+  const std::string type = scaling == nullptr                ? "none"
+                           : scaling->as_string() != nullptr ? *scaling->as_string()
+                                                             : "(not a string)";
+  const auto refuse_unless = [&](const std::string& key, double expected) {
+    if (const auto* v = gguf.find(key); v != nullptr && float_key(key, expected) != expected) {
+      throw_config_error(name, key + " is " + std::to_string(float_key(key, expected)) +
+                                   ": the engine implements only " + std::to_string(expected));
     }
+  };
+  if (type == "linear" || type == "yarn") {
+    RopeScaling r;
+    r.type = type == "linear" ? RopeType::Linear : RopeType::Yarn;
+    if (gguf.find(p + "rope.scaling.factor") == nullptr) throw_config_error(name, p + "rope.scaling.factor is missing");
+    r.factor = float_key(p + "rope.scaling.factor", 1.0);
+    if (!(r.factor > 0)) throw_config_error(name, p + "rope.scaling.factor must be positive");
+    r.original_max_position_embeddings =
+        uint_key(p + "rope.scaling.original_context_length", c.max_position_embeddings);
+    if (r.type == RopeType::Yarn) {
+      r.beta_fast = float_key(p + "rope.scaling.yarn_beta_fast", r.beta_fast);
+      r.beta_slow = float_key(p + "rope.scaling.yarn_beta_slow", r.beta_slow);
+      // The converter writes config.json's attention_factor here.
+      if (gguf.find(p + "rope.scaling.yarn_attn_factor") != nullptr) {
+        r.attention_factor = float_key(p + "rope.scaling.yarn_attn_factor", 1.0);
+      }
+      refuse_unless(p + "rope.scaling.yarn_ext_factor", 1.0);
+      refuse_unless(p + "rope.scaling.yarn_log_multiplier", 0.0);
+    }
+    refuse_unless(p + "rope.scaling.attn_factor", 1.0);
+    c.rope_scaling = r;
+  } else if (type == "none") {
+    if (const double linear = float_key(p + "rope.scale_linear", 1.0); linear != 1.0) {
+      RopeScaling r;
+      r.type = RopeType::Linear;
+      r.factor = linear;
+      c.rope_scaling = r;
+    }
+  } else {
+    throw_config_error(name, p + "rope.scaling.type '" + type + "' is not supported (supported: none, linear, yarn" +
+                                 (type == "longrope" ? "; LongRoPE, Phi-3's, is not implemented yet" : "") +
+                                 "; Llama 3's scaling as rope_freqs.weight)");
   }
   check_shape(c, name);
   return c;
+}
+
+std::string_view rope_type_name(RopeType type) {
+  for (const auto& [t, type_name] : kRopeTypes) {
+    if (t == type) return type_name;
+  }
+  return "unknown";
+}
+
+std::uint64_t derived_max_model_len(const ModelConfig& config) {
+  const auto& r = config.rope_scaling;
+  if (!r || r->type == RopeType::Llama3 || r->factor <= 1.0) return config.max_position_embeddings;
+  const std::uint64_t base =
+      r->type == RopeType::Yarn ? r->original_max_position_embeddings : config.max_position_embeddings;
+  return static_cast<std::uint64_t>(static_cast<double>(base) * r->factor);
 }
 
 }  // namespace engine::model

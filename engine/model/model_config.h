@@ -13,15 +13,29 @@
 namespace engine::model {
 
 // The architectures the engine runs; each is one model graph written once against the backend interface.
-enum class Architecture { Qwen3, Qwen2, Llama };
+// Mistral is Llama's graph under its own name (and, where its config sets one, a sliding window).
+enum class Architecture { Qwen3, Qwen2, Llama, Mistral };
 std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
 
-// Llama 3's frequency-dependent RoPE scaling ("rope_type": "llama3").
-struct Llama3RopeScaling {
-  double factor = 8.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
-  std::uint64_t original_max_position_embeddings = 8192;
+// The RoPE scalings transformers defines for these families (config.json "rope_type"; GGUF
+// "{arch}.rope.scaling.type" linear and yarn, Llama 3's as the rope_freqs.weight tensor).
+enum class RopeType { Linear, Dynamic, Yarn, Llama3 };
+std::string_view rope_type_name(RopeType type);  // as config.json spells it
+
+struct RopeScaling {
+  RopeType type = RopeType::Linear;
+  double factor = 1.0;
+  // The context the model was trained at (yarn, llama3; linear and dynamic use max_position_embeddings).
+  std::uint64_t original_max_position_embeddings = 0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  double beta_fast = 32.0;        // yarn: the ramp between extrapolated and interpolated frequencies
+  double beta_slow = 1.0;
+  bool truncate = true;  // yarn: the ramp's ends rounded to whole dimensions
+  // yarn: the factor on cos and sin (so on q·k, squared); unset: 0.1 ln(factor) + 1, or DeepSeek's ratio of
+  // two such terms when mscale and mscale_all_dim are given.
+  std::optional<double> attention_factor;
+  double mscale = 0.0, mscale_all_dim = 0.0;
 };
 
 // How rotary embeddings pair dimensions: half-split (NEOX: i with i + d/2), or adjacent pairs (GGUF llama
@@ -41,7 +55,7 @@ struct ModelConfig {
   std::uint64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
-  std::optional<Llama3RopeScaling> rope_scaling;
+  std::optional<RopeScaling> rope_scaling;
   RopePairing rope_pairing = RopePairing::HalfSplit;
   // GGUF files of rope-scaled Llamas carry the scaling as one divisor per frequency (rope_freqs.weight)
   // instead of the parameters; when present it replaces rope_scaling.
@@ -49,6 +63,9 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
+  // Attention over the last `sliding_window` positions only (Mistral v0.1); the engine does not implement
+  // it yet, so it refuses a max_model_len past the window (within it the window changes nothing).
+  std::optional<std::uint64_t> sliding_window;
   std::vector<std::int64_t> eos_token_ids;
   std::optional<std::int64_t> bos_token_id;
 };
@@ -68,7 +85,8 @@ struct GenerationDefaults {
 };
 
 // Reads a Hugging Face config.json. An architecture the engine does not run is refused by name, with the
-// list of those it does.
+// list of those it does; so is every field that would change the arithmetic in a way the engine does not
+// implement (hidden_act, mlp_bias, partial_rotary_factor, a rope type, quantization_config), with its value.
 ModelConfig parse_hf_config(std::string_view json, std::string_view name);
 ModelConfig read_hf_config(const std::filesystem::path& config_json);
 
@@ -77,7 +95,12 @@ GenerationDefaults parse_generation_config(std::string_view json, std::string_vi
 GenerationDefaults read_generation_config(const std::filesystem::path& generation_config_json);
 
 // Reads the hyper-parameters of a GGUF file (general.architecture "llama", "qwen2" or "qwen3" and the
-// "{arch}.*" keys). GGUF llama files pair RoPE dimensions interleaved.
+// "{arch}.*" keys). GGUF llama files pair RoPE dimensions interleaved. Keys that change the arithmetic in a
+// way the engine does not implement are refused by name, as in config.json.
 ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name);
+
+// The positions a config's model is made for: max_position_embeddings, times the factor of a linear, dynamic
+// or yarn scaling (yarn: of original_max_position_embeddings), as vLLM derives its default max_model_len.
+std::uint64_t derived_max_model_len(const ModelConfig& config);
 
 }  // namespace engine::model

@@ -1,5 +1,6 @@
 #include "engine/model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -9,32 +10,95 @@ namespace engine::model {
 
 using backend::Tensor;
 
+namespace {
+
+// YaRN's ramp over frequency indices: 0 below the dimension that turns beta_fast times over the original
+// context, 1 above the one that turns beta_slow times, linear between.
+std::vector<double> yarn_ramp(const RopeScaling& s, double rope_theta, std::size_t head_dim) {
+  const double dim = static_cast<double>(head_dim);
+  const double original = static_cast<double>(s.original_max_position_embeddings);
+  const auto correction_dim = [&](double rotations) {
+    return dim * std::log(original / (rotations * 2 * std::numbers::pi)) / (2 * std::log(rope_theta));
+  };
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;  // no division by zero; the ramp becomes a step
+  std::vector<double> ramp(head_dim / 2);
+  for (std::size_t i = 0; i < ramp.size(); ++i) {
+    ramp[i] = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+  }
+  return ramp;
+}
+
+}  // namespace
+
 backend::RopeSpec rope_spec(const ModelConfig& config) {
   backend::RopeSpec spec;
   spec.interleaved = config.rope_pairing == RopePairing::Interleaved;
   const std::size_t half = config.head_dim / 2;
-  spec.inv_freq.resize(half);
-  for (std::size_t i = 0; i < half; ++i) {
-    spec.inv_freq[i] = 1.0 / std::pow(config.rope_theta, static_cast<double>(2 * i) / config.head_dim);
+  const double dim = static_cast<double>(config.head_dim);
+  const auto& s = config.rope_scaling;
+  double base = config.rope_theta;
+  if (s && s->type == RopeType::Dynamic) {
+    // NTK-aware scaling with the base stretched once for factor x max_position_embeddings positions, as
+    // vLLM does: transformers re-derives it as a sequence grows past max_position_embeddings, which keys
+    // already in a shared cache could not follow.
+    base *= std::pow(s->factor * s->factor - (s->factor - 1), dim / (dim - 2));
   }
+  spec.inv_freq.resize(half);
+  for (std::size_t i = 0; i < half; ++i) spec.inv_freq[i] = 1.0 / std::pow(base, static_cast<double>(2 * i) / dim);
   if (!config.rope_freq_factors.empty()) {
     for (std::size_t i = 0; i < half; ++i) spec.inv_freq[i] /= config.rope_freq_factors[i];
-  } else if (const auto& s = config.rope_scaling) {
-    // Llama 3: long wavelengths are slowed by `factor`, short ones kept, and the band between blended.
-    const double old_len = static_cast<double>(s->original_max_position_embeddings);
-    const double low_freq_wavelen = old_len / s->low_freq_factor;
-    const double high_freq_wavelen = old_len / s->high_freq_factor;
-    for (auto& f : spec.inv_freq) {
-      const double wavelen = 2 * std::numbers::pi / f;
-      if (wavelen > low_freq_wavelen) {
-        f /= s->factor;
-      } else if (wavelen >= high_freq_wavelen) {
-        const double smooth = (old_len / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
-        f = (1 - smooth) * f / s->factor + smooth * f;
+    return spec;
+  }
+  if (!s) return spec;
+  switch (s->type) {
+    case RopeType::Linear:
+      for (auto& f : spec.inv_freq) f /= s->factor;
+      break;
+    case RopeType::Dynamic: break;
+    case RopeType::Yarn: {
+      // Low dimensions (fast rotations) keep their frequency, high ones are interpolated (divided by
+      // factor), the ramp blends the band between.
+      const auto ramp = yarn_ramp(*s, config.rope_theta, config.head_dim);
+      for (std::size_t i = 0; i < half; ++i) {
+        const double kept = 1 - ramp[i];
+        spec.inv_freq[i] = spec.inv_freq[i] / s->factor * (1 - kept) + spec.inv_freq[i] * kept;
       }
+      break;
+    }
+    case RopeType::Llama3: {
+      // Long wavelengths are slowed by `factor`, short ones kept, and the band between blended.
+      const double old_len = static_cast<double>(s->original_max_position_embeddings);
+      const double low_freq_wavelen = old_len / s->low_freq_factor;
+      const double high_freq_wavelen = old_len / s->high_freq_factor;
+      for (auto& f : spec.inv_freq) {
+        const double wavelen = 2 * std::numbers::pi / f;
+        if (wavelen > low_freq_wavelen) {
+          f /= s->factor;
+        } else if (wavelen >= high_freq_wavelen) {
+          const double smooth = (old_len / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+          f = (1 - smooth) * f / s->factor + smooth * f;
+        }
+      }
+      break;
     }
   }
   return spec;
+}
+
+double rope_attention_factor(const ModelConfig& config) {
+  const auto& s = config.rope_scaling;
+  if (!s || s->type != RopeType::Yarn) return 1.0;
+  if (s->attention_factor) return *s->attention_factor;
+  const auto magnitude = [&](double mscale) { return s->factor <= 1 ? 1.0 : 0.1 * mscale * std::log(s->factor) + 1; };
+  if (s->mscale != 0 && s->mscale_all_dim != 0) return magnitude(s->mscale) / magnitude(s->mscale_all_dim);
+  return magnitude(1.0);
 }
 
 Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, backend::Backend& backend)
@@ -78,7 +142,10 @@ Tensor Transformer::run(const backend::StepLayout& layout) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const std::size_t q_width = c.num_heads * c.head_dim;
   const std::size_t kv_width = c.num_kv_heads * c.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // YaRN scales cos and sin by its attention factor, so q·k by its square: folded into the softmax scale.
+  const double attention_factor = rope_attention_factor(c);
+  const float scale =
+      static_cast<float>(attention_factor * attention_factor) / std::sqrt(static_cast<float>(c.head_dim));
 
   // One set of buffers serves every layer.
   const Tensor x = backend_.alloc(tokens, c.hidden_size);

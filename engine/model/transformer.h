@@ -12,8 +12,11 @@
 
 namespace engine::model {
 
-// The rotary embedding a config describes: base frequencies, Llama-3 scaling, the pairing of dimensions.
+// The rotary embedding a config describes: base frequencies, their scaling (linear, dynamic, yarn, llama3
+// or GGUF's rope_freqs divisors), the pairing of dimensions.
 backend::RopeSpec rope_spec(const ModelConfig& config);
+// The factor RoPE's scaling puts on cos and sin (YaRN's; 1 for the others).
+double rope_attention_factor(const ModelConfig& config);
 
 class Transformer {
  public:

@@ -126,7 +126,7 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
                        float stddev, std::uint64_t permute = 0) {
     out.push_back({std::move(hf), std::move(gguf), std::move(shape), init, mean, stddev, permute});
   };
-  if (llama && c.rope_scaling) {
+  if (llama && c.rope_scaling && c.rope_scaling->type == model::RopeType::Llama3) {
     // llama.cpp's converter stores Llama 3's per-frequency divisors as a tensor beside the metadata.
     add("", "rope_freqs.weight", {c.head_dim / 2}, Init::RopeFreqs, 0, 0);
   }
@@ -297,6 +297,20 @@ model::ModelConfig model_config(const ModelWriterOptions& options, const Tokeniz
                      " embedding rows, fewer than the " + std::to_string(tokenizer.tokens.size()) +
                      " tokens of the tokenizer in --tokenizer-dir");
   }
+  if (options.rope_scaling) {
+    config.rope_scaling.reset();
+    if (*options.rope_scaling) config.rope_scaling = preset_rope_scaling(**options.rope_scaling, config);
+  }
+  const bool llama3 = config.rope_scaling && config.rope_scaling->type == model::RopeType::Llama3;
+  if (llama3 && options.arch != Architecture::Llama) {
+    throw UsageError("--rope-scaling llama3 is Llama 3's; --arch " + std::string(arch_flag(options.arch)) +
+                     " files would carry it in no form llama.cpp reads (it is llama's rope_freqs.weight)");
+  }
+  if (config.rope_scaling && config.rope_scaling->type == model::RopeType::Dynamic && !options.gguf_types.empty()) {
+    throw UsageError(
+        "--rope-scaling dynamic with --gguf: GGUF has no dynamic scaling type (llama.cpp's are none, "
+        "linear, yarn and longrope)");
+  }
   config.bos_token_id = tokenizer.bos_id;
   if (options.arch == Architecture::Llama) {
     config.eos_token_ids.assign(tokenizer.stop_ids.begin(), tokenizer.stop_ids.end());
@@ -368,7 +382,9 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
                    std::vector<GgufOutput>& ggufs) {
   const auto& [shard_of, shard_tensors, shard_paths] = safetensors;
   const std::vector<float> rope_divisors =
-      result.config.rope_scaling ? llama3_rope_divisors(result.config) : std::vector<float>();
+      result.config.rope_scaling && result.config.rope_scaling->type == model::RopeType::Llama3
+          ? llama3_rope_divisors(result.config)
+          : std::vector<float>();
   std::unique_ptr<OutputFile> shard;
   std::uint32_t shard_index = 0;
   std::size_t hf_index = 0;
@@ -453,6 +469,21 @@ std::string gguf_file_name(WeightType type) {
   return "model-" + std::string(quant::weight_type_name(type)) + ".gguf";
 }
 
+model::RopeScaling preset_rope_scaling(model::RopeType type, const model::ModelConfig& config) {
+  model::RopeScaling r;
+  r.type = type;
+  if (type == model::RopeType::Llama3) {
+    r.factor = 8.0;
+    r.original_max_position_embeddings = 8192;
+    r.low_freq_factor = 1.0;
+    r.high_freq_factor = 4.0;
+  } else {
+    r.factor = 4.0;
+    r.original_max_position_embeddings = config.max_position_embeddings;
+  }
+  return r;
+}
+
 model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uint64_t tokenizer_size) {
   model::ModelConfig c;
   c.architecture = arch;
@@ -485,7 +516,7 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.rope_theta = arch == Architecture::Llama ? 5e5 : 1e6;
   // Qwen3 tiny has its own lm_head and Qwen2 tiny ties it, so both paths get exercised.
   c.tie_word_embeddings = arch == Architecture::Qwen2;
-  if (arch == Architecture::Llama) c.rope_scaling = model::Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
+  if (arch == Architecture::Llama) c.rope_scaling = preset_rope_scaling(model::RopeType::Llama3, c);
   return c;
 }
 

@@ -34,6 +34,10 @@ struct ModelWriterOptions {
   std::vector<quant::WeightType> gguf_types;           // one model-TYPE.gguf each
   std::optional<std::filesystem::path> tokenizer_dir;  // a real tokenizer to copy instead of the generated one
   bool safetensors = true;                             // false: no .safetensors files (nor index)
+  // RoPE scaling in config.json and the GGUF files, with the preset's parameters (factor 4 over
+  // max_position_embeddings; llama3: Llama 3.1's). Unset: llama3 for llama, none for the others; nullopt
+  // inside: none.
+  std::optional<std::optional<model::RopeType>> rope_scaling;
   // A scripted model (tiny preset, generated tokenizer, an untied lm_head): each piece becomes one added
   // token, and the model's greedy reply to every prompt is the pieces in order, then the end of the turn.
   // For tests that need the real binaries to emit a chosen text (a tool call, a reasoning block).
@@ -65,6 +69,9 @@ WrittenModel write_model(const ModelWriterOptions& options);
 
 // The configuration a preset gives an architecture (vocab_size from the tokenizer size; 0 when unknown).
 model::ModelConfig preset_config(model::Architecture arch, ModelPreset preset, std::uint64_t tokenizer_size);
+// The RoPE scaling --rope-scaling TYPE writes into `config`: factor 4 over its max_position_embeddings, or
+// Llama 3.1's llama3 parameters.
+model::RopeScaling preset_rope_scaling(model::RopeType type, const model::ModelConfig& config);
 
 // "model-00002-of-00003.safetensors"
 std::string shard_file_name(std::uint32_t index, std::uint32_t count);

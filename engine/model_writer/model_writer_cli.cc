@@ -122,6 +122,23 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
                       throw bad_value("tokenizer-dir", v, "holds no tokenizer.json");
                     options.tokenizer_dir = v;
                   });
+  flags.add_value(
+      "rope-scaling", "none|linear|dynamic|yarn|llama3",
+      "RoPE scaling, factor 4 (llama3: Llama 3.1's; default llama3 for llama, none otherwise)",
+      [&options](std::string_view v) {
+        if (v == "none") {
+          options.rope_scaling = std::optional<model::RopeType>();
+          return;
+        }
+        for (const auto type :
+             {model::RopeType::Linear, model::RopeType::Dynamic, model::RopeType::Yarn, model::RopeType::Llama3}) {
+          if (model::rope_type_name(type) == v) {
+            options.rope_scaling = std::optional<model::RopeType>(type);
+            return;
+          }
+        }
+        throw bad_value("rope-scaling", v, "unknown scaling (expected none, linear, dynamic, yarn or llama3)");
+      });
   flags.add_switch("no-safetensors", "Write no .safetensors files (nor index), only the GGUF ones",
                    &seen.no_safetensors);
   return flags;

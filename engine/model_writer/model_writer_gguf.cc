@@ -119,6 +119,15 @@ GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, co
   f32(arch + ".attention.layer_norm_rms_epsilon", config.rms_norm_eps);
   // Llama 3's rope scaling is no key: llama.cpp's converter stores it only as the rope_freqs.weight tensor
   // (model_writer.cc adds it), and llama.cpp refuses a rope.scaling.type it does not know, such as "llama3".
+  // Linear and yarn are keys, as the converter writes them (model_writer.cc refuses dynamic with GGUF).
+  if (const auto& r = config.rope_scaling;
+      r && (r->type == model::RopeType::Linear || r->type == model::RopeType::Yarn)) {
+    metadata.emplace_back(arch + ".rope.scaling.type",
+                          format::GgufValue::string(std::string(model::rope_type_name(r->type))));
+    f32(arch + ".rope.scaling.factor", r->factor);
+    if (r->type == model::RopeType::Yarn)
+      u32(arch + ".rope.scaling.original_context_length", r->original_max_position_embeddings);
+  }
   for (auto& entry : gguf_tokenizer_metadata(tokenizer, config.vocab_size)) metadata.push_back(std::move(entry));
   return metadata;
 }

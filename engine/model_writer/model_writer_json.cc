@@ -115,18 +115,22 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   key(json, "rms_norm_eps");
   json.Double(c.rms_norm_eps);
   key(json, "rope_scaling");
-  if (c.rope_scaling) {
+  if (const auto& r = c.rope_scaling) {
     json.StartObject();
     key(json, "factor");
-    json.Double(c.rope_scaling->factor);
-    key(json, "high_freq_factor");
-    json.Double(c.rope_scaling->high_freq_factor);
-    key(json, "low_freq_factor");
-    json.Double(c.rope_scaling->low_freq_factor);
-    key(json, "original_max_position_embeddings");
-    json.Uint64(c.rope_scaling->original_max_position_embeddings);
+    json.Double(r->factor);
+    if (r->type == model::RopeType::Llama3) {
+      key(json, "high_freq_factor");
+      json.Double(r->high_freq_factor);
+      key(json, "low_freq_factor");
+      json.Double(r->low_freq_factor);
+    }
+    if (r->type == model::RopeType::Llama3 || r->type == model::RopeType::Yarn) {
+      key(json, "original_max_position_embeddings");
+      json.Uint64(r->original_max_position_embeddings);
+    }
     key(json, "rope_type");
-    string(json, "llama3");
+    string(json, model::rope_type_name(r->type));
     json.EndObject();
   } else {
     json.Null();

@@ -76,6 +76,15 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   std::unique_ptr<Engine> engine(new Engine());
   engine->checkpoint_ = model::Checkpoint::open(model);
   const auto& c = engine->checkpoint_->config();
+  const std::size_t wanted_len = options.max_model_len ? options.max_model_len : model::derived_max_model_len(c);
+  if (c.sliding_window && wanted_len > *c.sliding_window) {
+    // Within the window, sliding-window attention is full attention; past it the engine would be wrong.
+    throw model::ConfigError(std::string(model::architecture_name(c.architecture)) +
+                             " attends over a sliding window of " + std::to_string(*c.sliding_window) +
+                             " positions, which the engine does not implement yet; max_model_len " +
+                             std::to_string(wanted_len) + " is longer: pass --max-model-len " +
+                             std::to_string(*c.sliding_window) + " or less");
+  }
   engine->backend_ = make_backend(options);
   // Weights first: on a GPU the KV cache takes what they leave.
   engine->transformer_ = std::make_unique<model::Transformer>(c, engine->checkpoint_->weights(), *engine->backend_);
@@ -94,7 +103,6 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   const std::string more_memory = options.kv_cache_bytes ? "raise --kv-cache-memory-bytes"
                                   : device_budget        ? "raise --gpu-memory-utilization"
                                                          : "raise VLLM_CPU_KVCACHE_SPACE (GiB)";
-  const std::size_t wanted_len = options.max_model_len ? options.max_model_len : c.max_position_embeddings;
   // No more blocks than a few full-length sequences could use: tiny models should not take gigabytes.
   const std::size_t blocks_for_len = (wanted_len + shape.block_size - 1) / shape.block_size;
   shape.num_blocks = std::min(cache_bytes / shape.bytes_per_block(), blocks_for_len * 64);

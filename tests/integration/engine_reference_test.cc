@@ -144,12 +144,7 @@ std::int32_t argmax(std::span<const float> row) {
 class EngineReference : public testing::TestWithParam<Architecture> {};
 
 std::string arch_name(const testing::TestParamInfo<Architecture>& info) {
-  switch (info.param) {
-    case Architecture::Qwen3: return "Qwen3";
-    case Architecture::Qwen2: return "Qwen2";
-    case Architecture::Llama: return "Llama";
-  }
-  return "unknown";
+  return std::string(engine::model::architecture_name(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, EngineReference,
@@ -432,6 +427,14 @@ TEST_P(EngineReference, ScoredPromptTokensMatchTheReferenceLogSoftmax) {
   engine->release(cache);
 }
 
+// 200 token ids below every generated tokenizer's size: positions far enough for a RoPE scaling to move the
+// logits.
+std::vector<std::int32_t> long_sequence() {
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 200; ++i) ids.push_back(static_cast<std::int32_t>((i * 37 + 11) % 500));
+  return ids;
+}
+
 // llama.cpp's converter stores Llama 3 rope scaling as rope_freqs.weight only (no scaling keys), as
 // model-writer does: the engine must take the scaling from that tensor. Positions up to ~200 turn the slowed
 // frequencies far enough apart.
@@ -443,26 +446,104 @@ TEST(EngineLoad, LlamaGgufRopeScalingFromRopeFreqsTensorAlone) {
   ASSERT_NE(gguf.layout().find_tensor("rope_freqs.weight"), nullptr);
   for (const auto& [key, value] : gguf.layout().metadata) ASSERT_EQ(key.find("rope.scaling"), std::string::npos);
 
-  std::vector<std::int32_t> long_sequence;
-  for (int i = 0; i < 200; ++i) long_sequence.push_back(static_cast<std::int32_t>((i * 37 + 11) % 500));
-  const Sequences sequences = {long_sequence};
+  const Sequences sequences = {long_sequence()};
   auto engine = load(file);
   EXPECT_FALSE(engine->config().rope_scaling.has_value());
   EXPECT_LE(worst_relative_error(engine_logits(*engine, sequences), testing_support::reference_logits(file, sequences)),
             1e-4);
 }
 
+// Every RoPE scaling config.json names, and GGUF where it has a form (linear and yarn as keys; dynamic has
+// none), against the reference's own implementation of it.
+struct ScalingCase {
+  Architecture arch;
+  engine::model::RopeType type;
+};
+
+class EngineRopeScaling : public testing::TestWithParam<ScalingCase> {};
+
+INSTANTIATE_TEST_SUITE_P(Types, EngineRopeScaling,
+                         testing::Values(ScalingCase{Architecture::Qwen2, engine::model::RopeType::Linear},
+                                         ScalingCase{Architecture::Qwen2, engine::model::RopeType::Dynamic},
+                                         ScalingCase{Architecture::Qwen3, engine::model::RopeType::Yarn},
+                                         ScalingCase{Architecture::Llama, engine::model::RopeType::Yarn}),
+                         [](const testing::TestParamInfo<ScalingCase>& param) {
+                           return std::string(engine::model::architecture_name(param.param.arch)) + "_" +
+                                  std::string(engine::model::rope_type_name(param.param.type));
+                         });
+
+TEST_P(EngineRopeScaling, MatchesTheReferenceFromConfigJsonAndGguf) {
+  const auto [arch, type] = GetParam();
+  TempDir dir;
+  engine::tools::ModelWriterOptions options;
+  options.arch = arch;
+  options.out_dir = dir.path();
+  options.seed = 5;
+  options.dtype = WeightType::F32;
+  options.rope_scaling = std::optional<engine::model::RopeType>(type);
+  if (type != engine::model::RopeType::Dynamic) options.gguf_types = {WeightType::F32};
+  engine::tools::write_model(options);
+  const Sequences sequences = {long_sequence()};
+
+  std::vector<fs::path> models = {dir.path()};
+  if (!options.gguf_types.empty()) models.push_back(dir / engine::tools::gguf_file_name(WeightType::F32));
+  for (const auto& model : models) {
+    SCOPED_TRACE(model.string());
+    auto engine = load(model);
+    ASSERT_TRUE(engine->config().rope_scaling.has_value());
+    EXPECT_EQ(engine->config().rope_scaling->type, type);
+    EXPECT_LE(
+        worst_relative_error(engine_logits(*engine, sequences), testing_support::reference_logits(model, sequences)),
+        1e-4);
+  }
+}
+
+// Mistral is Llama's graph under its own name; its sliding window changes nothing within the window, and
+// a max_model_len past it (which would need the window) is refused with what to pass instead.
+TEST(EngineLoad, MistralRunsLlamasGraphWithinItsSlidingWindow) {
+  TempDir dir;
+  write_tiny(Architecture::Llama, dir.path(), WeightType::F32);
+  const auto bytes = testing_support::read_file(dir / "config.json");
+  std::string config(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"LlamaForCausalLM", "MistralForCausalLM"},
+                                 {"\"model_type\": \"llama\"", "\"model_type\": \"mistral\""}}) {
+    const auto at = config.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    config.replace(at, from.size(), to);
+  }
+  config.insert(config.rfind('}'), ", \"sliding_window\": 4096");
+  testing_support::write_file(dir / "config.json", config);
+
+  auto engine = load(dir.path());
+  EXPECT_EQ(engine->config().architecture, Architecture::Mistral);
+  EXPECT_LE(worst_relative_error(engine_logits(*engine, kSequences),
+                                 testing_support::reference_logits(dir.path(), kSequences)),
+            1e-4);
+
+  engine::runtime::EngineOptions options;
+  options.threads = 2;
+  options.max_model_len = 8192;
+  try {
+    Engine::load(dir.path(), options);
+    FAIL() << "loaded past the sliding window";
+  } catch (const engine::model::ConfigError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("MistralForCausalLM attends over a sliding window of 4096 positions"));
+    EXPECT_THAT(e.what(), testing::HasSubstr("max_model_len 8192 is longer: pass --max-model-len 4096 or less"));
+  }
+}
+
 TEST(EngineLoad, UnsupportedArchitectureIsRefusedByName) {
   TempDir dir;
   write_tiny(Architecture::Qwen2, dir.path(), WeightType::F32);
   testing_support::write_file(dir / "config.json",
-                              R"({"architectures": ["MistralForCausalLM"], "vocab_size": 10, "hidden_size": 8})");
+                              R"({"architectures": ["Gemma3ForCausalLM"], "vocab_size": 10, "hidden_size": 8})");
   try {
     load(dir.path());
     FAIL() << "loaded";
   } catch (const engine::model::ConfigError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("MistralForCausalLM is not supported"));
-    EXPECT_THAT(e.what(), testing::HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM"));
+    EXPECT_THAT(e.what(), testing::HasSubstr("Gemma3ForCausalLM is not supported"));
+    EXPECT_THAT(e.what(),
+                testing::HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"));
   }
 }
 

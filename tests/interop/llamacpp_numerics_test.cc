@@ -183,12 +183,7 @@ class LlamaCppNumerics : public testing::TestWithParam<Architecture> {
 };
 
 std::string arch_name(const testing::TestParamInfo<Architecture>& info) {
-  switch (info.param) {
-    case Architecture::Qwen3: return "Qwen3";
-    case Architecture::Qwen2: return "Qwen2";
-    case Architecture::Llama: return "Llama";
-  }
-  return "unknown";
+  return std::string(engine::model::architecture_name(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LlamaCppNumerics,
@@ -242,6 +237,53 @@ TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFi
         EXPECT_GT(ours_int8.any_max, 1e-4) << files[f] << ": the activations were not quantized";
       }
     }
+  }
+}
+
+// model-writer's RoPE-scaled GGUF files (linear and yarn, as llama.cpp's converter writes their keys) load in
+// llama.cpp, and it computes what the engine computes from them: the two implementations of each scaling
+// agree within 0.1 in log-probability (both unquantized, F32), each is within that of the reference, and
+// the engine at least as close to it as llama.cpp.
+TEST(LlamaCppRopeScaling, LinearAndYarnFilesAgreeWithTheEngine) {
+  ASSERT_TRUE(fs::exists(fs::path(LLAMACPP_NODE_MODULES) / "node-llama-cpp" / "package.json"))
+      << "llama.cpp is not installed in " << LLAMACPP_NODE_MODULES << ": run scripts/install-llamacpp-peer.sh";
+  TempDir dir;
+  const std::pair<Architecture, engine::model::RopeType> cases[] = {
+      {Architecture::Qwen2, engine::model::RopeType::Linear},
+      {Architecture::Qwen3, engine::model::RopeType::Yarn},
+      {Architecture::Llama, engine::model::RopeType::Yarn}};
+  std::vector<fs::path> files;
+  for (const auto& [arch, type] : cases) {
+    engine::tools::ModelWriterOptions options;
+    options.arch = arch;
+    options.out_dir = dir / (std::string(engine::model::architecture_name(arch)) + "-" +
+                             std::string(engine::model::rope_type_name(type)));
+    options.seed = 5;
+    options.safetensors = false;
+    options.gguf_types = {WeightType::F32};
+    options.rope_scaling = std::optional<engine::model::RopeType>(type);
+    engine::tools::write_model(options);
+    files.push_back(options.out_dir / engine::tools::gguf_file_name(WeightType::F32));
+  }
+  const auto llama_cpp = run_llama_cpp(files);
+  ASSERT_EQ(llama_cpp.size(), files.size()) << "llama.cpp did not load every file";
+  const std::string floats(float_level());
+  for (const auto& file : files) {
+    SCOPED_TRACE(file.string());
+    const auto& run = llama_cpp.at(file);
+    const auto reference_logits = testing_support::reference_logits(file, {run.path});
+    LogprobRows reference;
+    for (std::size_t p = 0; p < run.path.size(); ++p) {
+      reference.push_back(testing_support::log_softmax(reference_logits.row(0, p)));
+    }
+    const auto ours = engine_logprobs(file, run.path, floats, dir.path());
+    const auto between = distance(ours, run.logprobs, run.path);
+    std::printf("[ llama.cpp ] %s engine against llama.cpp: %s\n", file.parent_path().filename().c_str(),
+                describe(between).c_str());
+    EXPECT_LE(between.any_max, 0.1);
+    const auto theirs = distance(run.logprobs, reference, run.path);
+    EXPECT_LE(theirs.any_max, 0.1);
+    EXPECT_LE(distance(ours, reference, run.path).path_max, std::max(theirs.path_max, kRoundingFloor));
   }
 }
 

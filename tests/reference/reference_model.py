@@ -311,18 +311,83 @@ def llama3_inv_freq(inv_freq, scaling):
     return np.where(medium, blended, scaled)
 
 
+def yarn_inv_freq(inv_freq, scaling, theta, head_dim):
+    """YaRN: frequencies past the ramp divided by `factor`, those before it kept, a linear blend across it."""
+    factor = scaling["factor"]
+    original = scaling["original_max_position_embeddings"]
+
+    def dimension_turning(rotations):  # the dimension index whose wavelength fits `rotations` times
+        return head_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low = dimension_turning(scaling.get("beta_fast", 32.0))
+    high = dimension_turning(scaling.get("beta_slow", 1.0))
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(head_dim // 2, dtype=F64) - low) / (high - low), 0.0, 1.0)
+    return inv_freq / factor * ramp + inv_freq * (1.0 - ramp)
+
+
+def yarn_attention_factor(scaling):
+    if scaling.get("attention_factor") is not None:
+        return scaling["attention_factor"]
+    factor = scaling["factor"]
+
+    def magnitude(m):
+        return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+    if scaling.get("mscale") and scaling.get("mscale_all_dim"):
+        return magnitude(scaling["mscale"]) / magnitude(scaling["mscale_all_dim"])
+    return magnitude(1.0)
+
+
+def rope_frequencies(c):
+    """(inverse frequencies, factor on cos and sin) of the config's rotary embedding and its scaling."""
+    scaling = c.rope_scaling
+    kind = None if scaling is None else scaling["rope_type"]
+    theta = c.rope_theta
+    if kind == "dynamic":
+        # The NTK base for factor x max_position_embeddings positions, fixed (vLLM's form).
+        factor = scaling["factor"]
+        theta = theta * (factor * factor - (factor - 1)) ** (c.head_dim / (c.head_dim - 2))
+    inv_freq = theta ** (-np.arange(0, c.head_dim, 2, dtype=F64) / c.head_dim)
+    if c.rope_divisors is not None:
+        return inv_freq / c.rope_divisors, 1.0
+    if kind == "linear":
+        return inv_freq / scaling["factor"], 1.0
+    if kind == "llama3":
+        return llama3_inv_freq(inv_freq, scaling), 1.0
+    if kind == "yarn":
+        return yarn_inv_freq(inv_freq, scaling, c.rope_theta, c.head_dim), yarn_attention_factor(scaling)
+    return inv_freq, 1.0
+
+
+def hf_rope_scaling(cfg, path):
+    """config.json's rope_scaling (or transformers 5 rope_parameters) as a dict with rope_type, or None."""
+    scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if not scaling:
+        return None
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind in (None, "default"):
+        return None
+    if kind not in ("linear", "dynamic", "yarn", "llama3"):
+        raise ValueError(f"{path}: rope_scaling of type {kind} is not supported")
+    out = dict(scaling, rope_type=kind)
+    if kind == "llama3":
+        out.setdefault("original_max_position_embeddings", 8192)
+    else:
+        out.setdefault("original_max_position_embeddings", cfg.get("max_position_embeddings", 4096))
+    return out
+
+
 class Model:
     def __init__(self, config, fetch, cache):
         self.config = config
         self.fetch = fetch
         self.cache = {} if cache else None
-        c = config
-        inv_freq = c.rope_theta ** (-np.arange(0, c.head_dim, 2, dtype=F64) / c.head_dim)
-        if c.rope_scaling is not None:
-            inv_freq = llama3_inv_freq(inv_freq, c.rope_scaling)
-        elif c.rope_divisors is not None:
-            inv_freq = inv_freq / c.rope_divisors
-        self.inv_freq = inv_freq
+        self.inv_freq, self.rope_attention_factor = rope_frequencies(config)
 
     def weight(self, name):
         if self.cache is None:
@@ -335,17 +400,13 @@ class Model:
 def hf_model(path, cache):
     with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
-    arch = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama"}.get(
-        cfg["architectures"][0])
+    # Mistral is Llama's graph; its sliding window is left to the engine to refuse past the window.
+    arch = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama",
+            "MistralForCausalLM": "llama"}.get(cfg["architectures"][0])
     if arch is None:
         raise ValueError(f"{path}: architecture {cfg['architectures'][0]} is not supported")
     heads = cfg["num_attention_heads"]
-    scaling = cfg.get("rope_scaling")
-    kind = None if scaling is None else scaling.get("rope_type", scaling.get("type"))
-    if kind not in (None, "default", "llama3"):
-        raise ValueError(f"{path}: rope_scaling of type {kind} is not supported")
-    if kind != "llama3":
-        scaling = None
+    scaling = hf_rope_scaling(cfg, path)
     config = Config(
         arch=arch,
         hidden=cfg["hidden_size"],
@@ -422,7 +483,19 @@ def gguf_model(path, cache):
     head_dim = int(meta.get(p + "attention.key_length", hidden // heads))
     theta = float(meta.get(p + "rope.freq_base", 10000.0))
     scaling_type = meta.get(p + "rope.scaling.type", "none")
-    if scaling_type != "none":
+    scaling = None
+    if scaling_type in ("linear", "yarn"):
+        scaling = {
+            "rope_type": scaling_type,
+            "factor": float(meta[p + "rope.scaling.factor"]),
+            "original_max_position_embeddings": int(
+                meta.get(p + "rope.scaling.original_context_length", meta.get(p + "context_length", 4096))),
+            "beta_fast": float(meta.get(p + "rope.scaling.yarn_beta_fast", 32.0)),
+            "beta_slow": float(meta.get(p + "rope.scaling.yarn_beta_slow", 1.0)),
+        }
+        if p + "rope.scaling.yarn_attn_factor" in meta:
+            scaling["attention_factor"] = float(meta[p + "rope.scaling.yarn_attn_factor"])
+    elif scaling_type != "none":
         raise ValueError(f"{path}: {p}rope.scaling.type {scaling_type!r} is not supported")
     # Llama 3's scaling is the tensor of per-frequency divisors (f32), as llama.cpp's converter writes it.
     divisors = g.tensor("rope_freqs.weight").astype(F64) if g.has("rope_freqs.weight") else None
@@ -436,7 +509,7 @@ def gguf_model(path, cache):
         head_dim=head_dim,
         eps=float(meta.get(p + "attention.layer_norm_rms_epsilon", 1e-6)),
         rope_theta=theta,
-        rope_scaling=None,
+        rope_scaling=scaling,
         rope_divisors=divisors,
         tied=not g.has("output.weight"),
         bias=g.has("blk.0.attn_q.bias"),
@@ -478,12 +551,13 @@ def rms_norm(x, weight, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
-def rope(x, inv_freq):
-    """Rotary embedding, Hugging Face convention: dimension i pairs with i + head_dim/2. x: (T, heads, D)."""
+def rope(x, inv_freq, attention_factor):
+    """Rotary embedding, Hugging Face convention: dimension i pairs with i + head_dim/2, cos and sin times
+    the scaling's attention factor. x: (T, heads, D)."""
     positions = np.arange(x.shape[0], dtype=F64)
     angles = positions[:, None] * inv_freq[None, :]  # (T, D/2)
-    cos = np.cos(angles)[:, None, :]
-    sin = np.sin(angles)[:, None, :]
+    cos = np.cos(angles)[:, None, :] * attention_factor
+    sin = np.sin(angles)[:, None, :] * attention_factor
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
@@ -521,8 +595,8 @@ def forward(model, tokens):
         if c.qk_norm:  # Qwen3: RMSNorm over each head's vector, before RoPE
             q = rms_norm(q, w(p + "self_attn.q_norm.weight"), c.eps)
             k = rms_norm(k, w(p + "self_attn.k_norm.weight"), c.eps)
-        q = rope(q, model.inv_freq)
-        k = rope(k, model.inv_freq)
+        q = rope(q, model.inv_freq, model.rope_attention_factor)
+        k = rope(k, model.inv_freq, model.rope_attention_factor)
         out = np.empty((T, c.heads, c.head_dim), dtype=F64)
         for head in range(c.heads):
             kv = head // group  # grouped-query attention: consecutive query heads share a KV head

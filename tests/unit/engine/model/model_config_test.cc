@@ -84,13 +84,13 @@ TEST(ModelConfig, Transformers5RopeParameters) {
   EXPECT_FALSE(qwen.rope_scaling);
   EXPECT_THAT(error_of(R"({"architectures":["LlamaForCausalLM"],"vocab_size":1,"hidden_size":64,"intermediate_size":1,
     "num_hidden_layers":1,"num_attention_heads":4,"rope_parameters":{"rope_type":"yarn","rope_theta":1e4}})"),
-              HasSubstr("rope_parameters of type 'yarn' is not supported"));
+              HasSubstr("rope_parameters of type 'yarn' has no 'factor'"));
 }
 
 TEST(ModelConfig, RefusesWhatTheEngineCannotRunByName) {
-  const auto e = error_of(R"({"architectures":["MistralForCausalLM"],"vocab_size":1})");
-  EXPECT_THAT(e, HasSubstr("the architecture MistralForCausalLM is not supported"));
-  EXPECT_THAT(e, HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM"));
+  const auto e = error_of(R"({"architectures":["Gemma3ForCausalLM"],"vocab_size":1})");
+  EXPECT_THAT(e, HasSubstr("the architecture Gemma3ForCausalLM is not supported"));
+  EXPECT_THAT(e, HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"));
   EXPECT_THAT(error_of(R"({"vocab_size":1})"), HasSubstr("'architectures' names no model class"));
   EXPECT_THAT(error_of(R"({"architectures":["LlamaForCausalLM"],"vocab_size":1,"hidden_size":64})"),
               HasSubstr("'intermediate_size' is missing"));
@@ -100,9 +100,101 @@ TEST(ModelConfig, RefusesWhatTheEngineCannotRunByName) {
     "num_hidden_layers":1,"num_attention_heads":6,"num_key_value_heads":4})"),
               HasSubstr("num_attention_heads (6) is not a multiple of num_key_value_heads (4)"));
   EXPECT_THAT(error_of(R"({"architectures":["LlamaForCausalLM"],"vocab_size":1,"hidden_size":64,"intermediate_size":1,
-    "num_hidden_layers":1,"num_attention_heads":4,"rope_scaling":{"rope_type":"yarn","factor":4}})"),
-              HasSubstr("rope_scaling of type 'yarn' is not supported"));
+    "num_hidden_layers":1,"num_attention_heads":4,"rope_scaling":{"rope_type":"longrope","factor":4}})"),
+              HasSubstr("rope_scaling of type 'longrope' is not supported (supported: linear, dynamic, yarn, llama3); "
+                        "LongRoPE, Phi-3's, is not implemented yet"));
   EXPECT_THAT(error_of("{"), HasSubstr("not valid JSON"));
+}
+
+// A small Llama config.json with `extra` fields added.
+std::string llama_with(std::string_view extra) {
+  return R"({"architectures":["LlamaForCausalLM"],"vocab_size":64,"hidden_size":64,"intermediate_size":128,
+    "num_hidden_layers":1,"num_attention_heads":4,"max_position_embeddings":2048,)" +
+         std::string(extra) + "}";
+}
+
+TEST(ModelConfig, ReadsEveryRopeScalingType) {
+  const auto linear = parse_hf_config(llama_with(R"("rope_scaling":{"type":"linear","factor":2.0})"), "c");
+  ASSERT_TRUE(linear.rope_scaling);
+  EXPECT_EQ(linear.rope_scaling->type, RopeType::Linear);
+  EXPECT_EQ(linear.rope_scaling->factor, 2.0);
+  EXPECT_EQ(derived_max_model_len(linear), 4096u);
+
+  const auto dynamic = parse_hf_config(llama_with(R"("rope_scaling":{"rope_type":"dynamic","factor":3.0})"), "c");
+  EXPECT_EQ(dynamic.rope_scaling->type, RopeType::Dynamic);
+  EXPECT_EQ(derived_max_model_len(dynamic), 6144u);
+
+  // Qwen2.5's long-context form: yarn over the 32k it was trained at.
+  const auto yarn = parse_hf_config(
+      llama_with(R"("rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":32768})"), "c");
+  EXPECT_EQ(yarn.rope_scaling->type, RopeType::Yarn);
+  EXPECT_EQ(yarn.rope_scaling->original_max_position_embeddings, 32768u);
+  EXPECT_EQ(yarn.rope_scaling->beta_fast, 32.0);
+  EXPECT_EQ(yarn.rope_scaling->beta_slow, 1.0);
+  EXPECT_FALSE(yarn.rope_scaling->attention_factor);
+  EXPECT_EQ(derived_max_model_len(yarn), 131072u);
+
+  const auto deepseek = parse_hf_config(llama_with(R"("rope_scaling":{"type":"yarn","factor":40,"beta_fast":32,
+    "beta_slow":1,"mscale":1.0,"mscale_all_dim":1.0,"original_max_position_embeddings":4096,"attention_factor":0.5})"),
+                                        "c");
+  EXPECT_EQ(deepseek.rope_scaling->mscale_all_dim, 1.0);
+  EXPECT_EQ(deepseek.rope_scaling->attention_factor, 0.5);
+
+  const auto llama3 = parse_hf_config(llama_with(R"("rope_scaling":{"rope_type":"llama3","factor":8.0})"), "c");
+  EXPECT_EQ(llama3.rope_scaling->type, RopeType::Llama3);
+  EXPECT_EQ(derived_max_model_len(llama3), 2048u);  // Llama 3.1 states its full length itself
+}
+
+TEST(ModelConfig, RefusesRopeScalingFieldsItWouldIgnore) {
+  EXPECT_THAT(error_of(llama_with(R"("rope_scaling":{"type":"linear","factor":2.0,"beta_fast":4})")),
+              HasSubstr("rope_scaling of type 'linear' sets 'beta_fast', which the engine does not implement"));
+  EXPECT_THAT(error_of(llama_with(R"("rope_scaling":{"type":"yarn","factor":2.0,"extrapolation_factor":0.5})")),
+              HasSubstr("sets 'extrapolation_factor'"));
+  EXPECT_THAT(error_of(llama_with(R"("rope_scaling":{"type":"linear","factor":0})")),
+              HasSubstr("'factor' must be positive"));
+}
+
+// Fields that change the arithmetic are refused with their values, never ignored.
+TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
+  EXPECT_THAT(error_of(llama_with(R"("hidden_act":"gelu_pytorch_tanh")")),
+              HasSubstr("'hidden_act' is 'gelu_pytorch_tanh': LlamaForCausalLM runs with silu (SwiGLU) only"));
+  EXPECT_THAT(error_of(llama_with(R"("mlp_bias":true)")), HasSubstr("'mlp_bias' is true"));
+  EXPECT_THAT(error_of(llama_with(R"("partial_rotary_factor":0.5)")),
+              HasSubstr("'partial_rotary_factor' is 0.500000: rotary embeddings over part of a head"));
+  EXPECT_THAT(error_of(llama_with(R"("rope_parameters":{"rope_type":"default","partial_rotary_factor":0.75})")),
+              HasSubstr("'partial_rotary_factor' is 0.750000"));
+  for (const char* method : {"awq", "gptq", "bitsandbytes", "compressed-tensors", "fp8"}) {
+    const auto e = error_of(llama_with(R"("quantization_config":{"quant_method":")" + std::string(method) + R"("})"));
+    EXPECT_THAT(e, HasSubstr("quantization_config with quant_method '" + std::string(method) + "' is not supported"));
+    EXPECT_THAT(e, HasSubstr("GGUF files (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)"));
+  }
+  EXPECT_NO_THROW(
+      parse_hf_config(llama_with(R"("hidden_act":"silu","mlp_bias":false,"partial_rotary_factor":1.0)"), "c"));
+}
+
+TEST(ModelConfig, MistralIsLlamasGraphWithItsSlidingWindow) {
+  const auto mistral = parse_hf_config(R"({"architectures":["MistralForCausalLM"],"vocab_size":32000,
+    "hidden_size":4096,"intermediate_size":14336,"num_hidden_layers":32,"num_attention_heads":32,
+    "num_key_value_heads":8,"max_position_embeddings":32768,"rope_theta":10000.0,"sliding_window":4096,
+    "hidden_act":"silu","tie_word_embeddings":false})",
+                                       "c");
+  EXPECT_EQ(mistral.architecture, Architecture::Mistral);
+  EXPECT_EQ(architecture_name(mistral.architecture), "MistralForCausalLM");
+  EXPECT_EQ(mistral.rope_pairing, RopePairing::HalfSplit);
+  EXPECT_FALSE(mistral.qk_norm);
+  EXPECT_FALSE(mistral.attention_bias);
+  EXPECT_EQ(mistral.sliding_window, 4096u);
+  // Mistral-Nemo: an explicit head_dim, no window.
+  const auto nemo = parse_hf_config(R"({"architectures":["MistralForCausalLM"],"vocab_size":131072,
+    "hidden_size":5120,"intermediate_size":14336,"num_hidden_layers":40,"num_attention_heads":32,
+    "num_key_value_heads":8,"head_dim":128,"sliding_window":null})",
+                                    "c");
+  EXPECT_EQ(nemo.head_dim, 128u);
+  EXPECT_FALSE(nemo.sliding_window);
+  // Qwen2 and Qwen3 write a window they turn off.
+  auto qwen = std::string(kQwen3);
+  qwen.insert(qwen.size() - 1, R"(, "sliding_window": 32768, "use_sliding_window": false)");
+  EXPECT_FALSE(parse_hf_config(qwen, "c").sliding_window);
 }
 
 format::GgufLayout gguf_of(const format::GgufWriter& w) {
@@ -156,25 +248,62 @@ TEST(ModelConfig, GgufRefusals) {
   EXPECT_THROW(config_from_gguf(gguf_of(q), "m.gguf"), ConfigError);  // qwen3.embedding_length is missing
 }
 
-// Llama 3's scaling is read from rope_freqs.weight (Checkpoint); a scaling type in the metadata (yarn,
-// linear, or "llama3", which llama.cpp itself refuses) is not implemented and refused by name, not ignored.
-TEST(ModelConfig, GgufRopeScalingTypeIsRefusedByName) {
-  const auto with_scaling = [](std::string type) {
+// Linear and yarn come as llama.cpp's converter writes them; Llama 3's from rope_freqs.weight (Checkpoint); a
+// type the engine does not implement ("longrope", or "llama3", which llama.cpp itself refuses) is refused by
+// name, not ignored.
+TEST(ModelConfig, GgufRopeScaling) {
+  using format::GgufValue;
+  const auto with = [](std::vector<std::pair<std::string, GgufValue>> keys) {
     format::GgufWriter w = small_llama_gguf();
-    using format::GgufValue;
     w.add_metadata("llama.vocab_size", GgufValue::scalar<std::uint32_t>(3));
-    w.add_metadata("llama.rope.scaling.type", GgufValue::string(std::move(type)));
+    for (auto& [key, value] : keys) w.add_metadata(key, std::move(value));
     return gguf_of(w);
   };
-  EXPECT_FALSE(config_from_gguf(with_scaling("none"), "m.gguf").rope_scaling.has_value());
-  for (const char* type : {"yarn", "linear", "llama3"}) {
+  EXPECT_FALSE(config_from_gguf(with({{"llama.rope.scaling.type", GgufValue::string("none")}}), "m.gguf").rope_scaling);
+  const auto linear = config_from_gguf(with({{"llama.rope.scaling.type", GgufValue::string("linear")},
+                                             {"llama.rope.scaling.factor", GgufValue::scalar<float>(2.0f)}}),
+                                       "m.gguf");
+  ASSERT_TRUE(linear.rope_scaling);
+  EXPECT_EQ(linear.rope_scaling->type, RopeType::Linear);
+  EXPECT_EQ(linear.rope_scaling->factor, 2.0);
+  const auto old_linear =
+      config_from_gguf(with({{"llama.rope.scale_linear", GgufValue::scalar<float>(4.0f)}}), "m.gguf");
+  EXPECT_EQ(old_linear.rope_scaling->factor, 4.0);
+  const auto yarn =
+      config_from_gguf(with({{"llama.rope.scaling.type", GgufValue::string("yarn")},
+                             {"llama.rope.scaling.factor", GgufValue::scalar<float>(4.0f)},
+                             {"llama.rope.scaling.original_context_length", GgufValue::scalar<std::uint32_t>(32768)},
+                             {"llama.rope.scaling.yarn_beta_fast", GgufValue::scalar<float>(16.0f)},
+                             {"llama.rope.scaling.yarn_attn_factor", GgufValue::scalar<float>(1.0f)}}),
+                       "m.gguf");
+  EXPECT_EQ(yarn.rope_scaling->type, RopeType::Yarn);
+  EXPECT_EQ(yarn.rope_scaling->original_max_position_embeddings, 32768u);
+  EXPECT_EQ(yarn.rope_scaling->beta_fast, 16.0);
+  EXPECT_EQ(yarn.rope_scaling->attention_factor, 1.0);
+
+  const auto refusal = [&](std::vector<std::pair<std::string, GgufValue>> keys) {
     try {
-      config_from_gguf(with_scaling(type), "m.gguf");
-      ADD_FAILURE() << type << " was accepted";
+      config_from_gguf(with(std::move(keys)), "m.gguf");
     } catch (const ConfigError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("llama.rope.scaling.type '" + std::string(type) + "' is not supported"));
+      return std::string(e.what());
     }
+    return std::string();
+  };
+  for (const char* type : {"longrope", "llama3"}) {
+    EXPECT_THAT(refusal({{"llama.rope.scaling.type", GgufValue::string(type)}}),
+                HasSubstr("llama.rope.scaling.type '" + std::string(type) + "' is not supported"));
   }
+  EXPECT_THAT(refusal({{"llama.rope.scaling.type", GgufValue::string("linear")}}),
+              HasSubstr("llama.rope.scaling.factor is missing"));
+  EXPECT_THAT(refusal({{"llama.rope.scaling.type", GgufValue::string("yarn")},
+                       {"llama.rope.scaling.factor", GgufValue::scalar<float>(4.0f)},
+                       {"llama.rope.scaling.yarn_ext_factor", GgufValue::scalar<float>(0.5f)}}),
+              HasSubstr("llama.rope.scaling.yarn_ext_factor is 0.500000"));
+  EXPECT_THAT(refusal({{"llama.rope.dimension_count", GgufValue::scalar<std::uint32_t>(8)}}),
+              HasSubstr("llama.rope.dimension_count is 8 of a head of 16"));
+  const auto window =
+      config_from_gguf(with({{"llama.attention.sliding_window", GgufValue::scalar<std::uint32_t>(4096)}}), "m.gguf");
+  EXPECT_EQ(window.sliding_window, 4096u);
 }
 
 }  // namespace
