@@ -7,6 +7,7 @@
 
 #include "base/flags.h"
 #include "base/printable.h"
+#include "engine/model/model_config.h"
 #include "engine/runtime/engine.h"
 #include "engine/template/chat_template.h"
 #include "serverd/api/grammar_constraints.h"
@@ -208,7 +209,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   auto engine = engine::runtime::Engine::load(path, eo);
   std::error_code ec;
   const CheckpointFacts facts{std::filesystem::is_regular_file(path, ec), precision_of(engine->checkpoint()),
-                              engine->config().max_position_embeddings};
+                              engine::model::derived_max_model_len(engine->config())};
   for (const auto& note : check_checkpoint_flags(options, facts)) std::cerr << "serverd: " << note << '\n';
   std::cerr << "serverd: loaded " << base::printable(path.string()) << " ("
             << engine::model::architecture_name(engine->config().architecture) << ", max_model_len "

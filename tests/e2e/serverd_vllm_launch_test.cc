@@ -25,6 +25,7 @@
 namespace {
 
 using testing::HasSubstr;
+using testing::Not;
 using testing_support::ChildProcess;
 using testing_support::TempDir;
 
@@ -285,6 +286,29 @@ TEST_F(ServerdVllmLaunch, ALongerContextThanTrainedNeedsTheEnvironment) {
       [&] { return serverd.err().find("serving '") != std::string::npos || !serverd.running(); },
       std::chrono::seconds(120)));
   EXPECT_THAT(serverd.err(), HasSubstr("allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"));
+  serverd.signal(SIGTERM);
+  EXPECT_EQ(serverd.wait(), 0) << serverd.err();
+}
+
+// A RoPE scaling stretches the trained length, as vLLM derives it: linear by 4 over 2048 positions is 8192.
+TEST_F(ServerdVllmLaunch, TheRopeScalingFactorStretchesTheTrainedLength) {
+  engine::tools::ModelWriterOptions model;
+  model.arch = engine::model::Architecture::Qwen3;
+  model.out_dir = dir_ / "model";
+  model.seed = 5;
+  model.rope_scaling = engine::model::RopeType::Linear;
+  engine::tools::write_model(model);
+  std::string err;
+  EXPECT_EQ(refused({"--max-model-len", "9000"}, err), 2);
+  EXPECT_THAT(err, HasSubstr("--max-model-len 9000 is longer than the model's trained length of 8192 positions"));
+  ChildProcess serverd({serverd_binary(), "serve", model_dir(), "--device", testing_support::engine_test_device(),
+                        "--host", "127.0.0.1", "--port", "0", "--max-model-len", "8192"},
+                       environment());
+  ASSERT_TRUE(testing_support::eventually(
+      [&] { return serverd.err().find("serving '") != std::string::npos || !serverd.running(); },
+      std::chrono::seconds(120)));
+  EXPECT_THAT(serverd.err(), HasSubstr("max_model_len 8192"));
+  EXPECT_THAT(serverd.err(), Not(HasSubstr("VLLM_ALLOW_LONG_MAX_MODEL_LEN")));
   serverd.signal(SIGTERM);
   EXPECT_EQ(serverd.wait(), 0) << serverd.err();
 }
