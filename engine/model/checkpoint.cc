@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "engine/format/gguf.h"
+#include "engine/format/gguf_split.h"
 #include "engine/format/safetensors.h"
 #include "engine/format/safetensors_index.h"
 
@@ -19,7 +20,7 @@ using quant::WeightType;
 
 struct Checkpoint::Files {
   std::vector<format::SafetensorsFile> safetensors;
-  std::optional<format::GgufFile> gguf;
+  std::optional<format::GgufParts> gguf;   // one file, or every part of a split
   std::deque<std::vector<float>> widened;  // f32 copies of vectors stored in another type
 };
 
@@ -291,12 +292,14 @@ std::optional<std::string> directory_chat_template(const std::filesystem::path& 
 }
 
 void Checkpoint::load_gguf() {
-  files_->gguf = format::GgufFile::open(path_);
+  files_->gguf = format::GgufParts::open(path_);
   const auto& layout = files_->gguf->layout();
-  const std::string name = path_.filename().string();
   config_ = config_from_gguf(layout, path_.string());
-  if (const auto* freqs = layout.find_tensor("rope_freqs.weight")) {
-    const auto bytes = files_->gguf->data(*freqs);
+  // The first part's layout lists only its own tensors; output.weight may sit in any part of a split.
+  config_.tie_word_embeddings = !files_->gguf->find_tensor("output.weight");
+  if (const auto found = files_->gguf->find_tensor("rope_freqs.weight")) {
+    const auto* freqs = found->info;
+    const auto bytes = found->data;
     if (freqs->type->id != quant::ggml_type_id(WeightType::F32) || freqs->elements() != config_.head_dim / 2) {
       throw ConfigError(path_.string() + ": rope_freqs.weight must hold " + std::to_string(config_.head_dim / 2) +
                         " F32 values (one per rotary frequency), not " + std::to_string(freqs->elements()) + " " +
@@ -307,11 +310,12 @@ void Checkpoint::load_gguf() {
     config_.rope_freq_factors.assign(factors.begin(), factors.end());
     config_.rope_scaling.reset();
   }
-  const FindTensor find = [this, name](const std::string& tensor) -> std::optional<RawTensor> {
-    const auto* t = files_->gguf->layout().find_tensor(tensor);
-    if (t == nullptr) return std::nullopt;
-    return RawTensor{quant::weight_type_from_ggml(t->type->id), std::string(t->type->name), files_->gguf->data(*t),
-                     std::vector<std::uint64_t>(t->dims.rbegin(), t->dims.rend()), name};
+  const FindTensor find = [this](const std::string& tensor) -> std::optional<RawTensor> {
+    const auto found = files_->gguf->find_tensor(tensor);
+    if (!found) return std::nullopt;
+    const auto* t = found->info;
+    return RawTensor{quant::weight_type_from_ggml(t->type->id), std::string(t->type->name), found->data,
+                     std::vector<std::uint64_t>(t->dims.rbegin(), t->dims.rend()), found->file->filename().string()};
   };
   weights_ = WeightBinder(config_, find, files_->widened, path_.string()).bind(gguf_names());
   tokenizer_ = tokenizer::Tokenizer::from_gguf(layout, path_.string());

@@ -26,6 +26,7 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/format/gguf.h"
+#include "engine/format/gguf_split.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/runtime/engine.h"
 #include "tests/support/environment.h"
@@ -451,6 +452,31 @@ TEST(EngineLoad, LlamaGgufRopeScalingFromRopeFreqsTensorAlone) {
   EXPECT_FALSE(engine->config().rope_scaling.has_value());
   EXPECT_LE(worst_relative_error(engine_logits(*engine, sequences), testing_support::reference_logits(file, sequences)),
             1e-4);
+}
+
+// A GGUF split as gguf-split writes it loads as the whole file does, bit for bit, with output.weight (Qwen3
+// tiny keeps its own lm_head) in a later part; a missing part is named.
+TEST(EngineLoad, ASplitGgufGivesTheWholeFilesLogitsBitForBit) {
+  TempDir dir;
+  write_tiny(Architecture::Qwen3, dir.path(), WeightType::F32, {WeightType::Q8_0});
+  const fs::path whole = dir / engine::tools::gguf_file_name(WeightType::Q8_0);
+  const auto parts = engine::format::write_gguf_split(engine::format::GgufFile::open(whole), dir / "split", 4);
+  ASSERT_GT(parts.size(), 2u);
+  ASSERT_EQ(engine::format::GgufFile::open(parts.front()).layout().find_tensor("output.weight"), nullptr);
+
+  const Sequences sequences = {long_sequence()};
+  auto whole_engine = load(whole);
+  auto split_engine = load(parts.front());
+  EXPECT_FALSE(split_engine->config().tie_word_embeddings);
+  EXPECT_EQ(engine_logits(*split_engine, sequences), engine_logits(*whole_engine, sequences));
+
+  fs::remove(parts[1]);
+  try {
+    load(parts.front());
+    ADD_FAILURE() << "loaded a split with a part missing";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr(parts[1].string() + ", is missing"));
+  }
 }
 
 // Every RoPE scaling config.json names, and GGUF where it has a form (linear and yarn as keys; dynamic has
