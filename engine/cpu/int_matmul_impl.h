@@ -32,29 +32,24 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/cpu/block_layout.h"
 #include "engine/cpu/kernels.h"
 
 namespace engine::cpu::kernels {
 namespace {
 
-enum : int { kQ8_0 = 3, kQ4_0 = 4, kQ4_K = 5, kQ5_K = 6, kQ6_K = 7 };  // quant::WeightType
-
 // Steps of q per max|x| of a block of 32: 127 for avx512vnni's high byte times 256 for its low one (avx2int16
 // quantizes alike, into one int16).
 constexpr float kSteps = 127.0f * 256.0f;
 
-// Bytes of a ggml block of the type, and the blocks of 32 in it.
-constexpr std::size_t block_bytes(int type) {
-  switch (type) {
-    case kQ8_0: return 34;
-    case kQ4_0: return 18;
-    case kQ4_K: return 144;
-    case kQ5_K: return 176;
-    default: return 210;  // kQ6_K
-  }
-}
+// The blocks of 32 in a ggml block of the type.
 constexpr std::size_t sub_blocks(int type) {
-  return type == kQ8_0 || type == kQ4_0 ? 1 : 8;
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K ? 8 : 1;
+}
+// Types whose weights are d q - m (the K-quants' dmin * min) or d q + m (Q4_1, Q5_1, kept as d q - (-m)): their
+// products subtract m times the token's scaled sum of q.
+constexpr bool has_min(int type) {
+  return type == kQ4_K || type == kQ5_K || type == kQ4_1 || type == kQ5_1;
 }
 
 // A ggml block of zeros for the rows of a partial tile (its scales are zero as well).

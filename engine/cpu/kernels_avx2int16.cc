@@ -7,10 +7,12 @@
 // - Each token is quantized once per matmul call, per block of 32: d = max|x| / 32512 and
 //   q = x * (32512 / max|x|) rounded to nearest even, kept here as one int16 per value.
 // - Every (row, token, block of 32) dot product of weight integers and q is exact: the weights are widened
-//   to signed int16 (Q4_0: q - 8, Q6_K: q - 32, Q8_0 as stored, the other K-quants unsigned), vpmaddwd adds
+//   to signed int16 (Q4_0: q - 8, Q5_0: q - 16, Q6_K: q - 32, Q8_0 as stored, Q4_1, Q5_1 and the other K-quants
+//   unsigned), vpmaddwd adds
 //   pairs of products into int32 lanes and vpaddd sums them (at most 32 * 128 * 32512, about 1.3e8).
-// - A row's result is the same f32 chain over its blocks, from 0, then + bias: Q8_0 / Q4_0
-//   acc = fma(dot, d_w * d_x, acc); Q4_K / Q5_K then acc = fma(-(dmin * min), d_x * sum(q), acc); Q6_K
+// - A row's result is the same f32 chain over its blocks, from 0, then + bias: Q8_0 / Q4_0 / Q5_0
+//   acc = fma(dot, d_w * d_x, acc); Q4_K / Q5_K then acc = fma(-(dmin * min), d_x * sum(q), acc), Q4_1 / Q5_1
+//   acc = fma(m, d_x * sum(q), acc); Q6_K
 //   the two 16-element halves one after the other with their own scales.
 // - 8 rows sit side by side in the 8 lanes (a lane's int32 holds a pair of its row's weights), so no lane
 //   reduction is needed; rows past the matrix are zero-filled and never stored.
@@ -128,17 +130,30 @@ ENGINE_KERNEL_INLINE __m256i high_bits(__m256i v, int shift, int mask) {
   return _mm256_slli_epi16(bits, 4);
 }
 
+// The 32 fifth bits at p (bit j: element j's) as bytes 0x10 or 0, in element order: byte j takes the bits'
+// byte j / 8, keeps bit j % 8, and becomes 0x10 where it is set.
+ENGINE_KERNEL_INLINE __m256i fifth_bits(const std::uint8_t* p) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(load_i32(p)), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
 // Block of 32 `sub` of one row's ggml block as 32 signed bytes in element order.
 template <int Type>
 ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
   if constexpr (Type == kQ8_0) {
     return load256(block + 2);
-  } else if constexpr (Type == kQ4_0) {
-    // Byte i holds element i (low nibble) and element i + 16 (high nibble).
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+  } else if constexpr (is_nibble32_type(Type)) {
+    // Byte i holds element i (low nibble) and element i + 16 (high nibble); Q5's fifth bits go on top.
+    constexpr Nibble32Layout layout = nibble32_layout(Type);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + layout.qs));
     const __m128i low = _mm_and_si128(packed, _mm_set1_epi8(0x0F));
     const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F));
-    return _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8));
+    __m256i levels = _mm256_set_m128i(high, low);
+    if constexpr (layout.qh >= 0) levels = _mm256_or_si256(levels, fifth_bits(block + layout.qh));
+    if constexpr (layout.offset != 0) levels = _mm256_sub_epi8(levels, _mm256_set1_epi8(layout.offset));
+    return levels;
   } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
     // 64 elements per 32 bytes of nibbles: the low nibbles are the first block of 32, the high the second;
     // Q5_K's fifth bit of block `sub` is bit `sub` of 32 bytes shared by all eight.
@@ -232,9 +247,14 @@ ENGINE_KERNEL_INLINE __m256 signed_byte(__m256i v, int i) {
 // in lane r: ggml's f32 products (a sub-block scale times d), as the float kernels and avx512vnni compute them.
 template <int Type, class Out>
 ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* out) {
-  if constexpr (Type == kQ8_0 || Type == kQ4_0) {
+  if constexpr (Type == kQ8_0 || is_nibble32_type(Type)) {
+    // Q4_1 / Q5_1: weights d q + m, kept as d q - (-m) so that the min's term is the K-quants' (negation is exact).
+    constexpr int min_at = Type == kQ8_0 ? -1 : nibble32_layout(Type).m;
 #pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) out[0].d[r] = half_at(block[r]);
+    for (int r = 0; r < kRows; ++r) {
+      out[0].d[r] = half_at(block[r]);
+      if constexpr (min_at >= 0) out[0].m[r] = -half_at(block[r] + min_at);
+    }
   } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
     // d and dmin, then the 12 bytes of 6-bit scales and mins as three words u0, u1, u2: scales and mins 0-3
     // are the low 6 bits of u0's and u1's bytes; 4-7 a nibble of u2's bytes (low: scales, high: mins) with
@@ -322,7 +342,7 @@ ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, co
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(first)), _mm256_mul_ps(_mm256_load_ps(scales.d), d), acc);
   if constexpr (Type == kQ6_K) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(second)), _mm256_mul_ps(_mm256_load_ps(scales.m), d), acc);
-  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+  } else if constexpr (has_min(Type)) {
     acc = _mm256_fnmadd_ps(_mm256_load_ps(scales.m), _mm256_set1_ps(scaled_sum[k]), acc);
   }
 }
@@ -414,7 +434,7 @@ struct Avx2Int16 {
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(dw, _mm256_set1_ps(d[t][k])), a[t]);
-          if constexpr (Type == kQ4_K || Type == kQ5_K) {
+          if constexpr (has_min(Type)) {
             a[t] = _mm256_fnmadd_ps(_mm256_load_ps(block.m), _mm256_set1_ps(scaled_sum[t][k]), a[t]);
           }
         }
@@ -438,6 +458,9 @@ Table make_avx2int16_table() {
   table.int8_matmul[kQ4_K] = int_product<Avx2Int16, kQ4_K>;
   table.int8_matmul[kQ5_K] = int_product<Avx2Int16, kQ5_K>;
   table.int8_matmul[kQ6_K] = int_product<Avx2Int16, kQ6_K>;
+  table.int8_matmul[kQ4_1] = int_product<Avx2Int16, kQ4_1>;
+  table.int8_matmul[kQ5_0] = int_product<Avx2Int16, kQ5_0>;
+  table.int8_matmul[kQ5_1] = int_product<Avx2Int16, kQ5_1>;
   return table;
 }
 

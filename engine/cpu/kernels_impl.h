@@ -17,12 +17,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/cpu/block_layout.h"
 #include "engine/cpu/kernels.h"
 
 namespace engine::cpu::kernels {
 namespace {
-
-enum : int { kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4, kQ4_K = 5, kQ5_K = 6, kQ6_K = 7 };
 
 constexpr int kRowTile = 4;  // rows decoded together by gemm and computed together by gemv
 
@@ -43,26 +42,19 @@ std::uint16_t load_u16(const std::uint8_t* p) {
   return v;
 }
 
-constexpr bool is_float_type(int type) {
-  return type == kF32 || type == kF16 || type == kBF16;
-}
-
-constexpr std::size_t block_elements(int type) {
-  return is_float_type(type) ? 1 : (type == kQ8_0 || type == kQ4_0) ? 32 : 256;
-}
-
-constexpr std::size_t block_bytes(int type) {
-  switch (type) {
-    case kF32: return 4;
-    case kF16:
-    case kBF16: return 2;
-    case kQ8_0: return 34;
-    case kQ4_0: return 18;
-    case kQ4_K: return 144;
-    case kQ5_K: return 176;
-    default: return 210;  // kQ6_K
+// Byte k of entry b is bit k of b moved to bit 4: eight fifth bits spread over eight bytes, ready to OR
+// onto their nibbles. A plain array in a struct: nothing here may instantiate a standard library template.
+struct FifthBitTable {
+  std::uint64_t bytes[256];
+};
+constexpr FifthBitTable make_fifth_bit_table() {
+  FifthBitTable t{};
+  for (int b = 0; b < 256; ++b) {
+    for (int k = 0; k < 8; ++k) t.bytes[b] |= static_cast<std::uint64_t>((b >> k) & 1) << (8 * k + 4);
   }
+  return t;
 }
+constexpr FifthBitTable kFifthBits = make_fifth_bit_table();
 
 // The scale and min multipliers (d * scale, dmin * min) of the 8 sub-blocks of a Q4_K / Q5_K block. The
 // 6-bit fields are unpacked four at a time from the 12 bytes read as three little-endian words: scales and
@@ -93,22 +85,45 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sin
     const F d = V::set1(V::half_to_float(load_u16(b)));
 #pragma GCC unroll 16
     for (int g = 0; g < 32; g += W) sink(e + g, V::mul(V::to_float(V::load_i8(b + 2 + g)), d));
-  } else if constexpr (Type == kQ4_0 && V::kLookup16) {
-    // The 16 possible values of the block in one register, then one permute per group (same values: the
-    // table is computed with the very operations the plain path applies to each q).
-    const F table = V::mul(V::to_float(V::sub(V::iota(), 8)), V::set1(V::half_to_float(load_u16(b))));
-    const auto bytes = V::load_u8(b + 2);
-    sink(e, V::lookup16(table, bytes));
-    sink(e + 16, V::lookup16(table, V::srl(bytes, 4)));
-  } else if constexpr (Type == kQ4_0) {
-    const F d = V::set1(V::half_to_float(load_u16(b)));
+  } else if constexpr (is_nibble32_type(Type)) {
+    constexpr Nibble32Layout layout = nibble32_layout(Type);
+    const float d = V::half_to_float(load_u16(b));
+    const F vd = V::set1(d);
+    const F vm = V::set1(layout.m < 0 ? 0.0f : V::half_to_float(load_u16(b + layout.m)));
+    // The weight of level q: d (q - offset) or d q + m (d q is exact, so fma rounds as ggml's d q + m).
+    const auto weight = [&](auto q) {
+      if constexpr (layout.m < 0) {
+        return V::mul(V::to_float(V::sub(q, layout.offset)), vd);
+      } else {
+        return V::fma(vd, V::to_float(q), vm);
+      }
+    };
+    const std::uint8_t* qs = b + layout.qs;
+    if constexpr (layout.qh < 0 && V::kLookup16) {
+      // The 16 possible values of the block in one register, then one permute per group (same values: the
+      // table is computed with the very operations the plain path applies to each q).
+      const F table = weight(V::iota());
+      const auto bytes = V::load_u8(qs);
+      sink(e, V::lookup16(table, bytes));
+      sink(e + 16, V::lookup16(table, V::srl(bytes, 4)));
+    } else {
+      alignas(64) std::uint8_t high[32] = {};
+      if constexpr (layout.qh >= 0) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) std::memcpy(high + 8 * i, &kFifthBits.bytes[b[layout.qh + i]], 8);
+      }
 #pragma GCC unroll 16
-    for (int g = 0; g < 16; g += W) {
-      sink(e + g, V::mul(V::to_float(V::sub(V::and_(V::load_u8(b + 2 + g), 0xF), 8)), d));
-    }
+      for (int g = 0; g < 16; g += W) {
+        auto q = V::and_(V::load_u8(qs + g), 0xF);
+        if constexpr (layout.qh >= 0) q = V::or_(q, V::load_u8(high + g));
+        sink(e + g, weight(q));
+      }
 #pragma GCC unroll 16
-    for (int g = 0; g < 16; g += W) {
-      sink(e + 16 + g, V::mul(V::to_float(V::sub(V::srl(V::load_u8(b + 2 + g), 4), 8)), d));
+      for (int g = 0; g < 16; g += W) {
+        auto q = V::srl(V::load_u8(qs + g), 4);
+        if constexpr (layout.qh >= 0) q = V::or_(q, V::load_u8(high + 16 + g));
+        sink(e + 16 + g, weight(q));
+      }
     }
   } else if constexpr (Type == kQ4_K && V::kLookup16) {
     alignas(32) float ds[8], dm[8];
@@ -619,32 +634,46 @@ void silu_mul(const float* gate, const float* up, std::size_t n, float* out) {
   for (std::size_t j = 0; i + j < n; ++j) out[i + j] = o[j];
 }
 
+// One entry per weight type, in quant::WeightType's order (the tables are indexed by it).
+#define ENGINE_EACH_TYPE(EXPR)                                                                                         \
+  {                                                                                                                    \
+    EXPR(kF32), EXPR(kF16), EXPR(kBF16), EXPR(kQ8_0), EXPR(kQ4_0), EXPR(kQ4_K), EXPR(kQ5_K), EXPR(kQ6_K), EXPR(kQ4_1), \
+        EXPR(kQ5_0), EXPR(kQ5_1)                                                                                       \
+  }
+static_assert(kQ5_1 + 1 == kTypeCount, "ENGINE_EACH_TYPE lists every weight type");
+
 template <class V>
 constexpr Table make_table(const char* name) {
+#define ENGINE_GEMV(T) gemv<V, T>
+#define ENGINE_GEMV_BATCH(T) gemv_batch<V, T>
+#define ENGINE_GEMM(T) gemm<V, T>
+#define ENGINE_DEQUANTIZE(T) dequantize<V, T>
+#define ENGINE_BATCH_MAX(T) batch_max_tokens<V>(T)
   return Table{
       name,
-      {gemv<V, kF32>, gemv<V, kF16>, gemv<V, kBF16>, gemv<V, kQ8_0>, gemv<V, kQ4_0>, gemv<V, kQ4_K>, gemv<V, kQ5_K>,
-       gemv<V, kQ6_K>},
-      {gemv_batch<V, kF32>, gemv_batch<V, kF16>, gemv_batch<V, kBF16>, gemv_batch<V, kQ8_0>, gemv_batch<V, kQ4_0>,
-       gemv_batch<V, kQ4_K>, gemv_batch<V, kQ5_K>, gemv_batch<V, kQ6_K>},
-      {gemm<V, kF32>, gemm<V, kF16>, gemm<V, kBF16>, gemm<V, kQ8_0>, gemm<V, kQ4_0>, gemm<V, kQ4_K>, gemm<V, kQ5_K>,
-       gemm<V, kQ6_K>},
-      {dequantize<V, kF32>, dequantize<V, kF16>, dequantize<V, kBF16>, dequantize<V, kQ8_0>, dequantize<V, kQ4_0>,
-       dequantize<V, kQ4_K>, dequantize<V, kQ5_K>, dequantize<V, kQ6_K>},
+      ENGINE_EACH_TYPE(ENGINE_GEMV),
+      ENGINE_EACH_TYPE(ENGINE_GEMV_BATCH),
+      ENGINE_EACH_TYPE(ENGINE_GEMM),
+      ENGINE_EACH_TYPE(ENGINE_DEQUANTIZE),
       sum_floats<V>,
       gemm_scratch_floats<V>,
       kRowTile,
-      {batch_max_tokens<V>(kF32), batch_max_tokens<V>(kF16), batch_max_tokens<V>(kBF16), batch_max_tokens<V>(kQ8_0),
-       batch_max_tokens<V>(kQ4_0), batch_max_tokens<V>(kQ4_K), batch_max_tokens<V>(kQ5_K), batch_max_tokens<V>(kQ6_K)},
-      {},  // f32 activations for every type (the int8 kernels are kernels_avx512vnni.cc's)
+      ENGINE_EACH_TYPE(ENGINE_BATCH_MAX),
+      {},  // f32 activations for every type (the int8 kernels are kernels_avx512vnni.cc's and kernels_avx2int16.cc's)
       nullptr,
       nullptr,
       attention_tile<V>,
       attention_scratch_bytes,
       silu_mul<V>,
   };
+#undef ENGINE_GEMV
+#undef ENGINE_GEMV_BATCH
+#undef ENGINE_GEMM
+#undef ENGINE_DEQUANTIZE
+#undef ENGINE_BATCH_MAX
 }
 
+#undef ENGINE_EACH_TYPE
 #undef ENGINE_KERNEL_INLINE
 
 }  // namespace

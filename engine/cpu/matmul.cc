@@ -16,6 +16,8 @@ namespace engine::cpu {
 
 namespace {
 
+static_assert(kernels::kTypeCount == quant::kWeightTypeCount, "the kernel tables have an entry per weight type");
+
 // Rows per range when one token is computed: a few hundred KiB of weights, so that a range streams long
 // enough to amortise claiming it, and a matrix still splits into several ranges per thread.
 constexpr std::size_t kGemvRangeBytes = 256u << 10;

@@ -11,6 +11,7 @@
 #include "engine/format/gguf_split.h"
 #include "engine/format/safetensors.h"
 #include "engine/format/safetensors_index.h"
+#include "engine/quant/quant.h"
 
 namespace engine::model {
 
@@ -161,8 +162,7 @@ class WeightBinder {
     }
     if (!t->type) {
       throw ConfigError(checkpoint_ + ": the tensor " + name + " in " + t->file + " is stored as " + t->type_name +
-                        ", which the engine does not compute with (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
-                        "Q5_K, Q6_K)");
+                        ", which the engine does not compute with (supported: " + quant::weight_type_names() + ")");
     }
     return *t;
   }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/format/json.h"
+#include "engine/quant/quant.h"
 
 namespace engine::model {
 
@@ -32,9 +33,10 @@ constexpr std::array<std::pair<RopeType, std::string_view>, 4> kRopeTypes = {{
 }};
 
 // What a refused quantization_config is told to use instead.
-constexpr std::string_view kServedFormats =
-    "this engine serves unquantized safetensors (float32, float16, bfloat16) and GGUF files (F32, F16, BF16, "
-    "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): use the unquantized checkpoint or a GGUF of the model";
+std::string served_formats() {
+  return "this engine serves unquantized safetensors (float32, float16, bfloat16) and GGUF files (" +
+         quant::weight_type_names() + "): use the unquantized checkpoint or a GGUF of the model";
+}
 
 std::string supported_list() {
   std::string out;
@@ -208,7 +210,7 @@ void refuse_unimplemented_fields(const JsonFields& f, std::string_view hf_class)
     const std::string method = q->IsObject() && q->HasMember("quant_method") && (*q)["quant_method"].IsString()
                                    ? (*q)["quant_method"].GetString()
                                    : "(none named)";
-    f.fail("quantization_config with quant_method '" + method + "' is not supported; " + std::string(kServedFormats));
+    f.fail("quantization_config with quant_method '" + method + "' is not supported; " + served_formats());
   }
 }
 

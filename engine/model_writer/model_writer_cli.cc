@@ -97,7 +97,7 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
     if (!parse_number(v, options.seed)) throw bad_value("seed", v, "expected an unsigned 64-bit integer");
   });
   flags.add_value(
-      "gguf", "TYPE[,TYPE...]", "Also write model-TYPE.gguf; TYPE: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K",
+      "gguf", "TYPE[,TYPE...]", "Also write model-TYPE.gguf; TYPE: " + quant::weight_type_names(),
       [&options](std::string_view v) {
         std::size_t start = 0;
         while (start <= v.size()) {
@@ -105,9 +105,9 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
           const auto name = v.substr(start, comma - start);
           const auto type = quant::weight_type_from_name(name);
           if (!type) {
-            throw bad_value("gguf", v,
-                            "unknown GGUF type \"" + std::string(name) +
-                                "\" (expected F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K)");
+            throw bad_value(
+                "gguf", v,
+                "unknown GGUF type \"" + std::string(name) + "\" (expected one of " + quant::weight_type_names() + ")");
           }
           if (std::find(options.gguf_types.begin(), options.gguf_types.end(), *type) == options.gguf_types.end())
             options.gguf_types.push_back(*type);

@@ -38,6 +38,9 @@ std::uint32_t llama_file_type(WeightType type) {
     case WeightType::F32: return 0;
     case WeightType::F16: return 1;
     case WeightType::Q4_0: return 2;
+    case WeightType::Q4_1: return 3;
+    case WeightType::Q5_0: return 8;
+    case WeightType::Q5_1: return 9;
     case WeightType::Q8_0: return 7;
     case WeightType::Q4_K: return 14;
     case WeightType::Q5_K: return 16;

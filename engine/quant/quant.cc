@@ -29,7 +29,7 @@ struct TypeFacts {
 
 // The ggml type each weight type is stored as. Names and block sizes come from the one ggml type table
 // (engine/format/ggml_types.cc); the codecs below lay their blocks out to match those sizes.
-constexpr std::array<std::pair<WeightType, std::uint32_t>, 8> kGgmlIds = {{
+constexpr std::array<std::pair<WeightType, std::uint32_t>, kWeightTypeCount> kGgmlIds = {{
     {WeightType::F32, 0},
     {WeightType::F16, 1},
     {WeightType::BF16, 30},
@@ -38,6 +38,9 @@ constexpr std::array<std::pair<WeightType, std::uint32_t>, 8> kGgmlIds = {{
     {WeightType::Q4_K, 12},
     {WeightType::Q5_K, 13},
     {WeightType::Q6_K, 14},
+    {WeightType::Q4_1, 3},
+    {WeightType::Q5_0, 6},
+    {WeightType::Q5_1, 7},
 }};
 
 const std::array<TypeFacts, kGgmlIds.size()>& all_facts() {
@@ -110,19 +113,23 @@ void dequantize_q8_0(const std::uint8_t* b, float* y) {
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(b[2 + j])) * d;
 }
 
-// ---- Q4_0: { f16 d; u8 qs[16]; }, element j in the low nibble of qs[j], j + 16 in the high nibble;
-// x = (q - 8) * d. The scale is the signed value of largest magnitude over -8, so it maps to exactly -8.
-
-void quantize_q4_0(const float* x, std::uint8_t* y) {
-  float amax = 0.0f;
-  float max = 0.0f;
+// The signed value of largest magnitude (the first, on ties), as Q4_0 and Q5_0 pick their scale.
+float signed_max(const float* x) {
+  float amax = 0.0f, max = 0.0f;
   for (int j = 0; j < 32; ++j) {
     if (amax < std::fabs(x[j])) {
       amax = std::fabs(x[j]);
       max = x[j];
     }
   }
-  const float d = max / -8.0f;
+  return max;
+}
+
+// ---- Q4_0: { f16 d; u8 qs[16]; }, element j in the low nibble of qs[j], j + 16 in the high nibble;
+// x = (q - 8) * d. The scale is the signed value of largest magnitude over -8, so it maps to exactly -8.
+
+void quantize_q4_0(const float* x, std::uint8_t* y) {
+  const float d = signed_max(x) / -8.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
   for (int j = 0; j < 16; ++j) {
@@ -139,6 +146,99 @@ void dequantize_q4_0(const std::uint8_t* b, float* y) {
     y[j] = static_cast<float>((b[2 + j] & 0x0F) - 8) * d;
     y[j + 16] = static_cast<float>((b[2 + j] >> 4) - 8) * d;
   }
+}
+
+// ---- Q4_1: { f16 d; f16 m; u8 qs[16]; }, nibbles as Q4_0, x = q * d + m (d and m from the block's range) ----
+// ---- Q5_0: { f16 d; u32 qh; u8 qs[16]; }, Q4_0's nibbles with bit j of qh as element j's fifth bit,
+//      x = (q - 16) * d
+// ---- Q5_1: { f16 d; f16 m; u32 qh; u8 qs[16]; }, x = q * d + m
+
+// The block's minimum and maximum (ggml's Q4_1 / Q5_1 start from +-FLT_MAX, so a block is never empty).
+std::pair<float, float> block_range(const float* x) {
+  float min = x[0], max = x[0];
+  for (int j = 1; j < 32; ++j) {
+    min = std::min(min, x[j]);
+    max = std::max(max, x[j]);
+  }
+  return {min, max};
+}
+
+// 32 levels (element order) into 16 nibble bytes (element j low, j + 16 high) and, for five-bit types, the
+// 32 fifth bits.
+void pack_levels(const std::uint8_t* levels, std::uint8_t* qs, std::uint8_t* qh) {
+  std::uint32_t high = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<std::uint8_t>((levels[j] & 0x0F) | ((levels[16 + j] & 0x0F) << 4));
+  }
+  if (qh == nullptr) return;
+  for (int j = 0; j < 32; ++j) high |= static_cast<std::uint32_t>((levels[j] >> 4) & 1) << j;
+  std::memcpy(qh, &high, sizeof high);
+}
+
+// Element j's level: its nibble, and its fifth bit when qh is given.
+int level_at(const std::uint8_t* qs, const std::uint8_t* qh, int j) {
+  const int nibble = j < 16 ? qs[j] & 0x0F : qs[j - 16] >> 4;
+  if (qh == nullptr) return nibble;
+  std::uint32_t high;
+  std::memcpy(&high, qh, sizeof high);
+  return nibble | static_cast<int>(((high >> j) & 1) << 4);
+}
+
+// Q4_1 and Q5_1: d spans the range in 2^bits - 1 steps from the minimum; levels are truncated after adding
+// a half (ggml's rounding), Q4_1's clamped to 15 and Q5_1's not (ggml does not clamp it).
+template <int Bits>
+void quantize_offset(const float* x, std::uint8_t* y) {
+  const auto [min, max] = block_range(x);
+  const float d = (max - min) / static_cast<float>((1 << Bits) - 1);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
+  store_u16(reinterpret_cast<std::byte*>(y + 2), f32_to_f16(min));
+  std::uint8_t levels[32];
+  for (int j = 0; j < 32; ++j) {
+    const float scaled = (x[j] - min) * id + 0.5f;
+    levels[j] = Bits == 4 ? static_cast<std::uint8_t>(std::min<int>(15, static_cast<std::int8_t>(scaled)))
+                          : static_cast<std::uint8_t>(scaled);
+  }
+  pack_levels(levels, y + (Bits == 4 ? 4 : 8), Bits == 4 ? nullptr : y + 4);
+}
+
+template <int Bits>
+void dequantize_offset(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
+  const float m = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b + 2)));
+  const std::uint8_t* qs = b + (Bits == 4 ? 4 : 8);
+  const std::uint8_t* qh = Bits == 4 ? nullptr : b + 4;
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(level_at(qs, qh, j)) * d + m;
+}
+
+void quantize_q4_1(const float* x, std::uint8_t* y) {
+  quantize_offset<4>(x, y);
+}
+void dequantize_q4_1(const std::uint8_t* b, float* y) {
+  dequantize_offset<4>(b, y);
+}
+void quantize_q5_1(const float* x, std::uint8_t* y) {
+  quantize_offset<5>(x, y);
+}
+void dequantize_q5_1(const std::uint8_t* b, float* y) {
+  dequantize_offset<5>(b, y);
+}
+
+// Q5_0: Q4_0's symmetric scale over -16, levels truncated after adding 16.5 and clamped to 31.
+void quantize_q5_0(const float* x, std::uint8_t* y) {
+  const float d = signed_max(x) / -16.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
+  std::uint8_t levels[32];
+  for (int j = 0; j < 32; ++j) {
+    levels[j] = static_cast<std::uint8_t>(std::min<int>(31, static_cast<std::int8_t>(x[j] * id + 16.5f)));
+  }
+  pack_levels(levels, y + 6, y + 2);
+}
+
+void dequantize_q5_0(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(level_at(b + 6, b + 2, j) - 16) * d;
 }
 
 // ---- K-quant helpers --------------------------------------------------------------------------------
@@ -501,6 +601,9 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::Q4_K: return quantize_q4_k;
     case WeightType::Q5_K: return quantize_q5_k;
     case WeightType::Q6_K: return quantize_q6_k;
+    case WeightType::Q4_1: return quantize_q4_1;
+    case WeightType::Q5_0: return quantize_q5_0;
+    case WeightType::Q5_1: return quantize_q5_1;
     default: return nullptr;
   }
 }
@@ -512,6 +615,9 @@ BlockDequantizer block_dequantizer(WeightType type) {
     case WeightType::Q4_K: return dequantize_q4_k;
     case WeightType::Q5_K: return dequantize_q5_k;
     case WeightType::Q6_K: return dequantize_q6_k;
+    case WeightType::Q4_1: return dequantize_q4_1;
+    case WeightType::Q5_0: return dequantize_q5_0;
+    case WeightType::Q5_1: return dequantize_q5_1;
     default: return nullptr;
   }
 }
@@ -543,6 +649,15 @@ std::optional<WeightType> weight_type_from_name(std::string_view name) {
     if (f.name == name) return f.type;
   }
   return std::nullopt;
+}
+
+std::string weight_type_names() {
+  std::string names;
+  for (const auto& f : all_facts()) {
+    if (!names.empty()) names += ", ";
+    names += f.name;
+  }
+  return names;
 }
 
 std::uint32_t ggml_type_id(WeightType type) {

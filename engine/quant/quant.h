@@ -8,14 +8,20 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace engine::quant {
 
-enum class WeightType : std::uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
+// The values index the CPU kernel tables (engine/cpu/kernels.h): new types go at the end.
+enum class WeightType : std::uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1 };
+inline constexpr std::size_t kWeightTypeCount = 11;
 
 std::string_view weight_type_name(WeightType type);  // "F32", "Q4_K", ... (ggml's spelling)
 std::optional<WeightType> weight_type_from_name(std::string_view name);
+// "F32, F16, BF16, Q8_0, …, Q5_1": every weight type the engine computes with, for messages that say what
+// is served instead of a refused type.
+std::string weight_type_names();
 // The ggml type id (GGUF tensor info) of a weight type, and back; nullopt for ids the engine cannot use.
 std::uint32_t ggml_type_id(WeightType type);
 std::optional<WeightType> weight_type_from_ggml(std::uint32_t ggml_id);

@@ -260,8 +260,8 @@ const FlagRow kRows[] = {
      .target = &O::quantization,
      .example = "gguf",
      .accepted = "gguf|None",
-     .refusal = "serverd runs F32, F16 and BF16 safetensors and GGUF files (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K); for a "
-                "quantized model serve a GGUF file (org/repo:Q4_K_M) and leave --quantization out",
+     .refusal = "serverd runs F32, F16 and BF16 safetensors and GGUF files (of the ggml types docs/engine.md "
+                "lists); for a quantized model serve a GGUF file (org/repo:Q4_K_M) and leave --quantization out",
      .refused_example = "awq",
      .alias = "q"},
     // ---- accepted as is: serverd already behaves so --------------------------------------------------

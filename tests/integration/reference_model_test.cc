@@ -200,8 +200,9 @@ std::vector<float> test_values(std::size_t block, std::size_t blocks_per_case) {
 class Dequantization : public ::testing::TestWithParam<WeightType> {};
 
 INSTANTIATE_TEST_SUITE_P(Types, Dequantization,
-                         ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K,
-                                           WeightType::Q6_K, WeightType::F16, WeightType::BF16),
+                         ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
+                                           WeightType::Q5_1, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
+                                           WeightType::F16, WeightType::BF16),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });
@@ -240,6 +241,38 @@ TEST_P(Dequantization, EngineAgreesWithTheReference) {
     norm += static_cast<double>(values[i]) * values[i];
   }
   EXPECT_LT(std::sqrt(err / norm), 0.2);
+}
+
+// The engine's quantize_row and the script's rendering of ggml's reference quantizers give the same bytes:
+// files the engine writes read back as llama.cpp's quantizer would have written them.
+class Quantization : public ::testing::TestWithParam<WeightType> {};
+
+INSTANTIATE_TEST_SUITE_P(Types, Quantization,
+                         ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
+                                           WeightType::Q5_1),
+                         [](const auto& param_info) {
+                           return std::string(engine::quant::weight_type_name(param_info.param));
+                         });
+
+TEST_P(Quantization, EngineMatchesGgmlsReferenceQuantizerByteForByte) {
+  const WeightType type = GetParam();
+  auto values = test_values(32, 16);
+  // Exact halves of a step, where the rounding rule decides: a block whose values sit on k / 2 steps.
+  for (std::size_t i = 0; i < 32; ++i) values.push_back(static_cast<float>(i) * 0.5f - 8.0f);
+  std::vector<std::byte> blocks(*engine::quant::row_bytes(type, values.size()));
+  engine::quant::quantize_row(type, values, blocks);
+  const auto reference = testing_support::reference_quantize(engine::quant::weight_type_name(type), values);
+  ASSERT_EQ(reference.size(), blocks.size());
+  const std::size_t block_bytes = engine::quant::block_bytes(type);
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i] != reference[i] && differing++ < 5) {
+      ADD_FAILURE() << engine::quant::weight_type_name(type) << " block " << i / block_bytes << " byte "
+                    << i % block_bytes << ": engine " << std::to_integer<int>(blocks[i]) << ", reference "
+                    << std::to_integer<int>(reference[i]);
+    }
+  }
+  EXPECT_EQ(differing, 0u) << "of " << blocks.size() << " bytes";
 }
 
 TEST(ReferenceModelScript, ReportsBadInput) {

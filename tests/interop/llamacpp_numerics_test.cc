@@ -41,7 +41,8 @@ const std::vector<std::int32_t> kPrompt = {500, 2, 77, 12, 345, 6, 91};
 constexpr int kGreedySteps = 24;
 
 const std::vector<WeightType> kGgufTypes = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
-                                            WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+                                            WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+                                            WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
 
 // Below this, a distance from the reference is the f32 rounding of an unquantized path (the reference
 // tests hold float-activation logits to 1e-4 of their scale), not a difference between implementations.
@@ -170,10 +171,6 @@ std::string_view float_level() {
   return {};
 }
 
-bool quantized(WeightType type) {
-  return type != WeightType::F32 && type != WeightType::F16 && type != WeightType::BF16;
-}
-
 class LlamaCppNumerics : public testing::TestWithParam<Architecture> {
  protected:
   void SetUp() override {
@@ -233,7 +230,7 @@ TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFi
       std::printf("[ llama.cpp ] %s %s %-10s  %s\n", arch.c_str(), name.c_str(), int8.c_str(),
                   describe(ours_int8).c_str());
       EXPECT_LE(ours_int8.path_max, bar) << files[f] << " at " << int8;
-      if (quantized(type)) {
+      if (engine::cpu::quantizes_activations(int8, type)) {
         EXPECT_GT(ours_int8.any_max, 1e-4) << files[f] << ": the activations were not quantized";
       }
     }

@@ -11,12 +11,15 @@ Commands:
   logits  --model PATH --tokens 1,2,3[;4,5,...] --out FILE   logits at every position of every sequence
   greedy  --model PATH --tokens 1,2,3 --steps N --out FILE    N greedy tokens (argmax of float64 logits)
   dequant --type TYPE --in BLOCKS.bin --out VALUES.bin        raw blocks of a GGUF type to float64
+  quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
+                                                               quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
 
 Output files, all little-endian:
   logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
            sequence in order L_s x V float64 (position-major: all of position 0's logits, then position 1's)
   greedy:  b"RGREEDY1", u32 count N, N x i64 token ids
   dequant: b"RDEQUAN1", u64 count N, N x float64
+  quantize: b"RQUANT01", u64 byte count N, N bytes of blocks (VALUES.bin: float32 values)
 """
 
 import argparse
@@ -56,6 +59,9 @@ GGML_TYPES = {
     "F32": (0, 1, 4),
     "F16": (1, 1, 2),
     "Q4_0": (2, 32, 18),
+    "Q4_1": (3, 32, 20),
+    "Q5_0": (6, 32, 22),
+    "Q5_1": (7, 32, 24),
     "Q8_0": (8, 32, 34),
     "Q4_K": (12, QK_K, 144),
     "Q5_K": (13, QK_K, 176),
@@ -90,6 +96,109 @@ def dequant_q4_0(raw):
     qs = b[:, 2:18].astype(np.int64)
     q = np.concatenate([(qs & 0xF) - 8, (qs >> 4) - 8], axis=1).astype(F64)
     return (d * q).reshape(-1)
+
+
+def nibble_levels(b, qs_at, qh_at=None):
+    """The 32 levels of blocks with 16 nibble bytes at qs_at (value j low, j + 16 high) and, for the five-bit
+    types, a little-endian word at qh_at whose bit j is value j's fifth bit."""
+    qs = b[:, qs_at : qs_at + 16].astype(np.int64)
+    q = np.concatenate([qs & 0xF, qs >> 4], axis=1)
+    if qh_at is not None:
+        qh = b[:, qh_at : qh_at + 4].copy().view("<u4").astype(np.int64)  # (nb, 1)
+        q = q | (((qh >> np.arange(32)) & 1) << 4)
+    return q.astype(F64)
+
+
+def dequant_q4_1(raw):
+    b = blocks_of(raw, 20)
+    return (half_column(b, 0) * nibble_levels(b, 4) + half_column(b, 2)).reshape(-1)
+
+
+def dequant_q5_0(raw):
+    b = blocks_of(raw, 22)
+    return (half_column(b, 0) * (nibble_levels(b, 6, 2) - 16)).reshape(-1)
+
+
+def dequant_q5_1(raw):
+    b = blocks_of(raw, 24)
+    return (half_column(b, 0) * nibble_levels(b, 8, 4) + half_column(b, 2)).reshape(-1)
+
+
+# ---- ggml's reference quantizers of the 32-value block types, in float32 as ggml computes them -----------
+
+f32 = np.float32
+
+
+def halves_of(values):
+    """float32 values as the bytes of float16 (round to nearest even, as ggml's conversion)."""
+    return np.asarray(values, dtype=f32).astype("<f2").view(np.uint8).reshape(-1, 2)
+
+
+def truncated(values):
+    """C's float-to-integer conversion: toward zero."""
+    return np.trunc(values.astype(np.float64)).astype(np.int64)
+
+
+def pack_nibbles(levels):
+    """(nb, 32) levels as 16 bytes each: value j in the low nibble of byte j, value j + 16 in the high."""
+    return ((levels[:, :16] & 0xF) | ((levels[:, 16:] & 0xF) << 4)).astype(np.uint8)
+
+
+def pack_fifth_bits(levels):
+    """(nb, 32) levels' fifth bits as a little-endian word per block, bit j for value j."""
+    words = (((levels >> 4) & 1) << np.arange(32, dtype=np.int64)).sum(axis=1)
+    return words.astype("<u4").view(np.uint8).reshape(-1, 4)
+
+
+def inverse(d):
+    """1 / d, and 0 where d is 0 (ggml's `d ? 1.0f/d : 0.0f`)."""
+    safe = np.where(d != 0, d, f32(1)).astype(f32)
+    return np.where(d != 0, f32(1) / safe, f32(0)).astype(f32)
+
+
+def quantize_q8_0(x):
+    d = (np.abs(x).max(axis=1, keepdims=True) / f32(127)).astype(f32)
+    v = (x * inverse(d)).astype(np.float64)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5)  # roundf: halves away from zero (exact in float64)
+    return np.concatenate([halves_of(d), q.astype(np.int8).view(np.uint8)], axis=1)
+
+
+def signed_largest(x):
+    """The value of largest magnitude, the first among equals."""
+    return np.take_along_axis(x, np.abs(x).argmax(axis=1)[:, None], axis=1)
+
+
+def quantize_symmetric(x, levels):
+    """Q4_0 (16 levels) and Q5_0 (32): d maps the largest magnitude to the lowest level exactly."""
+    half = levels // 2
+    d = (signed_largest(x) / f32(-half)).astype(f32)
+    q = np.minimum(levels - 1, truncated((x * inverse(d)).astype(f32) + f32(half + 0.5)))
+    parts = [halves_of(d)]
+    if levels == 32:
+        parts.append(pack_fifth_bits(q))
+    return np.concatenate(parts + [pack_nibbles(q)], axis=1)
+
+
+def quantize_offset(x, levels):
+    """Q4_1 (16 levels, clamped) and Q5_1 (32, ggml does not clamp): d spans [min, max] in levels - 1 steps."""
+    low = x.min(axis=1, keepdims=True)
+    d = ((x.max(axis=1, keepdims=True) - low) / f32(levels - 1)).astype(f32)
+    q = truncated(((x - low) * inverse(d)).astype(f32) + f32(0.5))
+    if levels == 16:
+        q = np.minimum(15, q)
+    parts = [halves_of(d), halves_of(low)]
+    if levels == 32:
+        parts.append(pack_fifth_bits(q))
+    return np.concatenate(parts + [pack_nibbles(q)], axis=1)
+
+
+QUANTIZE = {
+    "Q8_0": quantize_q8_0,
+    "Q4_0": lambda x: quantize_symmetric(x, 16),
+    "Q5_0": lambda x: quantize_symmetric(x, 32),
+    "Q4_1": lambda x: quantize_offset(x, 16),
+    "Q5_1": lambda x: quantize_offset(x, 32),
+}
 
 
 def k_scales_mins(scales):
@@ -177,6 +286,9 @@ DEQUANT = {
     "BF16": bf16_values,
     "Q8_0": dequant_q8_0,
     "Q4_0": dequant_q4_0,
+    "Q4_1": dequant_q4_1,
+    "Q5_0": dequant_q5_0,
+    "Q5_1": dequant_q5_1,
     "Q4_K": dequant_q4_k,
     "Q5_K": dequant_q5_k,
     "Q6_K": dequant_q6_k,
@@ -677,6 +789,19 @@ def command_dequant(args):
         f.write(np.ascontiguousarray(values, dtype="<f8").tobytes())
 
 
+def command_quantize(args):
+    if args.type not in QUANTIZE:
+        raise ValueError(f"--type {args.type}: expected one of {', '.join(QUANTIZE)}")
+    values = np.fromfile(args.input, dtype="<f4")
+    if values.size % 32 != 0:
+        raise ValueError(f"{args.input}: {values.size} values are not whole blocks of 32")
+    blocks = QUANTIZE[args.type](values.reshape(-1, 32).astype(f32))
+    with open(args.out, "wb") as f:
+        f.write(b"RQUANT01")
+        f.write(struct.pack("<Q", blocks.size))
+        f.write(np.ascontiguousarray(blocks, dtype=np.uint8).tobytes())
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description="float64 reference forward pass (Qwen3, Qwen2, Llama)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -693,8 +818,14 @@ def main(argv):
     dequant.add_argument("--type", required=True)
     dequant.add_argument("--in", dest="input", required=True)
     dequant.add_argument("--out", required=True)
+    quantize = commands.add_parser("quantize", help="quantize float32 values as ggml's reference quantizers")
+    quantize.add_argument("--type", required=True)
+    quantize.add_argument("--in", dest="input", required=True)
+    quantize.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    {"logits": command_logits, "greedy": command_greedy, "dequant": command_dequant}[args.command](args)
+    handlers = {"logits": command_logits, "greedy": command_greedy, "dequant": command_dequant}
+    handlers["quantize"] = command_quantize
+    handlers[args.command](args)
 
 
 if __name__ == "__main__":

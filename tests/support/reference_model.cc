@@ -125,4 +125,16 @@ std::vector<double> reference_dequant(std::string_view type, std::span<const std
   return values;
 }
 
+std::vector<std::byte> reference_quantize(std::string_view type, std::span<const float> values) {
+  const TempDir dir;
+  write_file(dir / "values.bin", std::as_bytes(values));
+  const auto bytes = run_reference(
+      "quantize --type " + shell_quoted(std::string(type)) + " --in " + shell_quoted((dir / "values.bin").string()),
+      dir);
+  Cursor in(bytes, "RQUANT01");
+  auto blocks = in.array<std::byte>(in.next<std::uint64_t>());
+  in.expect_end();
+  return blocks;
+}
+
 }  // namespace testing_support

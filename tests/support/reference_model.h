@@ -38,4 +38,8 @@ std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model, c
 // Raw GGUF blocks of `type` ("Q4_K", "Q8_0", "F16", ...) dequantized in float64.
 std::vector<double> reference_dequant(std::string_view type, std::span<const std::byte> blocks);
 
+// `values` (whole blocks of 32) quantized to `type` ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1") by the script's
+// rendering of ggml's reference quantizers, in float32 as ggml computes them.
+std::vector<std::byte> reference_quantize(std::string_view type, std::span<const float> values);
+
 }  // namespace testing_support

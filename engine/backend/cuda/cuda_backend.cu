@@ -212,6 +212,11 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return name_; }
 
   Weight add_weight(const WeightSource& source) override {
+    if (!cuda::weight_type_supported(source.type)) {
+      throw std::invalid_argument("cuda backend: " + std::string(quant::weight_type_name(source.type)) +
+                                  " weights are not supported on the GPU yet (the CPU backend runs them); serve this "
+                                  "GGUF with --device cpu, or pick a file of another type (Q4_K_M, Q8_0)");
+    }
     const auto row_bytes = quant::row_bytes(source.type, source.cols);
     if (!row_bytes || *row_bytes * source.rows != source.bytes.size()) {
       throw std::invalid_argument("cuda backend: a " + std::string(quant::weight_type_name(source.type)) +

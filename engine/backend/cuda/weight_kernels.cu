@@ -826,9 +826,22 @@ void with_type(WeightType type, F&& f) {
     case WeightType::Q4_K: f(TypeTag<WeightType::Q4_K>{}); return;
     case WeightType::Q5_K: f(TypeTag<WeightType::Q5_K>{}); return;
     case WeightType::Q6_K: f(TypeTag<WeightType::Q6_K>{}); return;
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1: break;
   }
-  throw std::invalid_argument("CUDA weight kernels: unknown weight type " + std::to_string(static_cast<int>(type)));
+  throw std::invalid_argument("CUDA weight kernels: no kernels for " + std::string(quant::weight_type_name(type)) +
+                              " weights");
 }
+
+}  // namespace
+
+bool weight_type_supported(WeightType type) {
+  // The types with_type has no Codec for.
+  return type != WeightType::Q4_1 && type != WeightType::Q5_0 && type != WeightType::Q5_1;
+}
+
+namespace {
 
 template <int T>
 using TokensTag = std::integral_constant<int, T>;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -22,7 +23,9 @@ namespace {
 using quant::WeightType;
 
 constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+                                    WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
+                                    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1};
+static_assert(std::size(kAllTypes) == quant::kWeightTypeCount, "every weight type is tested");
 
 // ---- matmul ------------------------------------------------------------------------------------------
 
@@ -139,6 +142,22 @@ WeightBlock weight_block(WeightType type, const std::byte* row, std::size_t k) {
     }
     return w;
   }
+  if (type == WeightType::Q4_1 || type == WeightType::Q5_0 || type == WeightType::Q5_1) {
+    // { d; [m;] [qh;] qs } with qh's bit i element i's fifth bit: weight d q + m (min -m), or d (q - 16).
+    const std::uint8_t* b = base + k * quant::block_bytes(type);
+    const bool with_min = type != WeightType::Q5_0, five_bit = type != WeightType::Q4_1;
+    w.scale[0] = w.scale[1] = quant::f16_to_f32(read_u16(b));
+    if (with_min) w.min = -quant::f16_to_f32(read_u16(b + 2));
+    const std::uint8_t* qh = b + (with_min ? 4 : 2);
+    const std::uint8_t* qs = qh + (five_bit ? 4 : 0);
+    std::uint32_t high = 0;
+    if (five_bit) std::memcpy(&high, qh, 4);
+    for (int i = 0; i < 32; ++i) {
+      w.q[i] = (i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4) | static_cast<int>(((high >> i) & 1) << 4);
+      if (type == WeightType::Q5_0) w.q[i] -= 16;
+    }
+    return w;
+  }
   const std::uint8_t* b = base + k / 8 * quant::block_bytes(type);
   const int j = static_cast<int>(k % 8);  // the block of 32 within the block of 256
   if (type == WeightType::Q6_K) {
@@ -174,7 +193,9 @@ WeightBlock weight_block(WeightType type, const std::byte* row, std::size_t k) {
 // integers read here are the dequantized weights.
 std::vector<float> int8_expected(const Matrix& m, const std::vector<float>& x, std::size_t tokens, const float* bias) {
   const std::size_t blocks = m.cols / 32, row_bytes = *quant::row_bytes(m.type, m.cols);
-  const bool halves = m.type == WeightType::Q6_K, has_min = m.type == WeightType::Q4_K || m.type == WeightType::Q5_K;
+  const bool halves = m.type == WeightType::Q6_K;
+  const bool has_min = m.type == WeightType::Q4_K || m.type == WeightType::Q5_K || m.type == WeightType::Q4_1 ||
+                       m.type == WeightType::Q5_1;
   std::vector<float> out(tokens * m.rows);
   for (std::size_t n = 0; n < m.rows; ++n) {
     std::vector<WeightBlock> row(blocks);

@@ -152,6 +152,8 @@ TEST(Checkpoint, UnsupportedDtypeIsNamed) {
   tensors["model.layers.0.mlp.gate_proj.weight"].dtype = SafetensorsDType::I32;
   write_checkpoint(dir, tensors);
   EXPECT_THAT(load_error(dir), HasSubstr("gate_proj.weight in model.safetensors is stored as I32"));
+  EXPECT_THAT(load_error(dir), HasSubstr("(supported: " + engine::quant::weight_type_names() + ")"));
+  EXPECT_THAT(load_error(dir), HasSubstr("Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1)"));
 }
 
 TEST(Checkpoint, HalfPrecisionVectorsAreWidenedToF32) {

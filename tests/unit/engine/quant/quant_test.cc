@@ -5,9 +5,12 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/format/ggml_types.h"
@@ -16,7 +19,9 @@ namespace engine::quant {
 namespace {
 
 constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+                                    WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
+                                    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1};
+static_assert(std::size(kAllTypes) == kWeightTypeCount, "every weight type is tested");
 
 std::vector<float> random_row(std::size_t n, std::uint32_t seed, float sigma = 1.0f) {
   std::mt19937 rng(seed);
@@ -64,8 +69,19 @@ TEST(WeightTypes, AgreeWithTheGgufTypeTable) {
   EXPECT_EQ(block_bytes(WeightType::Q4_K), 144u);
   EXPECT_EQ(block_bytes(WeightType::Q5_K), 176u);
   EXPECT_EQ(block_bytes(WeightType::Q6_K), 210u);
-  EXPECT_EQ(weight_type_from_name("Q4_1"), std::nullopt);
-  EXPECT_EQ(weight_type_from_ggml(3), std::nullopt);  // Q4_1: a real ggml type the engine does not use
+  EXPECT_EQ(ggml_type_id(WeightType::Q4_1), 3u);
+  EXPECT_EQ(ggml_type_id(WeightType::Q5_0), 6u);
+  EXPECT_EQ(ggml_type_id(WeightType::Q5_1), 7u);
+  EXPECT_EQ(weight_type_from_name("Q2_K"), std::nullopt);
+  EXPECT_EQ(weight_type_from_ggml(10), std::nullopt);  // Q2_K: a real ggml type the engine does not use
+}
+
+TEST(WeightTypes, NamesListEveryType) {
+  const std::string names = weight_type_names();
+  for (const WeightType type : kAllTypes) {
+    EXPECT_NE(names.find(std::string(weight_type_name(type))), std::string::npos) << names;
+  }
+  EXPECT_EQ(names.substr(0, 15), "F32, F16, BF16,");
 }
 
 TEST(WeightTypes, RowBytes) {
@@ -78,8 +94,8 @@ TEST(WeightTypes, RowBytes) {
 }
 
 TEST(WeightTypes, RejectsPartialBlocksAndWrongBufferSizes) {
-  for (const WeightType type :
-       {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
+  for (const WeightType type : kAllTypes) {
+    if (block_elements(type) == 1) continue;
     const std::size_t n = block_elements(type) + 16;  // one block and a half-ish
     std::vector<float> src(n, 1.0f);
     std::vector<std::byte> dst(block_bytes(type) * 2);
@@ -247,6 +263,44 @@ TEST(HandBuiltBlocks, Q4_0) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 2.5f * static_cast<float>(q[j] - 8)) << j;
 }
 
+// Q4_1 { d; m; qs[16] }, Q5_0 { d; qh[4]; qs[16] }, Q5_1 { d; m; qh[4]; qs[16] }: nibbles as Q4_0, the fifth
+// bit of element j is bit j of qh (little-endian); x = d q + m, or d (q - 16) for Q5_0.
+std::vector<std::byte> nibble_block(WeightType type, std::uint16_t d, std::uint16_t m, const std::vector<int>& q) {
+  const bool with_min = type != WeightType::Q5_0, five_bit = type != WeightType::Q4_1;
+  std::vector<std::byte> block(block_bytes(type));
+  put_u16(block, 0, d);
+  if (with_min) put_u16(block, 2, m);
+  const std::size_t qh = with_min ? 4 : 2, qs = qh + (five_bit ? 4 : 0);
+  std::uint32_t high = 0;
+  for (int j = 0; j < 32; ++j) high |= static_cast<std::uint32_t>((q[j] >> 4) & 1) << j;
+  for (int i = 0; five_bit && i < 4; ++i) block[qh + i] = static_cast<std::byte>((high >> (8 * i)) & 0xFF);
+  for (int j = 0; j < 16; ++j) block[qs + j] = static_cast<std::byte>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+  return block;
+}
+
+TEST(HandBuiltBlocks, Q4_1) {
+  std::vector<int> q(32);
+  for (int j = 0; j < 32; ++j) q[j] = (j * 7 + 3) % 16;
+  const auto y = dequantize(WeightType::Q4_1, nibble_block(WeightType::Q4_1, 0x4100, 0xBC00, q), 32);  // 2.5, -1
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 2.5f * static_cast<float>(q[j]) - 1.0f) << j;
+}
+
+TEST(HandBuiltBlocks, Q5_0) {
+  std::vector<int> q(32);
+  for (int j = 0; j < 32; ++j) q[j] = (j * 13 + 5) % 32;
+  q[0] = 31;
+  q[31] = 16;
+  const auto y = dequantize(WeightType::Q5_0, nibble_block(WeightType::Q5_0, 0xB800, 0, q), 32);  // d = -0.5
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], -0.5f * static_cast<float>(q[j] - 16)) << j;
+}
+
+TEST(HandBuiltBlocks, Q5_1) {
+  std::vector<int> q(32);
+  for (int j = 0; j < 32; ++j) q[j] = (j * 11 + 1) % 32;
+  const auto y = dequantize(WeightType::Q5_1, nibble_block(WeightType::Q5_1, 0x3400, 0x4000, q), 32);  // 0.25, 2
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 0.25f * static_cast<float>(q[j]) + 2.0f) << j;
+}
+
 // Scales and mins of the 8 sub-blocks of a Q4_K / Q5_K block, laid out in its 12 scale bytes: bytes 0-3
 // hold scale 0-3 in bits 0-5 and the top two bits of scale 4-7 in bits 6-7; bytes 4-7 likewise for the
 // mins; bytes 8-11 hold the low nibble of scale 4-7 (bits 0-3) and of min 4-7 (bits 4-7).
@@ -337,12 +391,16 @@ TEST(Quantizers, ZeroRowsStayZero) {
   for (const WeightType type : kAllTypes) {
     const std::vector<float> zeros(512, 0.0f);
     const auto bytes = quantize(type, zeros);
-    // Q4_0 stores zeros as level 8 with d = 0 / -8 = -0 (0x8000), as ggml does.
-    if (type != WeightType::Q4_0) {
-      for (const std::byte b : bytes) EXPECT_EQ(b, std::byte{0}) << weight_type_name(type);
-    } else {
+    // Q4_0 and Q5_0 store zeros as their middle level (8, 16) with d = 0 / -8 = -0 (0x8000), as ggml does.
+    if (type == WeightType::Q4_0) {
       EXPECT_EQ(get_u16(bytes, 0), 0x8000);
       EXPECT_EQ(bytes[2], std::byte{0x88});
+    } else if (type == WeightType::Q5_0) {
+      EXPECT_EQ(get_u16(bytes, 0), 0x8000);
+      EXPECT_EQ(bytes[2], std::byte{0xFF});  // every fifth bit set: level 16
+      EXPECT_EQ(bytes[6], std::byte{0x00});
+    } else {
+      for (const std::byte b : bytes) EXPECT_EQ(b, std::byte{0}) << weight_type_name(type);
     }
     EXPECT_EQ(dequantize(type, bytes, zeros.size()), zeros) << weight_type_name(type);
   }
@@ -383,6 +441,32 @@ TEST(Quantizers, Q4_0ErrorWithinAStep) {
   }
 }
 
+// Q4_1 and Q5_1 span each block's [min, max] in 15 and 31 steps, Q5_0 maps its largest magnitude to level 0
+// of 32: every value comes back within half a step (Q5_0: one step where the far end clamps), plus the
+// scale's and min's own f16 rounding times the levels.
+TEST(Quantizers, LegacyTypesErrorWithinAStep) {
+  for (const auto& [type, steps] :
+       {std::pair{WeightType::Q4_1, 15}, std::pair{WeightType::Q5_0, 16}, std::pair{WeightType::Q5_1, 31}}) {
+    const auto row = random_row(32 * 64, 6, 0.5f);
+    const auto back = dequantize(type, quantize(type, row), row.size());
+    for (std::size_t b = 0; b < row.size() / 32; ++b) {
+      float low = row[32 * b], high = row[32 * b], largest = 0;
+      for (int j = 0; j < 32; ++j) {
+        low = std::min(low, row[32 * b + j]);
+        high = std::max(high, row[32 * b + j]);
+        largest = std::max(largest, std::fabs(row[32 * b + j]));
+      }
+      const float step = type == WeightType::Q5_0 ? largest / 16 : (high - low) / static_cast<float>(steps);
+      const float half_step = type == WeightType::Q5_0 ? step : 0.5f * step;
+      const float bound = half_step + 32 * step * 0x1p-11f + largest * 0x1p-11f + 1e-6f;
+      for (int j = 0; j < 32; ++j) {
+        ASSERT_LE(std::fabs(back[32 * b + j] - row[32 * b + j]), bound)
+            << weight_type_name(type) << " " << b << ":" << j;
+      }
+    }
+  }
+}
+
 struct KQuantBounds {
   WeightType type;
   double max_rms_ratio;  // RMS error over RMS value, Gaussian rows
@@ -415,7 +499,8 @@ INSTANTIATE_TEST_SUITE_P(Types, KQuantRoundTrip,
 
 // Values that a block represents exactly come back unchanged: requantizing a dequantized row reproduces it.
 TEST(Quantizers, DequantizedRowsAreFixedPoints) {
-  for (const WeightType type : {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q6_K}) {
+  for (const WeightType type :
+       {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q5_0, WeightType::Q4_1, WeightType::Q5_1, WeightType::Q6_K}) {
     const auto row = random_row(512, 5);
     const auto once = dequantize(type, quantize(type, row), row.size());
     const auto twice = dequantize(type, quantize(type, once), row.size());

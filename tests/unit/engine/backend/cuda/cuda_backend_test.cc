@@ -211,6 +211,23 @@ TEST_F(CudaBackendTest, MatmulOfEveryWeightTypeMatchesTheCpu) {
   }
 }
 
+// The types the GPU kernels do not read are refused at load, naming the type and what to do.
+TEST_F(CudaBackendTest, WeightTypesWithoutGpuKernelsAreRefusedByName) {
+  REQUIRE_GPU();
+  init(64, WeightType::F32);
+  for (const auto type : {WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1}) {
+    const std::string name(quant::weight_type_name(type));
+    try {
+      weight(type, 8, 64);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(name + " weights are not supported on the GPU"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, EmbedNormsAndElementwiseKernelsMatchTheCpu) {
   REQUIRE_GPU();
   init(128, WeightType::F32);
