@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "engine/cpu/matmul.h"
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_split.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/quant/quant.h"
 #include "tests/support/child_process.h"
@@ -282,6 +284,28 @@ TEST(LlamaCppRopeScaling, LinearAndYarnFilesAgreeWithTheEngine) {
     EXPECT_LE(theirs.any_max, 0.1);
     EXPECT_LE(distance(ours, reference, run.path).path_max, std::max(theirs.path_max, kRoundingFloor));
   }
+}
+
+// A split written as gguf-split lays it out (write_gguf_split, the engine's reader's test fixture) loads in
+// llama.cpp from its first part and gives the whole file's log-probabilities exactly: the split keys and
+// the parts' layout are llama.cpp's.
+TEST(LlamaCppSplit, LoadsTheWrittenPartsAsTheWholeFile) {
+  ASSERT_TRUE(fs::exists(fs::path(LLAMACPP_NODE_MODULES) / "node-llama-cpp" / "package.json"))
+      << "llama.cpp is not installed in " << LLAMACPP_NODE_MODULES << ": run scripts/install-llamacpp-peer.sh";
+  TempDir dir;
+  engine::tools::ModelWriterOptions options;
+  options.arch = Architecture::Qwen3;
+  options.out_dir = dir.path();
+  options.safetensors = false;
+  options.gguf_types = {WeightType::Q8_0};
+  engine::tools::write_model(options);
+  const fs::path whole = dir / engine::tools::gguf_file_name(WeightType::Q8_0);
+  const auto parts = engine::format::write_gguf_split(engine::format::GgufFile::open(whole), dir / "split", 4);
+  ASSERT_GT(parts.size(), 2u);
+  const auto runs = run_llama_cpp({whole, parts.front()});
+  ASSERT_EQ(runs.size(), 2u) << "llama.cpp did not load both";
+  EXPECT_EQ(runs.at(parts.front()).path, runs.at(whole).path);
+  EXPECT_EQ(runs.at(parts.front()).logprobs, runs.at(whole).logprobs);
 }
 
 }  // namespace
