@@ -32,11 +32,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/cpu/block_layout.h"
 #include "engine/cpu/kernels.h"
+#include "engine/quant/ggml_blocks.h"
 
 namespace engine::cpu::kernels {
 namespace {
+
+using namespace quant::ggml_blocks;  // the type ids and block layouts
 
 // Steps of q per max|x| of a block of 32: 127 for avx512vnni's high byte times 256 for its low one (avx2int16
 // quantizes alike, into one int16).
@@ -44,7 +46,12 @@ constexpr float kSteps = 127.0f * 256.0f;
 
 // The blocks of 32 in a ggml block of the type.
 constexpr std::size_t sub_blocks(int type) {
-  return type == kQ4_K || type == kQ5_K || type == kQ6_K ? 8 : 1;
+  return block_elements(type) / 32;
+}
+// Types whose blocks of 32 have a scale per 16 weights (the decoded block's d and m are the two halves'):
+// their products take the two halves' dots one after the other.
+constexpr bool halves(int type) {
+  return type == kQ6_K || type == kQ3_K;
 }
 // Types whose weights are d q - m (the K-quants' dmin * min) or d q + m (Q4_1, Q5_1, kept as d q - (-m)): their
 // products subtract m times the token's scaled sum of q.

@@ -162,6 +162,22 @@ ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
     const __m256i nibbles = sub % 2 == 0 ? low_nibbles(packed) : high_nibbles(packed);
     if constexpr (Type == kQ4_K) return nibbles;
     return _mm256_or_si256(nibbles, high_bits(load256(block + 16), sub, 1));
+  } else if constexpr (Type == kIQ4_NL || Type == kIQ4_XS) {
+    // Nibbles as Q4_0's (IQ4_XS: 16 bytes per block of 32 from byte 8), each replaced by its level.
+    const __m128i packed = _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(block + (Type == kIQ4_NL ? 2 : 8 + 16 * static_cast<std::size_t>(sub))));
+    const __m128i levels = _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Values));
+    const __m128i low = _mm_shuffle_epi8(levels, _mm_and_si128(packed, _mm_set1_epi8(0x0F)));
+    const __m128i high = _mm_shuffle_epi8(levels, _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
+    return _mm256_set_m128i(high, low);
+  } else if constexpr (Type == kQ3_K) {
+    // Block `sub` = 4h + j: low two bits at bits 2j of bytes 32 + 32h .., the third at bit `sub` of hmask's
+    // 32 bytes; q = low + 4 bit - 4.
+    const auto half = static_cast<std::size_t>(sub / 4);
+    const __m256i low = _mm256_and_si256(
+        _mm256_srl_epi16(load256(block + 32 + 32 * half), _mm_cvtsi32_si128(2 * (sub % 4))), _mm256_set1_epi8(3));
+    const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(load256(block), _mm_cvtsi32_si128(sub)), _mm256_set1_epi8(1));
+    return _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(bit, 2)), _mm256_set1_epi8(4));
   } else {
     // Q6_K: per 128 elements, 64 bytes of low nibbles (bytes 0-31: blocks 0 and 2 of the four, 32-63: 1 and
     // 3; low nibbles for 0 and 1, high for 2 and 3) and 32 bytes of high pairs (bits 2k for block k).
@@ -247,9 +263,9 @@ ENGINE_KERNEL_INLINE __m256 signed_byte(__m256i v, int i) {
 // in lane r: ggml's f32 products (a sub-block scale times d), as the float kernels and avx512vnni compute them.
 template <int Type, class Out>
 ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* out) {
-  if constexpr (Type == kQ8_0 || is_nibble32_type(Type)) {
+  if constexpr (Type == kQ8_0 || Type == kIQ4_NL || is_nibble32_type(Type)) {
     // Q4_1 / Q5_1: weights d q + m, kept as d q - (-m) so that the min's term is the K-quants' (negation is exact).
-    constexpr int min_at = Type == kQ8_0 ? -1 : nibble32_layout(Type).m;
+    constexpr int min_at = is_nibble32_type(Type) ? nibble32_layout(Type).m : -1;
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       out[0].d[r] = half_at(block[r]);
@@ -276,6 +292,24 @@ ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* o
     for (int j = 0; j < 8; ++j) {
       _mm256_store_ps(out[j].d, _mm256_mul_ps(unsigned_byte(scales[j / 4], j % 4), d));
       _mm256_store_ps(out[j].m, _mm256_mul_ps(unsigned_byte(mins[j / 4], j % 4), dmin));
+    }
+  } else if constexpr (Type == kIQ4_XS || Type == kQ3_K) {
+    // Per row, scalar: IQ4_XS's eight block scales d (s - 32); Q3_K's sixteen d (s - 32), two per block of 32
+    // (the halves' d and m).
+#pragma GCC unroll 1
+    for (int r = 0; r < kRows; ++r) {
+      if constexpr (Type == kIQ4_XS) {
+        const float d = half_at(block[r]);
+        for (int j = 0; j < 8; ++j) out[j].d[r] = d * static_cast<float>(iq4_xs_scale(block[r], j));
+      } else {
+        int sc[16];
+        q3_k_scales(block[r] + 96, sc);
+        const float d = half_at(block[r] + 108);
+        for (int j = 0; j < 8; ++j) {
+          out[j].d[r] = d * static_cast<float>(sc[2 * j]);
+          out[j].m[r] = d * static_cast<float>(sc[2 * j + 1]);
+        }
+      }
     }
   } else {
     // Q6_K: 16 signed scales at byte 192 (one per 16 elements), d at 208 (the top half of the last word read
@@ -336,11 +370,11 @@ ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, co
     const __m256i values = row_values<Type>(row[r], sub);
     first[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(values)), x_low);
     second[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(values, 1)), x_high);
-    if constexpr (Type != kQ6_K) first[r] = _mm256_add_epi32(first[r], second[r]);
+    if constexpr (!halves(Type)) first[r] = _mm256_add_epi32(first[r], second[r]);
   }
   const __m256 d = _mm256_set1_ps(dx[k]);
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(first)), _mm256_mul_ps(_mm256_load_ps(scales.d), d), acc);
-  if constexpr (Type == kQ6_K) {
+  if constexpr (halves(Type)) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(second)), _mm256_mul_ps(_mm256_load_ps(scales.m), d), acc);
   } else if constexpr (has_min(Type)) {
     acc = _mm256_fnmadd_ps(_mm256_load_ps(scales.m), _mm256_set1_ps(scaled_sum[k]), acc);
@@ -417,7 +451,7 @@ struct Avx2Int16 {
       for (int t = 0; t < T; ++t) qk[t] = q[t] + 64 * k;
       const __m256 dw = _mm256_load_ps(block.d);
       __m256i dot[T];
-      if constexpr (Type == kQ6_K) {
+      if constexpr (halves(Type)) {
         dot_pairs<0, kPairs / 2, T>(block, qk, dot);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
@@ -461,6 +495,9 @@ Table make_avx2int16_table() {
   table.int8_matmul[kQ4_1] = int_product<Avx2Int16, kQ4_1>;
   table.int8_matmul[kQ5_0] = int_product<Avx2Int16, kQ5_0>;
   table.int8_matmul[kQ5_1] = int_product<Avx2Int16, kQ5_1>;
+  table.int8_matmul[kQ3_K] = int_product<Avx2Int16, kQ3_K>;
+  table.int8_matmul[kIQ4_NL] = int_product<Avx2Int16, kIQ4_NL>;
+  table.int8_matmul[kIQ4_XS] = int_product<Avx2Int16, kIQ4_XS>;
   return table;
 }
 

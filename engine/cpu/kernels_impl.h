@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/cpu/block_layout.h"
 #include "engine/cpu/kernels.h"
+#include "engine/quant/ggml_blocks.h"
 
 namespace engine::cpu::kernels {
 namespace {
+
+using namespace quant::ggml_blocks;  // the type ids and block layouts
 
 constexpr int kRowTile = 4;  // rows decoded together by gemm and computed together by gemv
 
@@ -123,6 +125,54 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sin
         auto q = V::srl(V::load_u8(qs + g), 4);
         if constexpr (layout.qh >= 0) q = V::or_(q, V::load_u8(high + 16 + g));
         sink(e + 16 + g, weight(q));
+      }
+    }
+  } else if constexpr (Type == kIQ4_NL || Type == kIQ4_XS) {
+    // Blocks of 32 of nibbles indexing the 16 levels, with one scale (IQ4_NL) or eight (IQ4_XS: d (s - 32)).
+    constexpr int kBlocks = Type == kIQ4_NL ? 1 : 8;
+    const float d = V::half_to_float(load_u16(b));
+#pragma GCC unroll 8
+    for (int ib = 0; ib < kBlocks; ++ib) {
+      const float dl = Type == kIQ4_NL ? d : d * static_cast<float>(iq4_xs_scale(b, ib));
+      const std::uint8_t* qs = Type == kIQ4_NL ? b + 2 : b + 8 + 16 * ib;
+      const std::size_t at = e + 32 * static_cast<std::size_t>(ib);
+      if constexpr (V::kLookup16) {
+        const auto levels = V::load_i8(reinterpret_cast<const std::uint8_t*>(kIq4Values));
+        const F table = V::mul(V::to_float(levels), V::set1(dl));
+        const auto bytes = V::load_u8(qs);
+        sink(at, V::lookup16(table, bytes));
+        sink(at + 16, V::lookup16(table, V::srl(bytes, 4)));
+      } else {
+        // No register lookup at this level: the block's 32 values through memory (exact products either way).
+        alignas(64) float values[32];
+        for (int j = 0; j < 16; ++j) {
+          values[j] = dl * static_cast<float>(kIq4Values[qs[j] & 0xF]);
+          values[16 + j] = dl * static_cast<float>(kIq4Values[qs[j] >> 4]);
+        }
+#pragma GCC unroll 16
+        for (int g = 0; g < 32; g += W) sink(at + static_cast<std::size_t>(g), V::loadu(values + g));
+      }
+    }
+  } else if constexpr (Type == kQ3_K) {
+    // Per 128 elements h, four groups j of 32: low two bits at bits 2j of qs (byte 32 + 32h + l), the third at
+    // bit 4h + j of hmask (byte l), q = low + 4 bit - 4; 16 scales d (s - 32), one per 16 elements.
+    int sc[16];
+    q3_k_scales(b + 96, sc);
+    const float d = V::half_to_float(load_u16(b + 108));
+    alignas(64) float scales[16];
+    for (int j = 0; j < 16; ++j) scales[j] = d * static_cast<float>(sc[j]);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 16
+        for (int g = 0; g < 32; g += W) {
+          const auto low = V::and_(V::srl(V::load_u8(b + 32 + 32 * h + g), 2 * j), 3);
+          const auto high = V::and_(V::srl(V::load_u8(b + g), 4 * h + j), 1);
+          const auto q = V::sub(V::or_(low, V::sll(high, 2)), 4);
+          const int element = 128 * h + 32 * j + g;
+          sink(e + static_cast<std::size_t>(element), V::mul(V::set1(scales[element / 16]), V::to_float(q)));
+        }
       }
     }
   } else if constexpr (Type == kQ4_K && V::kLookup16) {
@@ -596,7 +646,8 @@ float sum_floats(const float* data, std::size_t n) {
 // gemv_batch saves the store and reload of the decoded tile (limits per level in its V; docs/cpu-kernels.md).
 template <class V>
 constexpr std::size_t batch_max_tokens(int type) {
-  return type == kQ4_K || type == kQ5_K || type == kQ6_K ? V::kBatchMaxTokensKQuant : V::kBatchMaxTokens;
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K || type == kQ3_K || type == kIQ4_XS ? V::kBatchMaxTokensKQuant
+                                                                                             : V::kBatchMaxTokens;
 }
 
 }  // namespace
@@ -638,9 +689,9 @@ void silu_mul(const float* gate, const float* up, std::size_t n, float* out) {
 #define ENGINE_EACH_TYPE(EXPR)                                                                                         \
   {                                                                                                                    \
     EXPR(kF32), EXPR(kF16), EXPR(kBF16), EXPR(kQ8_0), EXPR(kQ4_0), EXPR(kQ4_K), EXPR(kQ5_K), EXPR(kQ6_K), EXPR(kQ4_1), \
-        EXPR(kQ5_0), EXPR(kQ5_1)                                                                                       \
+        EXPR(kQ5_0), EXPR(kQ5_1), EXPR(kQ3_K), EXPR(kIQ4_NL), EXPR(kIQ4_XS)                                            \
   }
-static_assert(kQ5_1 + 1 == kTypeCount, "ENGINE_EACH_TYPE lists every weight type");
+static_assert(kIQ4_XS + 1 == kTypeCount, "ENGINE_EACH_TYPE lists every weight type");
 
 template <class V>
 constexpr Table make_table(const char* name) {

@@ -41,6 +41,9 @@ std::uint32_t llama_file_type(WeightType type) {
     case WeightType::Q4_1: return 3;
     case WeightType::Q5_0: return 8;
     case WeightType::Q5_1: return 9;
+    case WeightType::Q3_K: return 11;
+    case WeightType::IQ4_NL: return 25;
+    case WeightType::IQ4_XS: return 30;
     case WeightType::Q8_0: return 7;
     case WeightType::Q4_K: return 14;
     case WeightType::Q5_K: return 16;

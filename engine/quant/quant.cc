@@ -10,10 +10,15 @@
 #include <utility>
 
 #include "engine/format/ggml_types.h"
+#include "engine/quant/ggml_blocks.h"
 
 namespace engine::quant {
 
 namespace {
+
+using ggml_blocks::iq4_xs_scale;
+using ggml_blocks::kIq4Values;
+using ggml_blocks::q3_k_scales;
 
 static_assert(std::endian::native == std::endian::little, "block fields are stored little-endian");
 
@@ -41,6 +46,9 @@ constexpr std::array<std::pair<WeightType, std::uint32_t>, kWeightTypeCount> kGg
     {WeightType::Q4_1, 3},
     {WeightType::Q5_0, 6},
     {WeightType::Q5_1, 7},
+    {WeightType::Q3_K, 11},
+    {WeightType::IQ4_NL, 20},
+    {WeightType::IQ4_XS, 23},
 }};
 
 const std::array<TypeFacts, kGgmlIds.size()>& all_facts() {
@@ -113,10 +121,11 @@ void dequantize_q8_0(const std::uint8_t* b, float* y) {
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(b[2 + j])) * d;
 }
 
-// The signed value of largest magnitude (the first, on ties), as Q4_0 and Q5_0 pick their scale.
-float signed_max(const float* x) {
+// The signed value of largest magnitude among n (the first, on ties), from which Q4_0, Q5_0, Q6_K, Q3_K and
+// IQ4 derive their scales.
+float signed_max(const float* x, int n = 32) {
   float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < 32; ++j) {
+  for (int j = 0; j < n; ++j) {
     if (amax < std::fabs(x[j])) {
       amax = std::fabs(x[j]);
       max = x[j];
@@ -476,16 +485,8 @@ void dequantize_q5_k(const std::uint8_t* b, float* y) {
 // ggml's make_qx_quants with rmse_type 1 (weights x^2): a symmetric fit with levels -nmax..nmax-1 whose
 // scale is refined over 18 nearby grids. Stores levels + nmax.
 float fit_symmetric(int n, int nmax, const float* x, std::int8_t* levels) {
-  float max = 0;
-  float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) levels[i] = 0;
     return 0.f;
   }
@@ -591,6 +592,237 @@ void dequantize_q6_k(const std::uint8_t* b, float* y) {
   }
 }
 
+// ---- Q3_K: { u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d; } -----------------------------------------
+// Element e = 128 h + 32 j + l (h < 2, j < 4, l < 32) has its low two bits at bits 2j of qs[32 h + l] and its
+// third at bit 4h + j of hmask[l], set meaning "no offset": q = low + 4 * bit - 4, in -4..3. Its 16-element
+// sub-block e / 16 has a signed 6-bit scale (s - 32): low nibbles in bytes 0-7 (sub-blocks 0-7) and high
+// nibbles (8-15) of scales[0..7], the top two bits of sub-block j at bits 2 (j / 4) of scales[8 + j % 4].
+// x = d * (s - 32) * q.
+
+int q3_k_level(const std::uint8_t* b, int e) {
+  const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+  const int low = (b[32 + 32 * h + l] >> (2 * j)) & 3;
+  const int high = (b[l] >> (4 * h + j)) & 1;
+  return low + 4 * high - 4;
+}
+
+// ggml's make_q3_quants with its weighted refinement: levels -nmax..nmax-1 (stored + nmax) for one
+// sub-block, the scale mapping the largest magnitude to -nmax, then up to five passes that move single
+// levels while the weighted fit (weights x^2) improves.
+float fit_q3(int n, int nmax, const float* x, std::int8_t* levels) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) levels[i] = 0;
+    return 0.f;
+  }
+  const float iscale = static_cast<float>(-nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+    levels[i] = static_cast<std::int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      const auto li = static_cast<float>(levels[i]);
+      float slx = sumlx - w * x[i] * li;
+      if (slx > 0) {
+        float sl2 = suml2 - w * li * li;
+        const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+        if (l != levels[i]) {
+          slx += w * x[i] * static_cast<float>(l);
+          sl2 += w * static_cast<float>(l) * static_cast<float>(l);
+          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+            levels[i] = static_cast<std::int8_t>(l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) levels[i] = static_cast<std::int8_t>(levels[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+void quantize_q3_k(const float* x, std::uint8_t* y) {
+  std::int8_t levels[kQK];
+  float scales[16];
+  float max_scale = 0, amax = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit_q3(16, 4, x + 16 * j, levels + 16 * j);
+    if (std::fabs(scales[j]) > amax) {
+      amax = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  std::memset(y, 0, 110);
+  std::uint8_t* packed = y + 96;
+  if (max_scale != 0) {
+    const float iscale = -32.f / max_scale;
+    for (int j = 0; j < 16; ++j) {
+      const int l = std::max(-32, std::min(31, nearest_int(iscale * scales[j]))) + 32;
+      if (j < 8) {
+        packed[j] = static_cast<std::uint8_t>(l & 0xF);
+      } else {
+        packed[j - 8] = static_cast<std::uint8_t>(packed[j - 8] | ((l & 0xF) << 4));
+      }
+      packed[8 + j % 4] = static_cast<std::uint8_t>(packed[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+    }
+    store_u16(reinterpret_cast<std::byte*>(y + 108), f32_to_f16(1 / iscale));
+  }
+  // Levels again from the stored scales (sub-blocks whose scale is 0 keep their fit's levels, as in ggml).
+  int stored[16];
+  q3_k_scales(packed, stored);
+  const float d_all = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(y + 108)));
+  for (int j = 0; j < 16; ++j) {
+    const float d = d_all * static_cast<float>(stored[j]);
+    if (d == 0) continue;
+    for (int i = 0; i < 16; ++i) {
+      levels[16 * j + i] = static_cast<std::int8_t>(std::max(-4, std::min(3, nearest_int(x[16 * j + i] / d))) + 4);
+    }
+  }
+  for (int e = 0; e < static_cast<int>(kQK); ++e) {
+    int l = levels[e];
+    const int h = e / 128, j = (e % 128) / 32, i = e % 32;
+    if (l > 3) {
+      y[i] = static_cast<std::uint8_t>(y[i] | (1 << (4 * h + j)));
+      l -= 4;
+    }
+    y[32 + 32 * h + i] = static_cast<std::uint8_t>(y[32 + 32 * h + i] | (l << (2 * j)));
+  }
+}
+
+void dequantize_q3_k(const std::uint8_t* b, float* y) {
+  int scales[16];
+  q3_k_scales(b + 96, scales);
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b + 108)));
+  for (int e = 0; e < static_cast<int>(kQK); ++e) {
+    y[e] = d * static_cast<float>(scales[e / 16]) * static_cast<float>(q3_k_level(b, e));
+  }
+}
+
+// ---- IQ4_NL: { f16 d; u8 qs[16]; } and IQ4_XS: { f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]; } --------
+// Nibbles (as Q4_0's, per 32 values) index the 16 non-linear levels kIq4Values; x = d * level (IQ4_NL) or
+// d * (s - 32) * level, s the 6-bit scale of the block of 32 (IQ4_XS: low nibble of scales_l[ib / 2] at
+// bit 4 (ib % 2), top two bits at bits 2 ib of scales_h).
+
+// The index of the level nearest v (the lower one on ties), as ggml's best_index_int8.
+int nearest_iq4_level(float v) {
+  if (v <= kIq4Values[0]) return 0;
+  if (v >= kIq4Values[15]) return 15;
+  int low = 0, high = 15;
+  while (high - low > 1) {
+    const int mid = (low + high) / 2;
+    if (v < kIq4Values[mid]) {
+      high = mid;
+    } else {
+      low = mid;
+    }
+  }
+  return v - static_cast<float>(kIq4Values[high - 1]) < static_cast<float>(kIq4Values[high]) - v ? high - 1 : high;
+}
+
+// ggml's quantize_row_iq4_nl_impl for one block of 32 (weights x^2): the scale from the largest magnitude
+// (over -127, or over +127 when searching), the weighted least-squares scale of the nearest levels, then
+// with `tries` > 0 the 2 tries + 1 scales around it, the best fit kept. Returns the scale (0 for a block
+// of zeros, whose levels are then left as they are).
+float fit_iq4(const float* x, int tries, std::uint8_t* levels) {
+  const float max = signed_max(x);
+  if (std::fabs(max) < kGroupMaxEps) return 0;
+  const auto first = static_cast<float>(kIq4Values[0]);
+  const auto fit = [&](float id, std::uint8_t* out, float& sumqx, float& sumq2) {
+    sumqx = sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int l = nearest_iq4_level(id * x[j]);
+      if (out != nullptr) out[j] = static_cast<std::uint8_t>(l);
+      const auto q = static_cast<float>(kIq4Values[l]);
+      const float w = x[j] * x[j];
+      sumqx += w * q * x[j];
+      sumq2 += w * q * q;
+    }
+  };
+  float sumqx = 0, sumq2 = 0;
+  fit(1 / (tries > 0 ? -max / first : max / first), levels, sumqx, sumq2);
+  float d = sumqx / sumq2;
+  float best = d * sumqx;
+  for (int t = -tries; t <= tries; ++t) {
+    fit(static_cast<float>(t + kIq4Values[0]) / max, nullptr, sumqx, sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
+void pack_iq4_levels(const std::uint8_t* levels, std::uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<std::uint8_t>(levels[j] | (levels[16 + j] << 4));
+}
+
+// IQ4_NL's reference quantizer takes no search (ggml passes ntry -1) and keeps the first fit's levels.
+void quantize_iq4_nl(const float* x, std::uint8_t* y) {
+  std::uint8_t levels[32] = {};
+  const float d = fit_iq4(x, -1, levels);
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
+  pack_iq4_levels(levels, y + 2);
+}
+
+void dequantize_iq4_nl(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
+  for (int j = 0; j < 32; ++j) {
+    y[j] = d * static_cast<float>(kIq4Values[j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4]);
+  }
+}
+
+// IQ4_XS: each block of 32 fitted with the search (ntry 7), the super-block scale d = -max / 32 (the
+// signed largest block scale), each block's 6-bit scale the nearest multiple of d, levels refitted to it.
+void quantize_iq4_xs(const float* x, std::uint8_t* y) {
+  float scales[8];
+  float max_scale = 0, amax_scale = 0;
+  std::uint8_t levels[32];
+  for (int ib = 0; ib < 8; ++ib) {
+    scales[ib] = fit_iq4(x + 32 * ib, 7, levels);
+    if (std::fabs(scales[ib]) > amax_scale) {
+      amax_scale = std::fabs(scales[ib]);
+      max_scale = scales[ib];
+    }
+  }
+  std::memset(y, 0, 136);
+  const float d = -max_scale / 32;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
+  const float id = d != 0 ? 1 / d : 0.f;
+  std::uint16_t scales_h = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    const int l = std::max(-32, std::min(31, nearest_int(id * scales[ib])));
+    const float dl = d * static_cast<float>(l);
+    const float idl = dl != 0 ? 1 / dl : 0.f;
+    for (int j = 0; j < 32; ++j) levels[j] = static_cast<std::uint8_t>(nearest_iq4_level(idl * x[32 * ib + j]));
+    pack_iq4_levels(levels, y + 8 + 16 * ib);
+    const int s = l + 32;
+    y[4 + ib / 2] = static_cast<std::uint8_t>(y[4 + ib / 2] | ((s & 0xF) << (4 * (ib % 2))));
+    scales_h = static_cast<std::uint16_t>(scales_h | ((s >> 4) << (2 * ib)));
+  }
+  store_u16(reinterpret_cast<std::byte*>(y + 2), scales_h);
+}
+
+void dequantize_iq4_xs(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
+  for (int ib = 0; ib < 8; ++ib) {
+    const float dl = d * static_cast<float>(iq4_xs_scale(b, ib));
+    const std::uint8_t* qs = b + 8 + 16 * ib;
+    for (int j = 0; j < 32; ++j) {
+      y[32 * ib + j] = dl * static_cast<float>(kIq4Values[j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4]);
+    }
+  }
+}
+
 using BlockQuantizer = void (*)(const float*, std::uint8_t*);
 using BlockDequantizer = void (*)(const std::uint8_t*, float*);
 
@@ -604,6 +836,9 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::Q4_1: return quantize_q4_1;
     case WeightType::Q5_0: return quantize_q5_0;
     case WeightType::Q5_1: return quantize_q5_1;
+    case WeightType::Q3_K: return quantize_q3_k;
+    case WeightType::IQ4_NL: return quantize_iq4_nl;
+    case WeightType::IQ4_XS: return quantize_iq4_xs;
     default: return nullptr;
   }
 }
@@ -618,6 +853,9 @@ BlockDequantizer block_dequantizer(WeightType type) {
     case WeightType::Q4_1: return dequantize_q4_1;
     case WeightType::Q5_0: return dequantize_q5_0;
     case WeightType::Q5_1: return dequantize_q5_1;
+    case WeightType::Q3_K: return dequantize_q3_k;
+    case WeightType::IQ4_NL: return dequantize_iq4_nl;
+    case WeightType::IQ4_XS: return dequantize_iq4_xs;
     default: return nullptr;
   }
 }

@@ -14,8 +14,23 @@
 namespace engine::quant {
 
 // The values index the CPU kernel tables (engine/cpu/kernels.h): new types go at the end.
-enum class WeightType : std::uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1 };
-inline constexpr std::size_t kWeightTypeCount = 11;
+enum class WeightType : std::uint8_t {
+  F32,
+  F16,
+  BF16,
+  Q8_0,
+  Q4_0,
+  Q4_K,
+  Q5_K,
+  Q6_K,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q3_K,
+  IQ4_NL,
+  IQ4_XS,
+};
+inline constexpr std::size_t kWeightTypeCount = 14;
 
 std::string_view weight_type_name(WeightType type);  // "F32", "Q4_K", ... (ggml's spelling)
 std::optional<WeightType> weight_type_from_name(std::string_view name);

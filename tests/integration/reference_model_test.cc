@@ -201,8 +201,9 @@ class Dequantization : public ::testing::TestWithParam<WeightType> {};
 
 INSTANTIATE_TEST_SUITE_P(Types, Dequantization,
                          ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
-                                           WeightType::Q5_1, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
-                                           WeightType::F16, WeightType::BF16),
+                                           WeightType::Q5_1, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
+                                           WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::F16,
+                                           WeightType::BF16),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });
@@ -249,16 +250,16 @@ class Quantization : public ::testing::TestWithParam<WeightType> {};
 
 INSTANTIATE_TEST_SUITE_P(Types, Quantization,
                          ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
-                                           WeightType::Q5_1),
+                                           WeightType::Q5_1, WeightType::Q3_K, WeightType::IQ4_NL, WeightType::IQ4_XS),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });
 
 TEST_P(Quantization, EngineMatchesGgmlsReferenceQuantizerByteForByte) {
   const WeightType type = GetParam();
-  auto values = test_values(32, 16);
-  // Exact halves of a step, where the rounding rule decides: a block whose values sit on k / 2 steps.
-  for (std::size_t i = 0; i < 32; ++i) values.push_back(static_cast<float>(i) * 0.5f - 8.0f);
+  auto values = test_values(32, 16);  // 16 blocks of 32 per case: 2 super-blocks of 256
+  // Exact halves of a step, where the rounding rule decides: blocks whose values sit on k / 2 steps.
+  for (std::size_t i = 0; i < 256; ++i) values.push_back(static_cast<float>(i % 32) * 0.5f - 8.0f);
   std::vector<std::byte> blocks(*engine::quant::row_bytes(type, values.size()));
   engine::quant::quantize_row(type, values, blocks);
   const auto reference = testing_support::reference_quantize(engine::quant::weight_type_name(type), values);

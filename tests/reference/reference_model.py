@@ -12,7 +12,8 @@ Commands:
   greedy  --model PATH --tokens 1,2,3 --steps N --out FILE    N greedy tokens (argmax of float64 logits)
   dequant --type TYPE --in BLOCKS.bin --out VALUES.bin        raw blocks of a GGUF type to float64
   quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
-                                                               quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
+                                                               quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+                                                               Q3_K, IQ4_NL, IQ4_XS)
 
 Output files, all little-endian:
   logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
@@ -63,6 +64,9 @@ GGML_TYPES = {
     "Q5_0": (6, 32, 22),
     "Q5_1": (7, 32, 24),
     "Q8_0": (8, 32, 34),
+    "Q3_K": (11, QK_K, 110),
+    "IQ4_NL": (20, 32, 18),
+    "IQ4_XS": (23, QK_K, 136),
     "Q4_K": (12, QK_K, 144),
     "Q5_K": (13, QK_K, 176),
     "Q6_K": (14, QK_K, 210),
@@ -192,12 +196,185 @@ def quantize_offset(x, levels):
     return np.concatenate(parts + [pack_nibbles(q)], axis=1)
 
 
+# Q3_K, IQ4_NL and IQ4_XS: ggml's searches, value by value in float32 (f32() on every constant: numpy
+# would widen a float32 combined with a Python number to float64).
+
+
+def nearest(v):
+    """ggml's nearest_int: round half to even (exact on the float32 value)."""
+    return int(np.rint(np.float64(v)))
+
+
+def clamp(v, low, high):
+    return max(low, min(high, v))
+
+
+def fit_q3(x, nmax):
+    """make_q3_quants with its weighted (x^2) refinement: levels + nmax, and the scale."""
+    amax, largest = f32(0), f32(0)
+    for v in x:
+        if abs(v) > amax:
+            amax, largest = abs(v), v
+    if amax < f32(1e-15):
+        return f32(0), [0] * len(x)
+    iscale = f32(-nmax) / largest
+    levels = [clamp(nearest(iscale * v), -nmax, nmax - 1) for v in x]
+    sumlx, suml2 = f32(0), f32(0)
+    for v, l in zip(x, levels):
+        w = v * v
+        sumlx = sumlx + w * v * f32(l)
+        suml2 = suml2 + w * f32(l) * f32(l)
+    for _ in range(5):
+        changed = 0
+        for i, v in enumerate(x):
+            w = v * v
+            slx = sumlx - w * v * f32(levels[i])
+            if slx > 0:
+                sl2 = suml2 - w * f32(levels[i]) * f32(levels[i])
+                new = clamp(nearest(v * sl2 / slx), -nmax, nmax - 1)
+                if new != levels[i]:
+                    slx = slx + w * v * f32(new)
+                    sl2 = sl2 + w * f32(new) * f32(new)
+                    if sl2 > 0 and slx * slx * suml2 > sumlx * sumlx * sl2:
+                        levels[i], sumlx, suml2 = new, slx, sl2
+                        changed += 1
+        if changed == 0:
+            break
+    return (sumlx / suml2 if suml2 > 0 else f32(0)), [l + nmax for l in levels]
+
+
+def quantize_q3_k(x):
+    out = np.zeros((x.shape[0], 110), dtype=np.uint8)
+    for n, block in enumerate(x):
+        scales, levels = [], []
+        for j in range(16):
+            scale, l = fit_q3(block[16 * j : 16 * j + 16], 4)
+            scales.append(scale)
+            levels += l
+        amax, max_scale = f32(0), f32(0)
+        for s in scales:
+            if abs(s) > amax:
+                amax, max_scale = abs(s), s
+        packed = out[n, 96:108]
+        if max_scale != 0:
+            iscale = f32(-32) / max_scale
+            for j, s in enumerate(scales):
+                l = clamp(nearest(iscale * s), -32, 31) + 32
+                packed[j % 8] |= (l & 0xF) << (0 if j < 8 else 4)
+                packed[8 + j % 4] |= (l >> 4) << (2 * (j // 4))
+            out[n, 108:110] = halves_of([f32(1) / iscale])[0]
+        d_all = f32(out[n, 108:110].copy().view("<f2")[0])
+        stored = q3_k_scales(packed[None, :])[0]
+        for j in range(16):
+            d = d_all * f32(stored[j])
+            if d == 0:
+                continue
+            for i in range(16):
+                levels[16 * j + i] = clamp(nearest(block[16 * j + i] / d), -4, 3) + 4
+        for e, l in enumerate(levels):
+            h, k, i = e // 128, (e % 128) // 32, e % 32
+            if l > 3:
+                out[n, i] |= 1 << (4 * h + k)
+                l -= 4
+            out[n, 32 + 32 * h + i] |= l << (2 * k)
+    return out
+
+
+def nearest_iq4(v):
+    """ggml's best_index_int8 over the IQ4 levels (the lower on ties)."""
+    levels = [f32(l) for l in IQ4_LEVELS]
+    if v <= levels[0]:
+        return 0
+    if v >= levels[15]:
+        return 15
+    low, high = 0, 15
+    while high - low > 1:
+        mid = (low + high) // 2
+        if v < levels[mid]:
+            high = mid
+        else:
+            low = mid
+    return high - 1 if v - levels[high - 1] < levels[high] - v else high
+
+
+def fit_iq4(x, tries):
+    """One block of 32 (weights x^2): the scale of the nearest levels' weighted fit, then the 2 tries + 1
+    rescaled fits, the best kept. A zero block: scale 0, levels 0."""
+    amax, largest = f32(0), f32(0)
+    for v in x:
+        if abs(v) > amax:
+            amax, largest = abs(v), v
+    if amax < f32(1e-15):
+        return f32(0), [0] * 32
+    first = f32(IQ4_LEVELS[0])
+
+    def fit(inverse):
+        levels = [nearest_iq4(inverse * v) for v in x]
+        sumqx, sumq2 = f32(0), f32(0)
+        for v, l in zip(x, levels):
+            q, w = f32(IQ4_LEVELS[l]), v * v
+            sumqx = sumqx + w * q * v
+            sumq2 = sumq2 + w * q * q
+        return levels, sumqx, sumq2
+
+    d = -largest / first if tries > 0 else largest / first
+    levels, sumqx, sumq2 = fit(f32(1) / d)
+    d = sumqx / sumq2
+    best = d * sumqx
+    for t in range(-tries, tries + 1):
+        _, sumqx, sumq2 = fit(f32(t + IQ4_LEVELS[0]) / largest)
+        if sumq2 > 0 and sumqx * sumqx > best * sumq2:
+            d = sumqx / sumq2
+            best = d * sumqx
+    return d, levels
+
+
+def pack_iq4(levels):
+    return [levels[j] | (levels[16 + j] << 4) for j in range(16)]
+
+
+def quantize_iq4_nl(x):
+    out = np.zeros((x.shape[0], 18), dtype=np.uint8)
+    for n, block in enumerate(x):
+        d, levels = fit_iq4(block, -1)
+        out[n, 0:2] = halves_of([d])[0]
+        out[n, 2:18] = pack_iq4(levels)
+    return out
+
+
+def quantize_iq4_xs(x):
+    out = np.zeros((x.shape[0] // 8, 136), dtype=np.uint8)
+    for n in range(out.shape[0]):
+        block = x[8 * n : 8 * n + 8]
+        scales = [fit_iq4(block[ib], 7)[0] for ib in range(8)]
+        amax, max_scale = f32(0), f32(0)
+        for s in scales:
+            if abs(s) > amax:
+                amax, max_scale = abs(s), s
+        d = -max_scale / f32(32)
+        out[n, 0:2] = halves_of([d])[0]
+        inverse = f32(1) / d if d != 0 else f32(0)
+        scales_h = 0
+        for ib in range(8):
+            l = clamp(nearest(inverse * scales[ib]), -32, 31)
+            dl = d * f32(l)
+            idl = f32(1) / dl if dl != 0 else f32(0)
+            out[n, 8 + 16 * ib : 24 + 16 * ib] = pack_iq4([nearest_iq4(idl * v) for v in block[ib]])
+            out[n, 4 + ib // 2] |= ((l + 32) & 0xF) << (4 * (ib % 2))
+            scales_h |= ((l + 32) >> 4) << (2 * ib)
+        out[n, 2:4] = np.array([scales_h], dtype="<u2").view(np.uint8)
+    return out
+
+
 QUANTIZE = {
     "Q8_0": quantize_q8_0,
     "Q4_0": lambda x: quantize_symmetric(x, 16),
     "Q5_0": lambda x: quantize_symmetric(x, 32),
     "Q4_1": lambda x: quantize_offset(x, 16),
     "Q5_1": lambda x: quantize_offset(x, 32),
+    "Q3_K": lambda x: quantize_q3_k(x.reshape(-1, QK_K)),
+    "IQ4_NL": quantize_iq4_nl,
+    "IQ4_XS": quantize_iq4_xs,
 }
 
 
@@ -280,6 +457,63 @@ def dequant_q6_k(raw):
     return out.reshape(-1)
 
 
+def q3_k_scales(packed):
+    """(nb, 12) packed bytes to the 16 signed scales s - 32 of each Q3_K block: the low nibbles of bytes 0-7
+    are sub-blocks 0-7's low four bits, their high nibbles sub-blocks 8-15's; bits 2 (j / 4) of byte 8 + j % 4
+    are sub-block j's top two."""
+    p = packed.astype(np.int64)
+    j = np.arange(16)
+    low = np.where(j < 8, p[:, j % 8] & 0xF, p[:, j % 8] >> 4)
+    high = (p[:, 8 + j % 4] >> (2 * (j // 4))) & 3
+    return (low | (high << 4)) - 32
+
+
+def dequant_q3_k(raw):
+    # 32 bytes hmask, 64 bytes qs, 12 bytes scales, f16 d. Value 128 h + 32 k + l: low two bits at bits 2k of
+    # qs[32 h + l], third bit at bit 4h + k of hmask[l] (set: no offset); q = low + 4 * bit - 4.
+    b = blocks_of(raw, 110)
+    hmask = b[:, 0:32].astype(np.int64)
+    qs = b[:, 32:96].astype(np.int64)
+    scales = np.repeat(q3_k_scales(b[:, 96:108]), 16, axis=1).astype(F64)
+    d = half_column(b, 108)
+    q = np.empty((b.shape[0], QK_K), dtype=np.int64)
+    for h in range(2):
+        for k in range(4):
+            low = (qs[:, 32 * h : 32 * h + 32] >> (2 * k)) & 3
+            bit = (hmask >> (4 * h + k)) & 1
+            q[:, 128 * h + 32 * k : 128 * h + 32 * k + 32] = low + 4 * bit - 4
+    return (d * scales * q).reshape(-1)
+
+
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int64)
+
+
+def iq4_values(qs):
+    """(nb, 16) nibble bytes to the 32 levels they index (value j low nibble of byte j, j + 16 high)."""
+    q = qs.astype(np.int64)
+    return IQ4_LEVELS[np.concatenate([q & 0xF, q >> 4], axis=1)].astype(F64)
+
+
+def dequant_iq4_nl(raw):
+    b = blocks_of(raw, 18)
+    return (half_column(b, 0) * iq4_values(b[:, 2:18])).reshape(-1)
+
+
+def dequant_iq4_xs(raw):
+    # f16 d, u16 scales_h, 4 bytes scales_l, 128 bytes of nibbles; block ib of 32 has scale d * (s - 32), s's
+    # low nibble at bits 4 (ib % 2) of scales_l[ib / 2] and top two bits at bits 2 ib of scales_h.
+    b = blocks_of(raw, 136)
+    d = half_column(b, 0)
+    scales_h = b[:, 2:4].copy().view("<u2").astype(np.int64)  # (nb, 1)
+    ib = np.arange(8)
+    low = (b[:, 4 + ib // 2].astype(np.int64) >> (4 * (ib % 2))) & 0xF
+    s = low | (((scales_h >> (2 * ib)) & 3) << 4)
+    out = np.empty((b.shape[0], QK_K), dtype=F64)
+    for i in range(8):
+        out[:, 32 * i : 32 * i + 32] = d * (s[:, i : i + 1] - 32) * iq4_values(b[:, 8 + 16 * i : 24 + 16 * i])
+    return out.reshape(-1)
+
+
 DEQUANT = {
     "F32": f32_values,
     "F16": f16_values,
@@ -289,6 +523,9 @@ DEQUANT = {
     "Q4_1": dequant_q4_1,
     "Q5_0": dequant_q5_0,
     "Q5_1": dequant_q5_1,
+    "Q3_K": dequant_q3_k,
+    "IQ4_NL": dequant_iq4_nl,
+    "IQ4_XS": dequant_iq4_xs,
     "Q4_K": dequant_q4_k,
     "Q5_K": dequant_q5_k,
     "Q6_K": dequant_q6_k,
@@ -793,8 +1030,9 @@ def command_quantize(args):
     if args.type not in QUANTIZE:
         raise ValueError(f"--type {args.type}: expected one of {', '.join(QUANTIZE)}")
     values = np.fromfile(args.input, dtype="<f4")
-    if values.size % 32 != 0:
-        raise ValueError(f"{args.input}: {values.size} values are not whole blocks of 32")
+    _, block, _ = GGML_TYPES[args.type]
+    if values.size % block != 0:
+        raise ValueError(f"{args.input}: {values.size} values are not whole {args.type} blocks of {block}")
     blocks = QUANTIZE[args.type](values.reshape(-1, 32).astype(f32))
     with open(args.out, "wb") as f:
         f.write(b"RQUANT01")

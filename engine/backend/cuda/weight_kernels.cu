@@ -828,7 +828,10 @@ void with_type(WeightType type, F&& f) {
     case WeightType::Q6_K: f(TypeTag<WeightType::Q6_K>{}); return;
     case WeightType::Q4_1:
     case WeightType::Q5_0:
-    case WeightType::Q5_1: break;
+    case WeightType::Q5_1:
+    case WeightType::Q3_K:
+    case WeightType::IQ4_NL:
+    case WeightType::IQ4_XS: break;
   }
   throw std::invalid_argument("CUDA weight kernels: no kernels for " + std::string(quant::weight_type_name(type)) +
                               " weights");
@@ -838,7 +841,15 @@ void with_type(WeightType type, F&& f) {
 
 bool weight_type_supported(WeightType type) {
   // The types with_type has no Codec for.
-  return type != WeightType::Q4_1 && type != WeightType::Q5_0 && type != WeightType::Q5_1;
+  switch (type) {
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
+    case WeightType::Q3_K:
+    case WeightType::IQ4_NL:
+    case WeightType::IQ4_XS: return false;
+    default: return true;
+  }
 }
 
 namespace {

@@ -22,9 +22,10 @@ namespace {
 
 using quant::WeightType;
 
-constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
-                                    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1};
+constexpr WeightType kAllTypes[] = {WeightType::F32,    WeightType::F16,   WeightType::BF16, WeightType::Q8_0,
+                                    WeightType::Q4_0,   WeightType::Q4_K,  WeightType::Q5_K, WeightType::Q6_K,
+                                    WeightType::Q4_1,   WeightType::Q5_0,  WeightType::Q5_1, WeightType::Q3_K,
+                                    WeightType::IQ4_NL, WeightType::IQ4_XS};
 static_assert(std::size(kAllTypes) == quant::kWeightTypeCount, "every weight type is tested");
 
 // ---- matmul ------------------------------------------------------------------------------------------
@@ -158,8 +159,40 @@ WeightBlock weight_block(WeightType type, const std::byte* row, std::size_t k) {
     }
     return w;
   }
+  // IQ4_NL, IQ4_XS: nibbles index the 16 levels, with d, or d (s - 32) per block of 32.
+  constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  if (type == WeightType::IQ4_NL || type == WeightType::IQ4_XS) {
+    const bool xs = type == WeightType::IQ4_XS;
+    const std::uint8_t* b = base + (xs ? k / 8 : k) * quant::block_bytes(type);
+    const int ib = static_cast<int>(k % 8);
+    float d = quant::f16_to_f32(read_u16(b));
+    if (xs) {
+      const int s = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((read_u16(b + 2) >> (2 * ib)) & 3) << 4);
+      d *= static_cast<float>(s - 32);
+    }
+    const std::uint8_t* qs = xs ? b + 8 + 16 * ib : b + 2;
+    w.scale[0] = w.scale[1] = d;
+    for (int i = 0; i < 32; ++i) w.q[i] = kLevels[i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4];
+    return w;
+  }
   const std::uint8_t* b = base + k / 8 * quant::block_bytes(type);
   const int j = static_cast<int>(k % 8);  // the block of 32 within the block of 256
+  if (type == WeightType::Q3_K) {
+    // Element 32 j + i: low bits at bits 2 (j % 4) of qs[32 (j / 4) + i], third bit at bit j of hmask[i];
+    // 6-bit scales (s - 32) per 16 elements, packed low nibbles in bytes 0-15 then top pairs in 8-11.
+    const float d = quant::f16_to_f32(read_u16(b + 108));
+    for (int half = 0; half < 2; ++half) {
+      const int s = 2 * j + half;
+      const int low = s < 8 ? b[96 + s] & 0xF : b[96 + s - 8] >> 4;
+      const int high = (b[96 + 8 + s % 4] >> (2 * (s / 4))) & 3;
+      w.scale[half] = d * static_cast<float>((low | (high << 4)) - 32);
+    }
+    for (int i = 0; i < 32; ++i) {
+      const int low = (b[32 + 32 * (j / 4) + i] >> (2 * (j % 4))) & 3;
+      w.q[i] = low + 4 * ((b[i] >> j) & 1) - 4;
+    }
+    return w;
+  }
   if (type == WeightType::Q6_K) {
     const int h = j / 4, part = j % 4;
     const float d = quant::f16_to_f32(read_u16(b + 208));
@@ -193,7 +226,7 @@ WeightBlock weight_block(WeightType type, const std::byte* row, std::size_t k) {
 // integers read here are the dequantized weights.
 std::vector<float> int8_expected(const Matrix& m, const std::vector<float>& x, std::size_t tokens, const float* bias) {
   const std::size_t blocks = m.cols / 32, row_bytes = *quant::row_bytes(m.type, m.cols);
-  const bool halves = m.type == WeightType::Q6_K;
+  const bool halves = m.type == WeightType::Q6_K || m.type == WeightType::Q3_K;
   const bool has_min = m.type == WeightType::Q4_K || m.type == WeightType::Q5_K || m.type == WeightType::Q4_1 ||
                        m.type == WeightType::Q5_1;
   std::vector<float> out(tokens * m.rows);

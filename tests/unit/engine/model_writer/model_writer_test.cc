@@ -147,8 +147,9 @@ TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
   EXPECT_THAT(with({"--shards", "0"}), HasSubstr("--shards 0"));
   EXPECT_THAT(with({"--shards", "two"}), HasSubstr("--shards two"));
   EXPECT_THAT(with({"--seed", "-1"}), HasSubstr("--seed -1"));
-  EXPECT_THAT(with({"--gguf", "Q8_0,Q3_K"}), HasSubstr("unknown GGUF type \"Q3_K\""));
-  EXPECT_THAT(with({"--gguf", "Q8_0,Q3_K"}), HasSubstr("--gguf Q8_0,Q3_K"));
+  EXPECT_THAT(with({"--gguf", "Q8_0,IQ2_XXS"}), HasSubstr("unknown GGUF type \"IQ2_XXS\""));
+  EXPECT_THAT(with({"--gguf", "Q8_0,IQ2_XXS"}), HasSubstr("--gguf Q8_0,IQ2_XXS"));
+  EXPECT_THAT(with({"--gguf", "IQ2_XXS"}), HasSubstr("(expected one of " + engine::quant::weight_type_names() + ")"));
   EXPECT_THAT(with({"--tokenizer-dir", "/nonexistent"}), HasSubstr("--tokenizer-dir /nonexistent"));
   EXPECT_THAT(with({"--seed"}), HasSubstr("--seed needs a value"));
   EXPECT_THAT(with({"--frobnicate"}), HasSubstr("unknown flag --frobnicate"));

@@ -18,9 +18,10 @@
 namespace engine::quant {
 namespace {
 
-constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
-                                    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1};
+constexpr WeightType kAllTypes[] = {WeightType::F32,    WeightType::F16,   WeightType::BF16, WeightType::Q8_0,
+                                    WeightType::Q4_0,   WeightType::Q4_K,  WeightType::Q5_K, WeightType::Q6_K,
+                                    WeightType::Q4_1,   WeightType::Q5_0,  WeightType::Q5_1, WeightType::Q3_K,
+                                    WeightType::IQ4_NL, WeightType::IQ4_XS};
 static_assert(std::size(kAllTypes) == kWeightTypeCount, "every weight type is tested");
 
 std::vector<float> random_row(std::size_t n, std::uint32_t seed, float sigma = 1.0f) {
@@ -301,6 +302,65 @@ TEST(HandBuiltBlocks, Q5_1) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 0.25f * static_cast<float>(q[j]) + 2.0f) << j;
 }
 
+constexpr int kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+TEST(HandBuiltBlocks, IQ4_NL) {
+  std::vector<std::byte> block(18);
+  put_u16(block, 0, 0x3800);  // d = 0.5
+  std::vector<int> q(32);
+  for (int j = 0; j < 32; ++j) q[j] = (j * 5 + 2) % 16;
+  for (int j = 0; j < 16; ++j) block[2 + j] = static_cast<std::byte>(q[j] | (q[j + 16] << 4));
+  const auto y = dequantize(WeightType::IQ4_NL, block, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 0.5f * static_cast<float>(kIq4Levels[q[j]])) << j;
+}
+
+TEST(HandBuiltBlocks, IQ4_XS) {
+  std::vector<std::byte> block(136);
+  put_u16(block, 0, 0x3400);  // d = 0.25
+  // Block scales s (6 bits, value s - 32): low nibbles in bytes 4-7 (block 2i low, 2i + 1 high), top two
+  // bits at bits 2 ib of the word at byte 2.
+  const int s[8] = {0, 63, 32, 31, 1, 47, 16, 40};
+  std::uint16_t high = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    block[4 + ib / 2] |= static_cast<std::byte>((s[ib] & 0xF) << (4 * (ib % 2)));
+    high = static_cast<std::uint16_t>(high | ((s[ib] >> 4) << (2 * ib)));
+  }
+  put_u16(block, 2, high);
+  std::vector<int> q(256);
+  for (int i = 0; i < 256; ++i) {
+    q[i] = (i * 7 + i / 32) % 16;
+    const int ib = i / 32, j = i % 32;
+    block[8 + 16 * ib + j % 16] |= static_cast<std::byte>(q[i] << (j < 16 ? 0 : 4));
+  }
+  const auto y = dequantize(WeightType::IQ4_XS, block, 256);
+  for (int i = 0; i < 256; ++i) {
+    EXPECT_EQ(y[i], 0.25f * static_cast<float>((s[i / 32] - 32) * kIq4Levels[q[i]])) << i;
+  }
+}
+
+TEST(HandBuiltBlocks, Q3_K) {
+  std::vector<std::byte> block(110);
+  put_u16(block, 108, 0x3800);  // d = 0.5, stored last
+  // 16 scales s (6 bits, value s - 32): low nibbles in bytes 96-103 (sub-blocks 0-7 low, 8-15 high), top
+  // two bits of sub-block j at bits 2 (j / 4) of byte 104 + j % 4.
+  const int s[16] = {0, 63, 32, 31, 1, 47, 16, 40, 5, 60, 33, 12, 29, 50, 2, 61};
+  for (int j = 0; j < 16; ++j) {
+    block[96 + j % 8] |= static_cast<std::byte>((s[j] & 0xF) << (j < 8 ? 0 : 4));
+    block[104 + j % 4] |= static_cast<std::byte>((s[j] >> 4) << (2 * (j / 4)));
+  }
+  std::vector<int> q(256);
+  for (int i = 0; i < 256; ++i) {
+    q[i] = (i * 3 + i / 64) % 8 - 4;  // -4 .. 3
+    // Element 128 h + 32 k + l: low two bits at bits 2k of byte 32 + 32 h + l; bit 4h + k of hmask[l] set
+    // when q >= 0 (the stored level is q + 4).
+    const int level = q[i] + 4, h = i / 128, k = (i % 128) / 32, l = i % 32;
+    block[32 + 32 * h + l] |= static_cast<std::byte>((level & 3) << (2 * k));
+    if (level >= 4) block[l] |= static_cast<std::byte>(1 << (4 * h + k));
+  }
+  const auto y = dequantize(WeightType::Q3_K, block, 256);
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], 0.5f * static_cast<float>((s[i / 16] - 32) * q[i])) << i;
+}
+
 // Scales and mins of the 8 sub-blocks of a Q4_K / Q5_K block, laid out in its 12 scale bytes: bytes 0-3
 // hold scale 0-3 in bits 0-5 and the top two bits of scale 4-7 in bits 6-7; bytes 4-7 likewise for the
 // mins; bytes 8-11 hold the low nibble of scale 4-7 (bits 0-3) and of min 4-7 (bits 4-7).
@@ -399,6 +459,11 @@ TEST(Quantizers, ZeroRowsStayZero) {
       EXPECT_EQ(get_u16(bytes, 0), 0x8000);
       EXPECT_EQ(bytes[2], std::byte{0xFF});  // every fifth bit set: level 16
       EXPECT_EQ(bytes[6], std::byte{0x00});
+    } else if (type == WeightType::IQ4_XS) {
+      // d = -0 / 32, every block scale 0 (stored 32: 0xAAAA's top bits) and level 8 (the level nearest 0).
+      EXPECT_EQ(get_u16(bytes, 0), 0x8000);
+      EXPECT_EQ(get_u16(bytes, 2), 0xAAAA);
+      EXPECT_EQ(bytes[8], std::byte{0x88});
     } else {
       for (const std::byte b : bytes) EXPECT_EQ(b, std::byte{0}) << weight_type_name(type);
     }
@@ -493,8 +558,10 @@ TEST_P(KQuantRoundTrip, ErrorWithinBounds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuantRoundTrip,
-                         ::testing::Values(KQuantBounds{WeightType::Q4_K, 0.12}, KQuantBounds{WeightType::Q5_K, 0.06},
-                                           KQuantBounds{WeightType::Q6_K, 0.03}),
+                         ::testing::Values(KQuantBounds{WeightType::Q3_K, 0.22}, KQuantBounds{WeightType::Q4_K, 0.12},
+                                           KQuantBounds{WeightType::Q5_K, 0.06}, KQuantBounds{WeightType::Q6_K, 0.03},
+                                           KQuantBounds{WeightType::IQ4_NL, 0.12},
+                                           KQuantBounds{WeightType::IQ4_XS, 0.12}),
                          [](const auto& param_info) { return std::string(weight_type_name(param_info.param.type)); });
 
 // Values that a block represents exactly come back unchanged: requantizing a dequantized row reproduces it.

@@ -215,7 +215,8 @@ TEST_F(CudaBackendTest, MatmulOfEveryWeightTypeMatchesTheCpu) {
 TEST_F(CudaBackendTest, WeightTypesWithoutGpuKernelsAreRefusedByName) {
   REQUIRE_GPU();
   init(64, WeightType::F32);
-  for (const auto type : {WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1}) {
+  for (const auto type : {WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q3_K, WeightType::IQ4_NL,
+                          WeightType::IQ4_XS}) {
     const std::string name(quant::weight_type_name(type));
     try {
       weight(type, 8, 64);
