@@ -51,7 +51,12 @@ constexpr std::size_t sub_blocks(int type) {
 // Types whose blocks of 32 have a scale per 16 weights (the decoded block's d and m are the two halves'):
 // their products take the two halves' dots one after the other.
 constexpr bool halves(int type) {
-  return type == kQ6_K || type == kQ3_K;
+  return type == kQ6_K || type == kQ3_K || type == kQ2_K;
+}
+// Q2_K: a min per 16 weights, so its products subtract each half's min times the token's scaled sum of that
+// half's q (the block scales' min0 and min1).
+constexpr bool half_mins(int type) {
+  return type == kQ2_K;
 }
 // Types whose weights are d q - m (the K-quants' dmin * min) or d q + m (Q4_1, Q5_1, kept as d q - (-m)): their
 // products subtract m times the token's scaled sum of q.
@@ -73,6 +78,8 @@ template <std::size_t Lanes>
 struct BlockScales {
   alignas(64) float d[Lanes];
   alignas(64) float m[Lanes];
+  alignas(64) float min0[Lanes];  // half_mins types: the two halves' mins
+  alignas(64) float min1[Lanes];
 };
 
 // Isa::multiply<Type, T> for n <= T tokens (T at compile time, n at run time).

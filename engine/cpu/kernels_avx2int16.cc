@@ -47,10 +47,10 @@ ENGINE_KERNEL_INLINE __m256i load256(const std::uint8_t* p) {
 // ---- activations -----------------------------------------------------------------------------------------
 
 // A quantized token of `blocks` blocks of 32: every block's q as int16, then per block its d and d * sum of
-// q (f32), padded to whole cache lines.
+// q, then per block d * the sums of its two halves' q (f32; Q2_K's mins), padded to whole cache lines.
 std::size_t token_bytes(std::size_t cols) {
   const std::size_t blocks = cols / 32;
-  return (blocks * 72 + 63) / 64 * 64;
+  return (blocks * 80 + 63) / 64 * 64;
 }
 
 ENGINE_KERNEL_INLINE float max_lane(__m256 v) {
@@ -77,6 +77,7 @@ void quantize_token(const float* x, std::size_t cols, std::byte* out) {
   auto* q = reinterpret_cast<std::uint8_t*>(out);
   auto* d = reinterpret_cast<float*>(out + 64 * blocks);
   auto* scaled_sum = reinterpret_cast<float*>(out + 68 * blocks);
+  auto* half_sums = reinterpret_cast<float*>(out + 72 * blocks);
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   for (std::size_t b = 0; b < blocks; ++b) {
     __m256 v[4];
@@ -95,9 +96,11 @@ void quantize_token(const float* x, std::size_t cols, std::byte* out) {
     for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(inverse)));
     store_int16(qi[0], qi[1], q + 64 * b);
     store_int16(qi[2], qi[3], q + 64 * b + 32);
-    const std::int32_t sum =
-        sum_lanes(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
-    scaled_sum[b] = d[b] * static_cast<float>(sum);
+    const std::int32_t low = sum_lanes(_mm256_add_epi32(qi[0], qi[1]));
+    const std::int32_t high = sum_lanes(_mm256_add_epi32(qi[2], qi[3]));
+    scaled_sum[b] = d[b] * static_cast<float>(low + high);
+    half_sums[2 * b] = d[b] * static_cast<float>(low);
+    half_sums[2 * b + 1] = d[b] * static_cast<float>(high);
   }
 }
 
@@ -113,6 +116,8 @@ struct DecodedBlock {
   alignas(32) std::int16_t w[kPairs][2 * kRows];
   alignas(32) float d[kRows];
   alignas(32) float m[kRows];
+  alignas(32) float min0[kRows];  // Q2_K: the two halves' mins (dmin * m)
+  alignas(32) float min1[kRows];
 };
 
 ENGINE_KERNEL_INLINE __m256i low_nibbles(__m256i v) {
@@ -170,6 +175,11 @@ ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
     const __m128i low = _mm_shuffle_epi8(levels, _mm_and_si128(packed, _mm_set1_epi8(0x0F)));
     const __m128i high = _mm_shuffle_epi8(levels, _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
     return _mm256_set_m128i(high, low);
+  } else if constexpr (Type == kQ2_K) {
+    // Block `sub` = 4h + j: two bits at bits 2j of bytes 16 + 32h ..
+    const auto half = static_cast<std::size_t>(sub / 4);
+    return _mm256_and_si256(_mm256_srl_epi16(load256(block + 16 + 32 * half), _mm_cvtsi32_si128(2 * (sub % 4))),
+                            _mm256_set1_epi8(3));
   } else if constexpr (Type == kQ3_K) {
     // Block `sub` = 4h + j: low two bits at bits 2j of bytes 32 + 32h .., the third at bit `sub` of hmask's
     // 32 bytes; q = low + 4 bit - 4.
@@ -293,6 +303,19 @@ ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* o
       _mm256_store_ps(out[j].d, _mm256_mul_ps(unsigned_byte(scales[j / 4], j % 4), d));
       _mm256_store_ps(out[j].m, _mm256_mul_ps(unsigned_byte(mins[j / 4], j % 4), dmin));
     }
+  } else if constexpr (Type == kQ2_K) {
+    // Per row, scalar: the two halves' scales d * sc (d, m) and mins dmin * m (min0, min1) of each block of 32.
+#pragma GCC unroll 1
+    for (int r = 0; r < kRows; ++r) {
+      const float d = half_at(block[r] + 80), dmin = half_at(block[r] + 82);
+      for (int j = 0; j < 8; ++j) {
+        const std::uint8_t first = block[r][2 * j], second = block[r][2 * j + 1];
+        out[j].d[r] = d * static_cast<float>(first & 0xF);
+        out[j].m[r] = d * static_cast<float>(second & 0xF);
+        out[j].min0[r] = dmin * static_cast<float>(first >> 4);
+        out[j].min1[r] = dmin * static_cast<float>(second >> 4);
+      }
+    }
   } else if constexpr (Type == kIQ4_XS || Type == kQ3_K) {
     // Per row, scalar: IQ4_XS's eight block scales d (s - 32); Q3_K's sixteen d (s - 32), two per block of 32
     // (the halves' d and m).
@@ -376,6 +399,11 @@ ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, co
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(first)), _mm256_mul_ps(_mm256_load_ps(scales.d), d), acc);
   if constexpr (halves(Type)) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(second)), _mm256_mul_ps(_mm256_load_ps(scales.m), d), acc);
+    if constexpr (half_mins(Type)) {
+      const float* half_sums = scaled_sum + blocks;
+      acc = _mm256_fnmadd_ps(_mm256_load_ps(scales.min0), _mm256_set1_ps(half_sums[2 * k]), acc);
+      acc = _mm256_fnmadd_ps(_mm256_load_ps(scales.min1), _mm256_set1_ps(half_sums[2 * k + 1]), acc);
+    }
   } else if constexpr (has_min(Type)) {
     acc = _mm256_fnmadd_ps(_mm256_load_ps(scales.m), _mm256_set1_ps(scaled_sum[k]), acc);
   }
@@ -434,6 +462,7 @@ struct Avx2Int16 {
     const std::uint8_t* q[T];
     const float* d[T];
     const float* scaled_sum[T];
+    const float* half_sums[T];
     __m256 a[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -441,6 +470,7 @@ struct Avx2Int16 {
       q[t] = token;
       d[t] = reinterpret_cast<const float*>(token + 64 * blocks);
       scaled_sum[t] = reinterpret_cast<const float*>(token + 68 * blocks);
+      half_sums[t] = reinterpret_cast<const float*>(token + 72 * blocks);
       a[t] = _mm256_load_ps(acc + t * static_cast<int>(kLanes));
     }
     for (std::size_t b = 0; b < count; ++b) {
@@ -462,6 +492,10 @@ struct Avx2Int16 {
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(dm, _mm256_set1_ps(d[t][k])), a[t]);
+          if constexpr (half_mins(Type)) {
+            a[t] = _mm256_fnmadd_ps(_mm256_load_ps(block.min0), _mm256_set1_ps(half_sums[t][2 * k]), a[t]);
+            a[t] = _mm256_fnmadd_ps(_mm256_load_ps(block.min1), _mm256_set1_ps(half_sums[t][2 * k + 1]), a[t]);
+          }
         }
       } else {
         dot_pairs<0, kPairs, T>(block, qk, dot);
@@ -498,6 +532,7 @@ Table make_avx2int16_table() {
   table.int8_matmul[kQ3_K] = int_product<Avx2Int16, kQ3_K>;
   table.int8_matmul[kIQ4_NL] = int_product<Avx2Int16, kIQ4_NL>;
   table.int8_matmul[kIQ4_XS] = int_product<Avx2Int16, kIQ4_XS>;
+  table.int8_matmul[kQ2_K] = int_product<Avx2Int16, kQ2_K>;
   return table;
 }
 

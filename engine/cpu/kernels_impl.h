@@ -153,6 +153,28 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sin
         for (int g = 0; g < 32; g += W) sink(at + static_cast<std::size_t>(g), V::loadu(values + g));
       }
     }
+  } else if constexpr (Type == kQ2_K) {
+    // Per 128 elements h, four groups j of 32: two bits at bits 2j of qs (byte 16 + 32h + l); per 16 elements
+    // a scale d * sc and a min dmin * m (the nibbles of byte e / 16): (d sc) q - dmin m.
+    const float d = V::half_to_float(load_u16(b + 80)), dmin = V::half_to_float(load_u16(b + 82));
+    alignas(64) float scales[16], mins[16];
+    for (int j = 0; j < 16; ++j) {
+      scales[j] = d * static_cast<float>(b[j] & 0xF);
+      mins[j] = dmin * static_cast<float>(b[j] >> 4);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 16
+        for (int g = 0; g < 32; g += W) {
+          const auto q = V::and_(V::srl(V::load_u8(b + 16 + 32 * h + g), 2 * j), 3);
+          const int element = 128 * h + 32 * j + g;
+          sink(e + static_cast<std::size_t>(element),
+               V::fmsub(V::set1(scales[element / 16]), V::to_float(q), V::set1(mins[element / 16])));
+        }
+      }
+    }
   } else if constexpr (Type == kQ3_K) {
     // Per 128 elements h, four groups j of 32: low two bits at bits 2j of qs (byte 32 + 32h + l), the third at
     // bit 4h + j of hmask (byte l), q = low + 4 bit - 4; 16 scales d (s - 32), one per 16 elements.
@@ -646,8 +668,9 @@ float sum_floats(const float* data, std::size_t n) {
 // gemv_batch saves the store and reload of the decoded tile (limits per level in its V; docs/cpu-kernels.md).
 template <class V>
 constexpr std::size_t batch_max_tokens(int type) {
-  return type == kQ4_K || type == kQ5_K || type == kQ6_K || type == kQ3_K || type == kIQ4_XS ? V::kBatchMaxTokensKQuant
-                                                                                             : V::kBatchMaxTokens;
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K || type == kQ3_K || type == kIQ4_XS || type == kQ2_K
+             ? V::kBatchMaxTokensKQuant
+             : V::kBatchMaxTokens;
 }
 
 }  // namespace
@@ -689,9 +712,20 @@ void silu_mul(const float* gate, const float* up, std::size_t n, float* out) {
 #define ENGINE_EACH_TYPE(EXPR)                                                                                         \
   {                                                                                                                    \
     EXPR(kF32), EXPR(kF16), EXPR(kBF16), EXPR(kQ8_0), EXPR(kQ4_0), EXPR(kQ4_K), EXPR(kQ5_K), EXPR(kQ6_K), EXPR(kQ4_1), \
-        EXPR(kQ5_0), EXPR(kQ5_1), EXPR(kQ3_K), EXPR(kIQ4_NL), EXPR(kIQ4_XS)                                            \
+        EXPR(kQ5_0), EXPR(kQ5_1), EXPR(kQ3_K), EXPR(kIQ4_NL), EXPR(kIQ4_XS), EXPR(kQ2_K)                               \
   }
-static_assert(kIQ4_XS + 1 == kTypeCount, "ENGINE_EACH_TYPE lists every weight type");
+// Every type listed once, in order (a type left out would leave its table entries null).
+#define ENGINE_TYPE_ID(T) T
+constexpr int kListedTypes[] = ENGINE_EACH_TYPE(ENGINE_TYPE_ID);
+#undef ENGINE_TYPE_ID
+constexpr bool lists_every_type_in_order() {
+  if (sizeof kListedTypes / sizeof kListedTypes[0] != kTypeCount) return false;
+  for (int i = 0; i < kTypeCount; ++i) {
+    if (kListedTypes[i] != i) return false;
+  }
+  return true;
+}
+static_assert(lists_every_type_in_order(), "ENGINE_EACH_TYPE lists every weight type, in quant::WeightType's order");
 
 template <class V>
 constexpr Table make_table(const char* name) {

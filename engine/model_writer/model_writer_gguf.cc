@@ -41,6 +41,7 @@ std::uint32_t llama_file_type(WeightType type) {
     case WeightType::Q4_1: return 3;
     case WeightType::Q5_0: return 8;
     case WeightType::Q5_1: return 9;
+    case WeightType::Q2_K: return 10;
     case WeightType::Q3_K: return 11;
     case WeightType::IQ4_NL: return 25;
     case WeightType::IQ4_XS: return 30;

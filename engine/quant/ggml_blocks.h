@@ -25,6 +25,7 @@ enum : int {
   kQ3_K = 11,
   kIQ4_NL = 12,
   kIQ4_XS = 13,
+  kQ2_K = 14,
 };
 
 constexpr bool is_float_type(int type) {
@@ -51,6 +52,7 @@ constexpr std::size_t block_bytes(int type) {
     case kQ5_0: return 22;
     case kQ5_1: return 24;
     case kIQ4_NL: return 18;
+    case kQ2_K: return 84;
     case kQ3_K: return 110;
     case kIQ4_XS: return 136;
     case kQ4_K: return 144;

@@ -49,6 +49,7 @@ constexpr std::array<std::pair<WeightType, std::uint32_t>, kWeightTypeCount> kGg
     {WeightType::Q3_K, 11},
     {WeightType::IQ4_NL, 20},
     {WeightType::IQ4_XS, 23},
+    {WeightType::Q2_K, 10},
 }};
 
 const std::array<TypeFacts, kGgmlIds.size()>& all_facts() {
@@ -279,7 +280,9 @@ void pack_scale_min_k4(int j, std::uint8_t ls, std::uint8_t lm, std::uint8_t* q)
 // ggml's make_qkx2_quants: an asymmetric n-level fit of x (scale and a non-positive offset) minimising the
 // weighted squared error, tried over nstep + 1 slightly stretched grids. Returns the scale and stores -min.
 float fit_scale_min(int n, int nmax, const float* x, const float* weights, std::uint8_t* levels, float& neg_min,
-                    float rmin, float rdelta, int nstep) {
+                    float rmin, float rdelta, int nstep, bool absolute_error = false) {
+  // The error measure: squared (Q4_K, Q5_K) or absolute (Q2_K's use_mad).
+  const auto error = [absolute_error](float diff) { return absolute_error ? std::fabs(diff) : diff * diff; };
   float min = x[0];
   float max = x[0];
   float sum_w = weights[0];
@@ -302,9 +305,7 @@ float fit_scale_min(int n, int nmax, const float* x, const float* weights, std::
   for (int i = 0; i < n; ++i) {
     const int l = nearest_int(iscale * (x[i] - min));
     levels[i] = static_cast<std::uint8_t>(std::max(0, std::min(nmax, l)));
-    float diff = scale * static_cast<float>(levels[i]) + min - x[i];
-    diff = diff * diff;
-    best_error += weights[i] * diff;
+    best_error += weights[i] * error(scale * static_cast<float>(levels[i]) + min - x[i]);
   }
   std::array<std::uint8_t, 32> aux{};
   for (int is = 0; is <= nstep; ++is) {
@@ -330,9 +331,7 @@ float fit_scale_min(int n, int nmax, const float* x, const float* weights, std::
       }
       float cur_error = 0;
       for (int i = 0; i < n; ++i) {
-        float diff = this_scale * static_cast<float>(aux[i]) + this_min - x[i];
-        diff = diff * diff;
-        cur_error += weights[i] * diff;
+        cur_error += weights[i] * error(this_scale * static_cast<float>(aux[i]) + this_min - x[i]);
       }
       if (cur_error < best_error) {
         for (int i = 0; i < n; ++i) levels[i] = aux[i];
@@ -823,6 +822,64 @@ void dequantize_iq4_xs(const std::uint8_t* b, float* y) {
   }
 }
 
+// ---- Q2_K: { u8 scales[16]; u8 qs[64]; f16 d; f16 dmin; } --------------------------------------------------
+// Element e = 128 h + 32 j + l has its two bits at bits 2j of qs[32 h + l]; its 16-element sub-block e / 16
+// has a 4-bit scale (low nibble of scales[e / 16]) and a 4-bit min (high nibble): x = (d * sc) * q - dmin * m.
+
+int q2_k_level(const std::uint8_t* b, int e) {
+  return (b[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+
+// ggml's quantize_row_q2_K_ref: each sub-block fitted with make_qkx2_quants (weights |x|, absolute error, 16
+// grids from 2.5 to 4 steps), the scales and mins quantized to 4 bits against the largest of each, levels
+// refitted to the stored scales.
+void quantize_q2_k(const float* x, std::uint8_t* y) {
+  std::uint8_t levels[kQK];
+  float scales[16], mins[16], weights[16];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+    scales[j] = fit_scale_min(16, 3, x + 16 * j, weights, levels + 16 * j, mins[j], -0.5f, 0.1f, 15, true);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  std::memset(y, 0, 84);
+  constexpr float kLevels = 15.f;
+  if (max_scale > 0) {
+    const float iscale = kLevels / max_scale;
+    for (int j = 0; j < 16; ++j) y[j] = static_cast<std::uint8_t>(nearest_int(iscale * scales[j]));
+    store_u16(reinterpret_cast<std::byte*>(y + 80), f32_to_f16(max_scale / kLevels));
+  }
+  if (max_min > 0) {
+    const float iscale = kLevels / max_min;
+    for (int j = 0; j < 16; ++j) y[j] = static_cast<std::uint8_t>(y[j] | (nearest_int(iscale * mins[j]) << 4));
+    store_u16(reinterpret_cast<std::byte*>(y + 82), f32_to_f16(max_min / kLevels));
+  }
+  const float d_all = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(y + 80)));
+  const float m_all = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(y + 82)));
+  for (int j = 0; j < 16; ++j) {
+    const float d = d_all * static_cast<float>(y[j] & 0xF);
+    if (d == 0) continue;
+    const float dm = m_all * static_cast<float>(y[j] >> 4);
+    for (int i = 0; i < 16; ++i) {
+      levels[16 * j + i] = static_cast<std::uint8_t>(std::max(0, std::min(3, nearest_int((x[16 * j + i] + dm) / d))));
+    }
+  }
+  for (int e = 0; e < static_cast<int>(kQK); ++e) {
+    std::uint8_t& q = y[16 + 32 * (e / 128) + e % 32];
+    q = static_cast<std::uint8_t>(q | (levels[e] << (2 * ((e % 128) / 32))));
+  }
+}
+
+void dequantize_q2_k(const std::uint8_t* b, float* y) {
+  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b + 80)));
+  const float dmin = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b + 82)));
+  for (int e = 0; e < static_cast<int>(kQK); ++e) {
+    const std::uint8_t sc = b[e / 16];
+    y[e] = d * static_cast<float>(sc & 0xF) * static_cast<float>(q2_k_level(b, e)) - dmin * static_cast<float>(sc >> 4);
+  }
+}
+
 using BlockQuantizer = void (*)(const float*, std::uint8_t*);
 using BlockDequantizer = void (*)(const std::uint8_t*, float*);
 
@@ -839,6 +896,7 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::Q3_K: return quantize_q3_k;
     case WeightType::IQ4_NL: return quantize_iq4_nl;
     case WeightType::IQ4_XS: return quantize_iq4_xs;
+    case WeightType::Q2_K: return quantize_q2_k;
     default: return nullptr;
   }
 }
@@ -856,6 +914,7 @@ BlockDequantizer block_dequantizer(WeightType type) {
     case WeightType::Q3_K: return dequantize_q3_k;
     case WeightType::IQ4_NL: return dequantize_iq4_nl;
     case WeightType::IQ4_XS: return dequantize_iq4_xs;
+    case WeightType::Q2_K: return dequantize_q2_k;
     default: return nullptr;
   }
 }

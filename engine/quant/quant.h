@@ -29,8 +29,9 @@ enum class WeightType : std::uint8_t {
   Q3_K,
   IQ4_NL,
   IQ4_XS,
+  Q2_K,
 };
-inline constexpr std::size_t kWeightTypeCount = 14;
+inline constexpr std::size_t kWeightTypeCount = 15;
 
 std::string_view weight_type_name(WeightType type);  // "F32", "Q4_K", ... (ggml's spelling)
 std::optional<WeightType> weight_type_from_name(std::string_view name);

@@ -80,10 +80,10 @@ std::vector<std::byte> streamed_copies(const std::vector<std::byte>& bytes, std:
 // Milliseconds per matmul at small token counts (batched decode), weights streamed from memory: a
 // memory-bound kernel costs about the same at 8 tokens as at 1.
 void bench_batches(ThreadPool& pool, const std::string& level, bool quick) {
-  const WeightType types[] = {WeightType::F32,    WeightType::F16,   WeightType::BF16, WeightType::Q8_0,
-                              WeightType::Q4_0,   WeightType::Q4_1,  WeightType::Q5_0, WeightType::Q5_1,
-                              WeightType::Q3_K,   WeightType::Q4_K,  WeightType::Q5_K, WeightType::Q6_K,
-                              WeightType::IQ4_NL, WeightType::IQ4_XS};
+  const WeightType types[] = {WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,
+                              WeightType::Q4_0,   WeightType::Q4_1,   WeightType::Q5_0, WeightType::Q5_1,
+                              WeightType::Q3_K,   WeightType::Q4_K,   WeightType::Q5_K, WeightType::Q6_K,
+                              WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
   const Shape shapes[] = {{"3072x1024", 3072, 1024}, {"1024x3072", 1024, 3072}};
   constexpr std::size_t kTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48};
   std::printf("ms per matmul (weights from memory)\n%-6s %-10s", "type", "matrix");
@@ -136,9 +136,9 @@ std::pair<double, double> alternating_best(int rounds, A&& a, B&& b) {
 // Level a against level b on the quantized types: batch-1 GB/s (weights from memory), an 8-token decode
 // step in ms (weights from memory) and a 512-token prefill in GFLOP/s, alternating a and b.
 void bench_compare(ThreadPool& pool, const std::string& a, const std::string& b, bool quick) {
-  const WeightType types[] = {WeightType::Q8_0, WeightType::Q4_0,   WeightType::Q4_1,  WeightType::Q5_0,
-                              WeightType::Q5_1, WeightType::Q3_K,   WeightType::Q4_K,  WeightType::Q5_K,
-                              WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS};
+  const WeightType types[] = {WeightType::Q8_0, WeightType::Q4_0,   WeightType::Q4_1,   WeightType::Q5_0,
+                              WeightType::Q5_1, WeightType::Q3_K,   WeightType::Q4_K,   WeightType::Q5_K,
+                              WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
   const Shape shapes[] = {{"3072x1024", 3072, 1024}, {"1024x3072", 1024, 3072}};
   constexpr std::size_t kPrefill = 512, kDecodeBatch = 8;
   const int rounds = quick ? 2 : 5;
@@ -296,10 +296,10 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"3072x1024 (gate/up)", 3072, 1024},
                           {"1024x3072 (down)", 1024, 3072},
                           {"151936x1024 (lm head)", quick ? 16384u : 151936u, 1024}};
-  const WeightType types[] = {WeightType::F32,    WeightType::F16,   WeightType::BF16, WeightType::Q8_0,
-                              WeightType::Q4_0,   WeightType::Q4_1,  WeightType::Q5_0, WeightType::Q5_1,
-                              WeightType::Q3_K,   WeightType::Q4_K,  WeightType::Q5_K, WeightType::Q6_K,
-                              WeightType::IQ4_NL, WeightType::IQ4_XS};
+  const WeightType types[] = {WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,
+                              WeightType::Q4_0,   WeightType::Q4_1,   WeightType::Q5_0, WeightType::Q5_1,
+                              WeightType::Q3_K,   WeightType::Q4_K,   WeightType::Q5_K, WeightType::Q6_K,
+                              WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
   constexpr std::size_t kPrefillTokens = 64;
 
   std::printf("%-6s %-22s %12s %10s %14s\n", "type", "matrix", "batch-1 GB/s", "% of mem", "64-tok GFLOP/s");

@@ -65,7 +65,8 @@ std::vector<WeightType> every_weight_type() {
   for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
     const auto type = static_cast<WeightType>(i);
     const bool cpu_only = type == WeightType::Q4_1 || type == WeightType::Q5_0 || type == WeightType::Q5_1 ||
-                          type == WeightType::Q3_K || type == WeightType::IQ4_NL || type == WeightType::IQ4_XS;
+                          type == WeightType::Q2_K || type == WeightType::Q3_K || type == WeightType::IQ4_NL ||
+                          type == WeightType::IQ4_XS;
     if (!(on_cuda() && cpu_only)) types.push_back(type);
   }
   return types;

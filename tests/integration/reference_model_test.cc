@@ -201,9 +201,9 @@ class Dequantization : public ::testing::TestWithParam<WeightType> {};
 
 INSTANTIATE_TEST_SUITE_P(Types, Dequantization,
                          ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
-                                           WeightType::Q5_1, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
-                                           WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::F16,
-                                           WeightType::BF16),
+                                           WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
+                                           WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
+                                           WeightType::F16, WeightType::BF16),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });
@@ -241,7 +241,8 @@ TEST_P(Dequantization, EngineAgreesWithTheReference) {
     err += (reference[i] - values[i]) * (reference[i] - values[i]);
     norm += static_cast<double>(values[i]) * values[i];
   }
-  EXPECT_LT(std::sqrt(err / norm), 0.2);
+  // (Q2_K's four levels per weight leave about 0.3 of a normal row's magnitude.)
+  EXPECT_LT(std::sqrt(err / norm), type == WeightType::Q2_K ? 0.35 : 0.2);
 }
 
 // The engine's quantize_row and the script's rendering of ggml's reference quantizers give the same bytes:
@@ -250,7 +251,8 @@ class Quantization : public ::testing::TestWithParam<WeightType> {};
 
 INSTANTIATE_TEST_SUITE_P(Types, Quantization,
                          ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
-                                           WeightType::Q5_1, WeightType::Q3_K, WeightType::IQ4_NL, WeightType::IQ4_XS),
+                                           WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K, WeightType::IQ4_NL,
+                                           WeightType::IQ4_XS),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });

@@ -13,7 +13,7 @@ Commands:
   dequant --type TYPE --in BLOCKS.bin --out VALUES.bin        raw blocks of a GGUF type to float64
   quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
                                                                quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
-                                                               Q3_K, IQ4_NL, IQ4_XS)
+                                                               Q2_K, Q3_K, IQ4_NL, IQ4_XS)
 
 Output files, all little-endian:
   logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
@@ -64,6 +64,7 @@ GGML_TYPES = {
     "Q5_0": (6, 32, 22),
     "Q5_1": (7, 32, 24),
     "Q8_0": (8, 32, 34),
+    "Q2_K": (10, QK_K, 84),
     "Q3_K": (11, QK_K, 110),
     "IQ4_NL": (20, 32, 18),
     "IQ4_XS": (23, QK_K, 136),
@@ -280,6 +281,90 @@ def quantize_q3_k(x):
     return out
 
 
+def fit_qkx2(x, weights, nmax, rmin, rdelta, steps, absolute):
+    """make_qkx2_quants: an offset (min <= 0) and scale for n values, the best of steps + 1 stretched grids by
+    weighted squared or absolute error. Returns (scale, -min, levels)."""
+    low, high = x[0], x[0]
+    sum_w = weights[0]
+    sum_x = sum_w * x[0]
+    for v, w in zip(x[1:], weights[1:]):
+        low, high = min(low, v), max(high, v)
+        sum_w = sum_w + w
+        sum_x = sum_x + w * v
+    if low > 0:
+        low = f32(0)
+    if high == low:
+        return f32(0), -low, [0] * len(x)
+
+    def error(diff):
+        return abs(diff) if absolute else diff * diff
+
+    iscale = f32(nmax) / (high - low)
+    scale = f32(1) / iscale
+    levels = [clamp(nearest(iscale * (v - low)), 0, nmax) for v in x]
+    best = f32(0)
+    for v, w, l in zip(x, weights, levels):
+        best = best + w * error(scale * f32(l) + low - v)
+    for step in range(steps + 1):
+        iscale = (f32(rmin) + f32(rdelta) * f32(step) + f32(nmax)) / (high - low)
+        trial = [clamp(nearest(iscale * (v - low)), 0, nmax) for v in x]
+        sum_l, sum_l2, sum_xl = f32(0), f32(0), f32(0)
+        for v, w, l in zip(x, weights, trial):
+            sum_l = sum_l + w * f32(l)
+            sum_l2 = sum_l2 + w * f32(l) * f32(l)
+            sum_xl = sum_xl + w * f32(l) * v
+        det = sum_w * sum_l2 - sum_l * sum_l
+        if det > 0:
+            this_scale = (sum_w * sum_xl - sum_x * sum_l) / det
+            this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det
+            if this_min > 0:
+                this_min = f32(0)
+                this_scale = sum_xl / sum_l2
+            err = f32(0)
+            for v, w, l in zip(x, weights, trial):
+                err = err + w * error(this_scale * f32(l) + this_min - v)
+            if err < best:
+                levels, best, scale, low = trial, err, this_scale, this_min
+    return scale, -low, levels
+
+
+def quantize_q2_k(x):
+    out = np.zeros((x.shape[0], 84), dtype=np.uint8)
+    for n, block in enumerate(x):
+        scales, mins, levels = [], [], []
+        for j in range(16):
+            part = block[16 * j : 16 * j + 16]
+            scale, neg_min, l = fit_qkx2(part, [abs(v) for v in part], 3, -0.5, 0.1, 15, True)
+            scales.append(scale)
+            mins.append(neg_min)
+            levels += l
+        max_scale, max_min = f32(0), f32(0)
+        for s, m in zip(scales, mins):
+            max_scale, max_min = max(max_scale, s), max(max_min, m)
+        if max_scale > 0:
+            iscale = f32(15) / max_scale
+            for j, s in enumerate(scales):
+                out[n, j] = nearest(iscale * s)
+            out[n, 80:82] = halves_of([max_scale / f32(15)])[0]
+        if max_min > 0:
+            iscale = f32(15) / max_min
+            for j, m in enumerate(mins):
+                out[n, j] |= nearest(iscale * m) << 4
+            out[n, 82:84] = halves_of([max_min / f32(15)])[0]
+        d_all = f32(out[n, 80:82].copy().view("<f2")[0])
+        m_all = f32(out[n, 82:84].copy().view("<f2")[0])
+        for j in range(16):
+            d = d_all * f32(out[n, j] & 0xF)
+            if d == 0:
+                continue
+            dm = m_all * f32(out[n, j] >> 4)
+            for i in range(16):
+                levels[16 * j + i] = clamp(nearest((block[16 * j + i] + dm) / d), 0, 3)
+        for e, l in enumerate(levels):
+            out[n, 16 + 32 * (e // 128) + e % 32] |= l << (2 * ((e % 128) // 32))
+    return out
+
+
 def nearest_iq4(v):
     """ggml's best_index_int8 over the IQ4 levels (the lower on ties)."""
     levels = [f32(l) for l in IQ4_LEVELS]
@@ -372,6 +457,7 @@ QUANTIZE = {
     "Q5_0": lambda x: quantize_symmetric(x, 32),
     "Q4_1": lambda x: quantize_offset(x, 16),
     "Q5_1": lambda x: quantize_offset(x, 32),
+    "Q2_K": lambda x: quantize_q2_k(x.reshape(-1, QK_K)),
     "Q3_K": lambda x: quantize_q3_k(x.reshape(-1, QK_K)),
     "IQ4_NL": quantize_iq4_nl,
     "IQ4_XS": quantize_iq4_xs,
@@ -457,6 +543,21 @@ def dequant_q6_k(raw):
     return out.reshape(-1)
 
 
+def dequant_q2_k(raw):
+    # 16 bytes of 4-bit scale (low) and min (high) per 16 values, 64 bytes of 2-bit q, f16 d, f16 dmin. Value
+    # 128 h + 32 k + l: bits 2k of qs[32 h + l]; value = d * scale * q - dmin * min.
+    b = blocks_of(raw, 84)
+    sm = b[:, 0:16].astype(np.int64)
+    scales = np.repeat(sm & 0xF, 16, axis=1).astype(F64)
+    mins = np.repeat(sm >> 4, 16, axis=1).astype(F64)
+    qs = b[:, 16:80].astype(np.int64)
+    q = np.empty((b.shape[0], QK_K), dtype=np.int64)
+    for h in range(2):
+        for k in range(4):
+            q[:, 128 * h + 32 * k : 128 * h + 32 * k + 32] = (qs[:, 32 * h : 32 * h + 32] >> (2 * k)) & 3
+    return (half_column(b, 80) * scales * q - half_column(b, 82) * mins).reshape(-1)
+
+
 def q3_k_scales(packed):
     """(nb, 12) packed bytes to the 16 signed scales s - 32 of each Q3_K block: the low nibbles of bytes 0-7
     are sub-blocks 0-7's low four bits, their high nibbles sub-blocks 8-15's; bits 2 (j / 4) of byte 8 + j % 4
@@ -523,6 +624,7 @@ DEQUANT = {
     "Q4_1": dequant_q4_1,
     "Q5_0": dequant_q5_0,
     "Q5_1": dequant_q5_1,
+    "Q2_K": dequant_q2_k,
     "Q3_K": dequant_q3_k,
     "IQ4_NL": dequant_iq4_nl,
     "IQ4_XS": dequant_iq4_xs,

@@ -831,7 +831,8 @@ void with_type(WeightType type, F&& f) {
     case WeightType::Q5_1:
     case WeightType::Q3_K:
     case WeightType::IQ4_NL:
-    case WeightType::IQ4_XS: break;
+    case WeightType::IQ4_XS:
+    case WeightType::Q2_K: break;
   }
   throw std::invalid_argument("CUDA weight kernels: no kernels for " + std::string(quant::weight_type_name(type)) +
                               " weights");
@@ -847,7 +848,8 @@ bool weight_type_supported(WeightType type) {
     case WeightType::Q5_1:
     case WeightType::Q3_K:
     case WeightType::IQ4_NL:
-    case WeightType::IQ4_XS: return false;
+    case WeightType::IQ4_XS:
+    case WeightType::Q2_K: return false;
     default: return true;
   }
 }

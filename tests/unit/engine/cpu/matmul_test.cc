@@ -22,10 +22,10 @@ namespace {
 
 using quant::WeightType;
 
-constexpr WeightType kAllTypes[] = {WeightType::F32,    WeightType::F16,   WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0,   WeightType::Q4_K,  WeightType::Q5_K, WeightType::Q6_K,
-                                    WeightType::Q4_1,   WeightType::Q5_0,  WeightType::Q5_1, WeightType::Q3_K,
-                                    WeightType::IQ4_NL, WeightType::IQ4_XS};
+constexpr WeightType kAllTypes[] = {WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,
+                                    WeightType::Q4_0,   WeightType::Q4_K,   WeightType::Q5_K, WeightType::Q6_K,
+                                    WeightType::Q4_1,   WeightType::Q5_0,   WeightType::Q5_1, WeightType::Q3_K,
+                                    WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
 static_assert(std::size(kAllTypes) == quant::kWeightTypeCount, "every weight type is tested");
 
 // ---- matmul ------------------------------------------------------------------------------------------
@@ -122,6 +122,7 @@ struct WeightBlock {
   int q[32] = {};
   float scale[2] = {};
   float min = 0;
+  float half_min[2] = {};  // Q2_K: a min per 16 weights instead
 };
 
 std::uint16_t read_u16(const std::uint8_t* p) {
@@ -177,6 +178,18 @@ WeightBlock weight_block(WeightType type, const std::byte* row, std::size_t k) {
   }
   const std::uint8_t* b = base + k / 8 * quant::block_bytes(type);
   const int j = static_cast<int>(k % 8);  // the block of 32 within the block of 256
+  if (type == WeightType::Q2_K) {
+    // Element 32 j + i: two bits at bits 2 (j % 4) of qs[32 (j / 4) + i]; per 16 elements byte s holds the
+    // 4-bit scale (low) and min (high), times d and dmin.
+    const float d = quant::f16_to_f32(read_u16(b + 80)), dmin = quant::f16_to_f32(read_u16(b + 82));
+    for (int half = 0; half < 2; ++half) {
+      const int s = b[2 * j + half];
+      w.scale[half] = d * static_cast<float>(s & 0xF);
+      w.half_min[half] = dmin * static_cast<float>(s >> 4);
+    }
+    for (int i = 0; i < 32; ++i) w.q[i] = (b[16 + 32 * (j / 4) + i] >> (2 * (j % 4))) & 3;
+    return w;
+  }
   if (type == WeightType::Q3_K) {
     // Element 32 j + i: low bits at bits 2 (j % 4) of qs[32 (j / 4) + i], third bit at bit j of hmask[i];
     // 6-bit scales (s - 32) per 16 elements, packed low nibbles in bytes 0-15 then top pairs in 8-11.
@@ -226,7 +239,7 @@ WeightBlock weight_block(WeightType type, const std::byte* row, std::size_t k) {
 // integers read here are the dequantized weights.
 std::vector<float> int8_expected(const Matrix& m, const std::vector<float>& x, std::size_t tokens, const float* bias) {
   const std::size_t blocks = m.cols / 32, row_bytes = *quant::row_bytes(m.type, m.cols);
-  const bool halves = m.type == WeightType::Q6_K || m.type == WeightType::Q3_K;
+  const bool halves = m.type == WeightType::Q6_K || m.type == WeightType::Q3_K || m.type == WeightType::Q2_K;
   const bool has_min = m.type == WeightType::Q4_K || m.type == WeightType::Q5_K || m.type == WeightType::Q4_1 ||
                        m.type == WeightType::Q5_1;
   std::vector<float> out(tokens * m.rows);
@@ -235,7 +248,8 @@ std::vector<float> int8_expected(const Matrix& m, const std::vector<float>& x, s
     for (std::size_t b = 0; b < blocks; ++b) {
       row[b] = weight_block(m.type, m.bytes.data() + n * row_bytes, b);
       for (int i = 0; i < 32; ++i) {
-        const float value = row[b].scale[i / 16] * static_cast<float>(row[b].q[i]) - row[b].min;
+        const float min = m.type == WeightType::Q2_K ? row[b].half_min[i / 16] : row[b].min;
+        const float value = row[b].scale[i / 16] * static_cast<float>(row[b].q[i]) - min;
         EXPECT_EQ(value, m.dequantized[n * m.cols + 32 * b + static_cast<std::size_t>(i)]) << "row " << n;
       }
     }
@@ -244,14 +258,19 @@ std::vector<float> int8_expected(const Matrix& m, const std::vector<float>& x, s
       for (std::size_t b = 0; b < blocks; ++b) {
         const QuantizedBlock xb = quantize_block(x.data() + t * m.cols + 32 * b);
         const WeightBlock& wb = row[b];
-        std::int32_t dot[2] = {0, 0}, sum = 0;
+        std::int32_t dot[2] = {0, 0}, sum = 0, half_sum[2] = {0, 0};
         for (int i = 0; i < 32; ++i) {
           dot[i / 16] += wb.q[i] * xb.q[i];
           sum += xb.q[i];
+          half_sum[i / 16] += xb.q[i];
         }
         if (halves) {
           acc = std::fma(static_cast<float>(dot[0]), wb.scale[0] * xb.d, acc);
           acc = std::fma(static_cast<float>(dot[1]), wb.scale[1] * xb.d, acc);
+          if (m.type == WeightType::Q2_K) {
+            acc = std::fma(-wb.half_min[0], xb.d * static_cast<float>(half_sum[0]), acc);
+            acc = std::fma(-wb.half_min[1], xb.d * static_cast<float>(half_sum[1]), acc);
+          }
         } else {
           acc = std::fma(static_cast<float>(dot[0] + dot[1]), wb.scale[0] * xb.d, acc);
           if (has_min) acc = std::fma(-wb.min, xb.d * static_cast<float>(sum), acc);

@@ -153,7 +153,7 @@ TEST(Checkpoint, UnsupportedDtypeIsNamed) {
   write_checkpoint(dir, tensors);
   EXPECT_THAT(load_error(dir), HasSubstr("gate_proj.weight in model.safetensors is stored as I32"));
   EXPECT_THAT(load_error(dir), HasSubstr("(supported: " + engine::quant::weight_type_names() + ")"));
-  EXPECT_THAT(load_error(dir), HasSubstr("Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS)"));
+  EXPECT_THAT(load_error(dir), HasSubstr("Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS, Q2_K)"));
 }
 
 TEST(Checkpoint, HalfPrecisionVectorsAreWidenedToF32) {

@@ -18,10 +18,10 @@
 namespace engine::quant {
 namespace {
 
-constexpr WeightType kAllTypes[] = {WeightType::F32,    WeightType::F16,   WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0,   WeightType::Q4_K,  WeightType::Q5_K, WeightType::Q6_K,
-                                    WeightType::Q4_1,   WeightType::Q5_0,  WeightType::Q5_1, WeightType::Q3_K,
-                                    WeightType::IQ4_NL, WeightType::IQ4_XS};
+constexpr WeightType kAllTypes[] = {WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,
+                                    WeightType::Q4_0,   WeightType::Q4_K,   WeightType::Q5_K, WeightType::Q6_K,
+                                    WeightType::Q4_1,   WeightType::Q5_0,   WeightType::Q5_1, WeightType::Q3_K,
+                                    WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
 static_assert(std::size(kAllTypes) == kWeightTypeCount, "every weight type is tested");
 
 std::vector<float> random_row(std::size_t n, std::uint32_t seed, float sigma = 1.0f) {
@@ -73,8 +73,9 @@ TEST(WeightTypes, AgreeWithTheGgufTypeTable) {
   EXPECT_EQ(ggml_type_id(WeightType::Q4_1), 3u);
   EXPECT_EQ(ggml_type_id(WeightType::Q5_0), 6u);
   EXPECT_EQ(ggml_type_id(WeightType::Q5_1), 7u);
-  EXPECT_EQ(weight_type_from_name("Q2_K"), std::nullopt);
-  EXPECT_EQ(weight_type_from_ggml(10), std::nullopt);  // Q2_K: a real ggml type the engine does not use
+  EXPECT_EQ(ggml_type_id(WeightType::Q2_K), 10u);
+  EXPECT_EQ(weight_type_from_name("IQ2_XXS"), std::nullopt);
+  EXPECT_EQ(weight_type_from_ggml(16), std::nullopt);  // IQ2_XXS: a real ggml type the engine does not use
 }
 
 TEST(WeightTypes, NamesListEveryType) {
@@ -338,6 +339,27 @@ TEST(HandBuiltBlocks, IQ4_XS) {
   }
 }
 
+TEST(HandBuiltBlocks, Q2_K) {
+  std::vector<std::byte> block(84);
+  put_u16(block, 80, 0x3800);  // d = 0.5
+  put_u16(block, 82, 0x3400);  // dmin = 0.25
+  // Byte s (s < 16): the 4-bit scale (low nibble) and min (high) of elements 16 s .. 16 s + 15.
+  const int sc[16] = {0, 15, 7, 1, 9, 3, 12, 5, 2, 14, 6, 10, 4, 13, 8, 11};
+  for (int s = 0; s < 16; ++s) block[s] = static_cast<std::byte>(sc[s] | (sc[15 - s] << 4));
+  std::vector<int> q(256);
+  for (int i = 0; i < 256; ++i) {
+    q[i] = (i * 3 + i / 64) % 4;
+    // Element 128 h + 32 k + l: bits 2k of byte 16 + 32 h + l.
+    const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+    block[16 + 32 * h + l] |= static_cast<std::byte>(q[i] << (2 * k));
+  }
+  const auto y = dequantize(WeightType::Q2_K, block, 256);
+  for (int i = 0; i < 256; ++i) {
+    const float expected = 0.5f * static_cast<float>(sc[i / 16] * q[i]) - 0.25f * static_cast<float>(sc[15 - i / 16]);
+    EXPECT_EQ(y[i], expected) << i;
+  }
+}
+
 TEST(HandBuiltBlocks, Q3_K) {
   std::vector<std::byte> block(110);
   put_u16(block, 108, 0x3800);  // d = 0.5, stored last
@@ -558,9 +580,9 @@ TEST_P(KQuantRoundTrip, ErrorWithinBounds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuantRoundTrip,
-                         ::testing::Values(KQuantBounds{WeightType::Q3_K, 0.22}, KQuantBounds{WeightType::Q4_K, 0.12},
-                                           KQuantBounds{WeightType::Q5_K, 0.06}, KQuantBounds{WeightType::Q6_K, 0.03},
-                                           KQuantBounds{WeightType::IQ4_NL, 0.12},
+                         ::testing::Values(KQuantBounds{WeightType::Q2_K, 0.45}, KQuantBounds{WeightType::Q3_K, 0.22},
+                                           KQuantBounds{WeightType::Q4_K, 0.12}, KQuantBounds{WeightType::Q5_K, 0.06},
+                                           KQuantBounds{WeightType::Q6_K, 0.03}, KQuantBounds{WeightType::IQ4_NL, 0.12},
                                            KQuantBounds{WeightType::IQ4_XS, 0.12}),
                          [](const auto& param_info) { return std::string(weight_type_name(param_info.param.type)); });
 

@@ -216,7 +216,7 @@ TEST_F(CudaBackendTest, WeightTypesWithoutGpuKernelsAreRefusedByName) {
   REQUIRE_GPU();
   init(64, WeightType::F32);
   for (const auto type : {WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q3_K, WeightType::IQ4_NL,
-                          WeightType::IQ4_XS}) {
+                          WeightType::IQ4_XS, WeightType::Q2_K}) {
     const std::string name(quant::weight_type_name(type));
     try {
       weight(type, 8, 64);
