@@ -826,13 +826,7 @@ void with_type(WeightType type, F&& f) {
     case WeightType::Q4_K: f(TypeTag<WeightType::Q4_K>{}); return;
     case WeightType::Q5_K: f(TypeTag<WeightType::Q5_K>{}); return;
     case WeightType::Q6_K: f(TypeTag<WeightType::Q6_K>{}); return;
-    case WeightType::Q4_1:
-    case WeightType::Q5_0:
-    case WeightType::Q5_1:
-    case WeightType::Q3_K:
-    case WeightType::IQ4_NL:
-    case WeightType::IQ4_XS:
-    case WeightType::Q2_K: break;
+    default: break;  // weight_type_supported lists the types without a Codec
   }
   throw std::invalid_argument("CUDA weight kernels: no kernels for " + std::string(quant::weight_type_name(type)) +
                               " weights");
@@ -841,7 +835,7 @@ void with_type(WeightType type, F&& f) {
 }  // namespace
 
 bool weight_type_supported(WeightType type) {
-  // The types with_type has no Codec for.
+  // The types with_type has no Codec for (it throws for them).
   switch (type) {
     case WeightType::Q4_1:
     case WeightType::Q5_0:
