@@ -118,8 +118,9 @@ class IncrementalDecoder {
  private:
   std::shared_ptr<const TokenizerModel> model_;
   bool skip_special_tokens_;
-  bool first_ = true;    // no token emitted yet (decoders that join tokens with a space need to know)
-  std::string pending_;  // bytes of an incomplete UTF-8 character
+  bool first_ = true;                // no token emitted yet (decoders that join tokens with a space need to know)
+  std::string pending_;              // bytes of an incomplete UTF-8 character
+  std::vector<std::string> window_;  // DecoderChain: token texts not yet settled
 };
 
 }  // namespace engine::tokenizer

@@ -128,9 +128,9 @@ TEST(Gguf, RefusalsNameTheKey) {
   refused(
       [](TinyGguf& g) {
         g.drop.push_back("tokenizer.ggml.model");
-        g.extra.emplace_back("tokenizer.ggml.model", GgufValue::string("llama"));
+        g.extra.emplace_back("tokenizer.ggml.model", GgufValue::string("t5"));
       },
-      {"tokenizer.ggml.model", "\"llama\""});
+      {"tokenizer.ggml.model", "\"t5\"", "supported: gpt2"});
   refused(
       [](TinyGguf& g) {
         g.drop.push_back("tokenizer.ggml.token_type");

@@ -324,8 +324,8 @@ TEST(Refusals, NameTheFileAndTheField) {
       {spec_json(
            [](tiny::Spec& s) { s.normalizer = R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"x": 1}]})"; }),
        {"normalizer.normalizers[1].type: missing"}},
-      {spec_json([](tiny::Spec& s) { s.pre_tokenizer = R"({"type": "Metaspace"})"; }),
-       {"pre_tokenizer.type", "Metaspace"}},
+      {spec_json([](tiny::Spec& s) { s.pre_tokenizer = R"({"type": "BertPreTokenizer"})"; }),
+       {"pre_tokenizer.type", "unsupported pre-tokenizer type \"BertPreTokenizer\""}},
       {spec_json([](tiny::Spec& s) {
          s.pre_tokenizer =
              R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated"}]})";
