@@ -280,9 +280,10 @@ Tokenizer Tokenizer::from_gguf(const engine::format::GgufLayout& layout, std::st
   for (std::size_t id = 0; id < tokens.size(); ++id) {
     const auto token_id = static_cast<std::int32_t>(id);
     // UNKNOWN (<unk>) is in the model's vocabulary and, as in the tokenizer.json, a special added token.
-    const bool in_vocab =
-        types[id] == kUndefined || types[id] == kNormal || types[id] == kUnknown || types[id] == kByte;
+    // SentencePiece merges may make any token, added ones too (Gemma's "▁▁" is USER_DEFINED and a merge).
     const bool added = types[id] == kControl || types[id] == kUserDefined || types[id] == kUnknown;
+    const bool in_vocab = types[id] == kUndefined || types[id] == kNormal || types[id] == kUnknown ||
+                          types[id] == kByte || (added && model == "llama");
     if (types[id] == kUnknown && !unknown) unknown = token_id;
     if (in_vocab) parts.vocab.emplace_back(tokens[id], token_id);
     if (added) {

@@ -194,26 +194,30 @@ struct MetaspaceOptions {
   bool split = true;
 };
 
-// Metaspace's fields, shared by the pre-tokenizer and the decoder. Files from before prepend_scheme have
-// add_prefix_space, which meant always (true) or never (false).
+// Metaspace's fields, shared by the pre-tokenizer and the decoder, read as the reference reads them:
+// prepend_scheme defaults to always, and the older add_prefix_space may only say false beside "never".
 MetaspaceOptions parse_metaspace(const Reader& reader, const Value& value, const std::string& path) {
   MetaspaceOptions options;
-  options.replacement = one_char(reader, value, path, "replacement", "\u2581");
+  options.replacement = one_char(reader, value, path, "replacement", std::nullopt);
   options.split = reader.boolean(value, path, "split", true);
+  std::string name = "always";
   if (const Value* scheme = reader.find(value, "prepend_scheme")) {
-    const std::string name = reader.string(*scheme, Reader::join(path, "prepend_scheme"));
-    if (name == "always") {
-      options.prepend = PrependScheme::Always;
-    } else if (name == "first") {
-      options.prepend = PrependScheme::First;
-    } else if (name == "never") {
-      options.prepend = PrependScheme::Never;
-    } else {
-      reader.fail(Reader::join(path, "prepend_scheme"),
-                  "unknown prepend scheme \"" + name + "\" (expected always, first or never)");
-    }
-  } else if (!reader.boolean(value, path, "add_prefix_space", true)) {
+    name = reader.string(*scheme, Reader::join(path, "prepend_scheme"));
+  }
+  if (name == "always") {
+    options.prepend = PrependScheme::Always;
+  } else if (name == "first") {
+    options.prepend = PrependScheme::First;
+  } else if (name == "never") {
     options.prepend = PrependScheme::Never;
+  } else {
+    reader.fail(Reader::join(path, "prepend_scheme"),
+                "unknown prepend scheme \"" + name + "\" (expected always, first or never)");
+  }
+  if (!reader.boolean(value, path, "add_prefix_space", true) && options.prepend != PrependScheme::Never) {
+    reader.fail(Reader::join(path, "add_prefix_space"),
+                "false does not match prepend_scheme \"" + name +
+                    "\" (the reference refuses the file too); write \"prepend_scheme\": \"never\"");
   }
   return options;
 }
