@@ -204,28 +204,20 @@ std::string prefixed_metaspace(const std::string& text) {
   return " " + metaspace(text);
 }
 
+// clang-format off
 const std::vector<Package>& packages() {
   static const std::vector<Package> all = {
       {"qwen3", "tokenizer-qwen3", nfc, unchanged, false, {"gpt2", "qwen2", false, 151936, std::nullopt}},
       {"llama2", "tokenizer-llama2", prefixed_metaspace, metaspace, true, {"llama", nullptr, true, 0, true}},
       {"llama3", "tokenizer-llama3", unchanged, unchanged, false, {"gpt2", "llama-bpe", false, 128256, std::nullopt}},
-      {"llama3_1",
-       "tokenizer-llama3_1",
-       unchanged,
-       unchanged,
-       false,
-       {"gpt2", "llama-bpe", true, 128256, std::nullopt}},
+      {"llama3_1", "tokenizer-llama3_1", unchanged, unchanged, false, {"gpt2", "llama-bpe", true, 128256, std::nullopt}},
       {"gemma3", "tokenizer-gemma3", metaspace, metaspace, false, {"llama", nullptr, true, 262208, false}},
       {"gptoss", "tokenizer-gptoss", unchanged, unchanged, false, {"gpt2", "gpt-4o", false, 201088, std::nullopt}},
-      {"deepseek_v3",
-       "tokenizer-deepseek_v3",
-       unchanged,
-       unchanged,
-       false,
-       {"gpt2", "deepseek-v3", false, 129280, std::nullopt}},
+      {"deepseek_v3", "tokenizer-deepseek_v3", unchanged, unchanged, false, {"gpt2", "deepseek-v3", false, 129280, std::nullopt}},
   };
   return all;
 }
+// clang-format on
 
 rapidjson::Document read_json(const fs::path& path) {
   const auto bytes = testing_support::read_file(path);
