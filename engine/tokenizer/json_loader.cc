@@ -2,6 +2,7 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <fstream>
 #include <limits>
@@ -204,16 +205,14 @@ MetaspaceOptions parse_metaspace(const Reader& reader, const Value& value, const
   if (const Value* scheme = reader.find(value, "prepend_scheme")) {
     name = reader.string(*scheme, Reader::join(path, "prepend_scheme"));
   }
-  if (name == "always") {
-    options.prepend = PrependScheme::Always;
-  } else if (name == "first") {
-    options.prepend = PrependScheme::First;
-  } else if (name == "never") {
-    options.prepend = PrependScheme::Never;
-  } else {
+  constexpr std::array<std::pair<std::string_view, PrependScheme>, 3> kSchemes = {
+      {{"always", PrependScheme::Always}, {"first", PrependScheme::First}, {"never", PrependScheme::Never}}};
+  const auto scheme = std::find_if(kSchemes.begin(), kSchemes.end(), [&](const auto& s) { return s.first == name; });
+  if (scheme == kSchemes.end()) {
     reader.fail(Reader::join(path, "prepend_scheme"),
                 "unknown prepend scheme \"" + name + "\" (expected always, first or never)");
   }
+  options.prepend = scheme->second;
   if (!reader.boolean(value, path, "add_prefix_space", true) && options.prepend != PrependScheme::Never) {
     reader.fail(Reader::join(path, "add_prefix_space"),
                 "false does not match prepend_scheme \"" + name +
