@@ -121,7 +121,7 @@ class IncrementalDecoder {
  private:
   std::shared_ptr<const TokenizerModel> model_;
   bool skip_special_tokens_;
-  bool first_ = true;                // no token emitted yet (decoders that join tokens with a space need to know)
+  bool first_ = true;                // at the text's start (joining with spaces, or stripping it, depends on it)
   std::string pending_;              // bytes of an incomplete UTF-8 character
   std::vector<std::string> window_;  // DecoderChain: token texts not yet settled
 };
