@@ -180,7 +180,8 @@ std::atomic<std::uint64_t> next_model_number{1};
 }
 
 BpeModel::BpeModel(const std::vector<std::pair<std::string, std::int32_t>>& vocab,
-                   const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options)
+                   const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
+                   std::span<const std::int32_t> ranks)
     : options_(options), merges_(std::make_unique<MergeTable>(merges.size())), number_(next_model_number++) {
   // The vocabulary as the merges name tokens (their text) and, when a word may be looked up whole, as words
   // contain them (bytes, for byte-level models). Where two tokens share a text, the first one stands.
@@ -212,6 +213,10 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, std::int32_t>>& voca
     }
   }
 
+  if (!ranks.empty() && ranks.size() != merges.size()) {
+    throw std::invalid_argument(std::to_string(ranks.size()) + " ranks for " + std::to_string(merges.size()) +
+                                " merges");
+  }
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
     const auto find = [&](const std::string& token) {
@@ -225,7 +230,8 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, std::int32_t>>& voca
     const std::int32_t left_id = find(left);
     const std::int32_t right_id = find(right);
     const std::int32_t new_id = find(left + right);
-    merges_->insert(left_id, right_id, {static_cast<std::int32_t>(rank), new_id});
+    const auto rank_of = ranks.empty() ? static_cast<std::int32_t>(rank) : ranks[rank];
+    merges_->insert(left_id, right_id, {rank_of, new_id});
   }
 }
 

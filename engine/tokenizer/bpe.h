@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -42,10 +43,13 @@ struct BpeOptions {
 // entries are recognised by the id they would produce).
 class BpeModel {
  public:
-  // `vocab` pairs tokens with ids; `merges` pairs the two tokens of each merge, in rank order. Throws
-  // std::invalid_argument naming the merge when a token of it (or their concatenation) is not in `vocab`.
+  // `vocab` pairs tokens with ids; `merges` pairs the two tokens of each merge, in rank order. `ranks`, when
+  // not empty, gives each merge its rank instead (merges of equal rank apply leftmost first, as
+  // SentencePiece's equal scores do). Throws std::invalid_argument naming the merge when a token of it (or
+  // their concatenation) is not in `vocab`.
   BpeModel(const std::vector<std::pair<std::string, std::int32_t>>& vocab,
-           const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
+           const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
+           std::span<const std::int32_t> ranks = {});
   ~BpeModel();
   BpeModel(const BpeModel&) = delete;
   BpeModel& operator=(const BpeModel&) = delete;

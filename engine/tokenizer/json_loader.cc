@@ -2,6 +2,7 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <fstream>
 #include <limits>
@@ -11,6 +12,7 @@
 #include "engine/format/json.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/tokenizer_model.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace engine::tokenizer {
 
@@ -172,6 +174,53 @@ std::unique_ptr<Normalizer> parse_normalizer(const Reader& reader, const Value& 
   reader.fail(Reader::join(path, "type"), "unsupported normalizer type \"" + type + "\"");
 }
 
+// One character of text ("▁" for Metaspace, " " for Strip), as the reference's char fields.
+std::string one_char(const Reader& reader, const Value& object, const std::string& path, const char* key,
+                     std::optional<std::string> fallback) {
+  const Value* value = reader.find(object, key);
+  if (value == nullptr && fallback) return *fallback;
+  std::string text =
+      reader.string(value == nullptr ? reader.require(object, path, key) : *value, Reader::join(path, key));
+  std::size_t pos = 0;
+  if (!text.empty()) unicode::next_char(text, pos);
+  if (text.empty() || pos != text.size()) {
+    reader.fail(Reader::join(path, key), "expected one character, found \"" + text + "\"");
+  }
+  return text;
+}
+
+struct MetaspaceOptions {
+  std::string replacement;
+  PrependScheme prepend = PrependScheme::Always;
+  bool split = true;
+};
+
+// Metaspace's fields, shared by the pre-tokenizer and the decoder, read as the reference reads them:
+// prepend_scheme defaults to always, and the older add_prefix_space may only say false beside "never".
+MetaspaceOptions parse_metaspace(const Reader& reader, const Value& value, const std::string& path) {
+  MetaspaceOptions options;
+  options.replacement = one_char(reader, value, path, "replacement", std::nullopt);
+  options.split = reader.boolean(value, path, "split", true);
+  std::string name = "always";
+  if (const Value* scheme = reader.find(value, "prepend_scheme")) {
+    name = reader.string(*scheme, Reader::join(path, "prepend_scheme"));
+  }
+  constexpr std::array<std::pair<std::string_view, PrependScheme>, 3> kSchemes = {
+      {{"always", PrependScheme::Always}, {"first", PrependScheme::First}, {"never", PrependScheme::Never}}};
+  const auto scheme = std::find_if(kSchemes.begin(), kSchemes.end(), [&](const auto& s) { return s.first == name; });
+  if (scheme == kSchemes.end()) {
+    reader.fail(Reader::join(path, "prepend_scheme"),
+                "unknown prepend scheme \"" + name + "\" (expected always, first or never)");
+  }
+  options.prepend = scheme->second;
+  if (!reader.boolean(value, path, "add_prefix_space", true) && options.prepend != PrependScheme::Never) {
+    reader.fail(Reader::join(path, "add_prefix_space"),
+                "false does not match prepend_scheme \"" + name +
+                    "\" (the reference refuses the file too); write \"prepend_scheme\": \"never\"");
+  }
+  return options;
+}
+
 struct PreTokenizerState {
   std::string byte_level_path;  // where the ByteLevel step is, once seen
 };
@@ -199,6 +248,11 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Reader& reader, const Va
     return std::make_unique<ByteLevelPreTokenizer>(reader.boolean(value, path, "add_prefix_space", true),
                                                    reader.boolean(value, path, "use_regex", true));
   }
+  if (type == "Metaspace") {
+    MetaspaceOptions options = parse_metaspace(reader, value, path);
+    return std::make_unique<MetaspacePreTokenizer>(std::move(options.replacement), options.prepend, options.split);
+  }
+  if (type == "Digits") return make_digits_pre_tokenizer(reader.boolean(value, path, "individual_digits", false));
   if (type == "Split") {
     Regex pattern = compile(reader, reader.require(value, path, "pattern"), Reader::join(path, "pattern"), true);
     const std::string behavior = reader.string_member(value, path, "behavior");
@@ -417,18 +471,89 @@ void parse_post_processor(const Reader& reader, const Value& value, const std::s
   post.suffix.insert(post.suffix.end(), suffix.begin(), suffix.end());
 }
 
-DecoderKind parse_decoder(const Reader& reader, const Value& value, const std::string& path, std::size_t depth) {
+struct DecoderState {
+  DecoderKind kind = DecoderKind::Join;
+  std::vector<DecoderStep> steps;
+  std::string fuse_path;  // where Fuse is, once seen
+};
+
+std::size_t count_field(const Reader& reader, const Value& object, const std::string& path, const char* key) {
+  const Value* value = reader.find(object, key);
+  if (value == nullptr) return 0;
+  if (!value->IsUint64() || value->GetUint64() > reader.limits().max_vocab) {
+    reader.fail(Reader::join(path, key), "expected a count up to " + std::to_string(reader.limits().max_vocab));
+  }
+  return static_cast<std::size_t>(value->GetUint64());
+}
+
+// Adds one decoder (a Sequence adds its members in order) to `state`.
+void parse_decoder(const Reader& reader, const Value& value, const std::string& path, std::size_t depth,
+                   DecoderState& state) {
   reader.check_depth(depth, path);
   reader.object(value, path);
   const std::string type = reader.string_member(value, path, "type");
-  if (type == "ByteLevel") return DecoderKind::ByteLevel;
   if (type == "Sequence") {
     const std::string list_path = Reader::join(path, "decoders");
     const Value& list = reader.array(reader.require(value, path, "decoders"), list_path);
-    if (list.Size() == 1) return parse_decoder(reader, list[0], Reader::index(list_path, 0), depth + 1);
-    reader.fail(list_path, "only a sequence of one ByteLevel decoder is supported");
+    for (rapidjson::SizeType i = 0; i < list.Size(); ++i) {
+      parse_decoder(reader, list[i], Reader::index(list_path, i), depth + 1, state);
+    }
+    return;
   }
-  reader.fail(Reader::join(path, "type"), "unsupported decoder type \"" + type + "\"");
+  // ByteLevel works on bytes, the others on token texts: the two do not mix in one decoder.
+  const bool byte_level = type == "ByteLevel";
+  if (byte_level != (state.kind == DecoderKind::ByteLevel) && state.kind != DecoderKind::Join) {
+    reader.fail(Reader::join(path, "type"), "ByteLevel together with other decoders is not supported");
+  }
+  if (byte_level) {
+    if (state.kind == DecoderKind::ByteLevel) reader.fail(Reader::join(path, "type"), "a second ByteLevel decoder");
+    state.kind = DecoderKind::ByteLevel;
+    return;
+  }
+  DecoderStep step{};
+  if (type == "Replace") {
+    step.kind = DecoderStep::Kind::Replace;
+    const std::string pattern_path = Reader::join(path, "pattern");
+    const Value& pattern = reader.object(reader.require(value, path, "pattern"), pattern_path);
+    const Value* literal = reader.find(pattern, "String");
+    if (literal == nullptr) {
+      reader.fail(pattern_path, "only {\"String\": ...} patterns are supported in a Replace decoder (no Regex)");
+    }
+    step.pattern = reader.string(*literal, Reader::join(pattern_path, "String"));
+    if (step.pattern.empty()) reader.fail(Reader::join(pattern_path, "String"), "an empty pattern is not supported");
+    step.content = reader.string_member(value, path, "content");
+  } else if (type == "ByteFallback") {
+    step.kind = DecoderStep::Kind::ByteFallback;
+  } else if (type == "Fuse") {
+    step.kind = DecoderStep::Kind::Fuse;
+  } else if (type == "Strip") {
+    step.kind = DecoderStep::Kind::Strip;
+    step.content = one_char(reader, value, path, "content", std::nullopt);
+    step.start = count_field(reader, value, path, "start");
+    step.stop = count_field(reader, value, path, "stop");
+  } else if (type == "Metaspace") {
+    step.kind = DecoderStep::Kind::Metaspace;
+    MetaspaceOptions options = parse_metaspace(reader, value, path);
+    step.pattern = std::move(options.replacement);
+    step.prepend = options.prepend != PrependScheme::Never;
+  } else {
+    reader.fail(Reader::join(path, "type"), "unsupported decoder type \"" + type + "\"");
+  }
+  // After Fuse the one token is the whole text; only steps that a stream can apply piece by piece may
+  // follow (see DecoderChain::settled).
+  if (!state.fuse_path.empty()) {
+    std::size_t pos = 0;
+    if (!step.pattern.empty()) unicode::next_char(step.pattern, pos);
+    const bool streamable = step.kind == DecoderStep::Kind::Strip ||
+                            (step.kind == DecoderStep::Kind::Replace && pos == step.pattern.size());
+    if (!streamable) {
+      reader.fail(Reader::join(path, "type"), type + " after Fuse (" + state.fuse_path +
+                                                  ") is not supported (only Strip and one-character Replace)");
+    }
+  }
+  if (step.kind == DecoderStep::Kind::Fuse) state.fuse_path = path;
+  state.kind = DecoderKind::Chain;
+  state.steps.push_back(std::move(step));
 }
 
 // A special token in tokenizer_config.json: "<s>", {"content": "<s>", ...} or null.
@@ -499,7 +624,10 @@ std::shared_ptr<const TokenizerModel> load_json(std::string_view tokenizer_json,
     parse_post_processor(reader, *post, "post_processor", 0, parts.post_processor);
   }
   if (const Value* decoder = reader.find(doc, "decoder")) {
-    parts.decoder = parse_decoder(reader, *decoder, "decoder", 0);
+    DecoderState state;
+    parse_decoder(reader, *decoder, "decoder", 0, state);
+    parts.decoder = state.kind;
+    if (state.kind == DecoderKind::Chain) parts.chain = std::make_unique<DecoderChain>(std::move(state.steps));
   }
   if (tokenizer_config) parts.config = parse_config(*tokenizer_config, config_name, limits);
   return assemble(std::move(parts));

@@ -109,6 +109,41 @@ void ByteLevelPreTokenizer::pre_tokenize(Pieces& pieces) const {
   if (split_) split_->pre_tokenize(pieces);
 }
 
+MetaspacePreTokenizer::MetaspacePreTokenizer(std::string replacement, PrependScheme prepend, bool split)
+    : replacement_(std::move(replacement)), prepend_(prepend) {
+  if (split) {
+    split_ = std::make_unique<SplitPreTokenizer>(Regex::literal(replacement_), SplitBehavior::MergedWithNext, false);
+  }
+}
+
+void MetaspacePreTokenizer::pre_tokenize(Pieces& pieces) const {
+  for (auto& view : pieces.views) {
+    std::string text;
+    text.reserve(view.size() + replacement_.size());
+    const bool first = view.data() == pieces.origin;
+    for (const char c : view) {
+      if (c == ' ') {
+        text += replacement_;
+      } else {
+        text += c;
+      }
+    }
+    const bool prepend = prepend_ == PrependScheme::Always || (prepend_ == PrependScheme::First && first);
+    if (prepend && !text.empty() && !text.starts_with(replacement_)) text.insert(0, replacement_);
+    pieces.storage.push_back(std::move(text));
+    view = pieces.storage.back();
+    if (first) pieces.origin = view.data();
+  }
+  if (split_) split_->pre_tokenize(pieces);
+}
+
+std::unique_ptr<PreTokenizer> make_digits_pre_tokenizer(bool individual_digits) {
+  // \p{N} matches one character at a time, so each digit is its own match and Contiguous joins runs.
+  return std::make_unique<SplitPreTokenizer>(Regex::from_oniguruma(R"(\p{N})"),
+                                             individual_digits ? SplitBehavior::Isolated : SplitBehavior::Contiguous,
+                                             false);
+}
+
 void SequencePreTokenizer::pre_tokenize(Pieces& pieces) const {
   for (const auto& step : steps_) step->pre_tokenize(pieces);
 }

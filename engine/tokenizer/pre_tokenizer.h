@@ -18,10 +18,15 @@ struct Pieces {
   std::vector<std::string_view> views;
   std::deque<std::string> storage;  // a deque keeps the strings in place as it grows
   std::vector<std::string_view> scratch;
+  // Where the input's first character is, when `views` still hold it (Metaspace's "first" scheme prepends
+  // only there: the reference asks whether a piece starts at offset 0 of the original input).
+  const char* origin = nullptr;
 
-  void reset(std::string_view text) {
+  // `at_input_start`: `text` begins the input (no added token or earlier text before it).
+  void reset(std::string_view text, bool at_input_start = true) {
     views.assign(1, text);
     storage.clear();
+    origin = at_input_start ? text.data() : nullptr;
   }
 };
 
@@ -62,6 +67,26 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   bool add_prefix_space_;
   std::unique_ptr<SplitPreTokenizer> split_;  // when use_regex
 };
+
+// SentencePiece's word boundaries: spaces become `replacement` ("▁"), which is put in front of a piece that
+// does not start with it (every piece, only the input's first, or none), and with `split` each
+// replacement starts a new piece.
+enum class PrependScheme { Always, First, Never };
+
+class MetaspacePreTokenizer final : public PreTokenizer {
+ public:
+  MetaspacePreTokenizer(std::string replacement, PrependScheme prepend, bool split);
+  void pre_tokenize(Pieces& pieces) const override;
+
+ private:
+  std::string replacement_;
+  PrependScheme prepend_;
+  std::unique_ptr<SplitPreTokenizer> split_;  // when split
+};
+
+// The reference's Digits: numeric characters (Rust's char::is_numeric, \p{N}) each on their own
+// (individual_digits) or in runs.
+std::unique_ptr<PreTokenizer> make_digits_pre_tokenizer(bool individual_digits);
 
 class SequencePreTokenizer final : public PreTokenizer {
  public:

@@ -13,10 +13,11 @@ std::shared_ptr<const TokenizerModel> assemble(TokenizerParts parts) {
   model->name = parts.name;
   model->config = std::move(parts.config);
   model->decoder = parts.decoder;
+  model->chain = std::move(parts.chain);
   model->post_processor = std::move(parts.post_processor);
 
   try {
-    model->model = std::make_unique<BpeModel>(parts.vocab, parts.merges, parts.bpe);
+    model->model = std::make_unique<BpeModel>(parts.vocab, parts.merges, parts.bpe, parts.merge_ranks);
   } catch (const std::invalid_argument& e) {
     throw TokenizerError(parts.name + ": " + parts.merges_field + ": " + e.what());
   }
@@ -59,6 +60,8 @@ std::shared_ptr<const TokenizerModel> assemble(TokenizerParts parts) {
     if (model->decoder == DecoderKind::ByteLevel) {
       auto bytes = unicode::byte_level_to_bytes(model->tokens[id]);
       model->decoded[id] = bytes ? std::move(*bytes) : model->tokens[id];
+    } else if (model->decoder == DecoderKind::Chain) {
+      model->decoded[id] = model->chain->piece(model->tokens[id]);
     } else {
       model->decoded[id] = model->tokens[id];
     }
@@ -90,13 +93,14 @@ class Encoder {
 
   void encode(std::string_view text) {
     model_.added->split(
-        text, false, [this](std::string_view segment) { encode_segment(segment); },
+        text, false, [&](std::string_view segment) { encode_segment(segment, segment.data() == text.data()); },
         [this](std::int32_t id) { ids_.push_back(id); });
   }
 
  private:
   // Text between added tokens: normalize, look for normalized added tokens, pre-tokenize, run the model.
-  void encode_segment(std::string_view segment) {
+  // `at_start`: the segment begins the input.
+  void encode_segment(std::string_view segment, bool at_start) {
     std::string normalized;
     std::string_view text = segment;
     if (model_.normalizer && !model_.normalizer->leaves_alone(segment)) {
@@ -107,15 +111,15 @@ class Encoder {
     if (text.empty()) return;
     if (model_.added->has_normalized_tokens()) {
       model_.added->split(
-          text, true, [this](std::string_view piece) { encode_words(piece); },
+          text, true, [&](std::string_view piece) { encode_words(piece, at_start && piece.data() == text.data()); },
           [this](std::int32_t id) { ids_.push_back(id); });
     } else {
-      encode_words(text);
+      encode_words(text, at_start);
     }
   }
 
-  void encode_words(std::string_view text) {
-    pieces_.reset(text);
+  void encode_words(std::string_view text, bool at_start) {
+    pieces_.reset(text, at_start);
     if (model_.pre_tokenizer) model_.pre_tokenizer->pre_tokenize(pieces_);
     for (const std::string_view word : pieces_.views) model_.model->tokenize(word, ids_);
   }
@@ -148,6 +152,15 @@ void Tokenizer::encode_into(std::string_view text, bool add_special_tokens, std:
 
 std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special_tokens) const {
   const auto& m = *model_;
+  if (m.decoder == DecoderKind::Chain) {
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (const std::int32_t id : ids) {
+      if (m.known(id) && !(skip_special_tokens && m.special(id)))
+        tokens.push_back(m.tokens[static_cast<std::size_t>(id)]);
+    }
+    return m.chain->decode(std::move(tokens), true);
+  }
   std::string bytes;
   bool first = true;
   for (const std::int32_t id : ids) {
@@ -209,6 +222,15 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_spe
 std::string IncrementalDecoder::push(std::int32_t id) {
   const auto& m = *model_;
   if (!m.known(id) || (skip_special_tokens_ && m.special(id))) return {};
+  if (m.decoder == DecoderKind::Chain) {
+    // Tokens wait until the chain says no later token can change what they decode to.
+    window_.push_back(m.tokens[static_cast<std::size_t>(id)]);
+    if (!m.chain->settled(window_, first_)) return {};
+    std::string text = m.chain->decode(std::move(window_), first_);
+    window_.clear();
+    first_ = false;
+    return text;
+  }
   const std::string& piece = m.decoded[static_cast<std::size_t>(id)];
   if (m.decoder == DecoderKind::Join) {
     std::string text = first_ ? piece : " " + piece;
@@ -224,6 +246,12 @@ std::string IncrementalDecoder::push(std::int32_t id) {
 }
 
 std::string IncrementalDecoder::flush() {
+  if (model_->decoder == DecoderKind::Chain) {
+    std::string text = window_.empty() ? std::string() : model_->chain->decode(std::move(window_), first_);
+    window_.clear();
+    first_ = true;
+    return text;
+  }
   std::string text;
   unicode::append_utf8_lossy(pending_, text, true);
   pending_.clear();

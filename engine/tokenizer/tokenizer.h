@@ -56,13 +56,16 @@ class Tokenizer {
   static Tokenizer from_json(std::string_view tokenizer_json, std::string_view name,
                              std::optional<std::string_view> tokenizer_config = std::nullopt,
                              const LoadLimits& limits = {});
-  // Builds the tokenizer a GGUF file describes (tokenizer.ggml.model "gpt2", byte-level BPE): the pipeline
-  // its tokenizer.ggml.pre names (qwen2, llama3 / llama-v3 / llama-bpe, gpt-2; others are refused by name)
-  // around the file's tokens and merges. CONTROL tokens become special added tokens, USER_DEFINED ones
-  // plain added tokens, UNUSED ones (padding rows) name nothing. That is the tokenizer.json's tokenizer
-  // when the converter marked exactly its special tokens CONTROL (llama.cpp also marks tokens that look
-  // special, like <|fim_prefix|>, which then count as special in decode). Throws TokenizerError naming
-  // `name` and the key.
+  // Builds the tokenizer a GGUF file describes. tokenizer.ggml.model "gpt2" (byte-level BPE): the pipeline
+  // its tokenizer.ggml.pre names (qwen2 / deepseek-r1-qwen, llama3 / llama-v3 / llama-bpe, gpt-2,
+  // deepseek-v3, tekken, smollm, gpt-4o; others are refused by name) around the file's tokens and merges.
+  // "llama" (SentencePiece BPE): the file's tokens merged by tokenizer.ggml.scores, with the "▁" prefix
+  // (tokenizer.ggml.add_space_prefix, default true) and <0xNN> byte tokens for what no piece covers, in
+  // the pipeline Hugging Face's converter writes for Llama 2 and Gemma. CONTROL tokens become special added
+  // tokens, UNKNOWN ones too (and stay in the vocabulary), USER_DEFINED ones plain added tokens, UNUSED
+  // ones (padding rows) name nothing. That is the tokenizer.json's tokenizer when the converter marked
+  // exactly its special tokens CONTROL (llama.cpp also marks tokens that look special, like
+  // <|fim_prefix|>, which then count as special in decode). Throws TokenizerError naming `name` and the key.
   static Tokenizer from_gguf(const engine::format::GgufLayout& layout, std::string_view name = "GGUF metadata");
 
   // Text to ids. Invalid UTF-8 is read as String::from_utf8_lossy would (U+FFFD per bad sequence).
@@ -118,8 +121,9 @@ class IncrementalDecoder {
  private:
   std::shared_ptr<const TokenizerModel> model_;
   bool skip_special_tokens_;
-  bool first_ = true;    // no token emitted yet (decoders that join tokens with a space need to know)
-  std::string pending_;  // bytes of an incomplete UTF-8 character
+  bool first_ = true;                // at the text's start (joining with spaces, or stripping it, depends on it)
+  std::string pending_;              // bytes of an incomplete UTF-8 character
+  std::vector<std::string> window_;  // DecoderChain: token texts not yet settled
 };
 
 }  // namespace engine::tokenizer

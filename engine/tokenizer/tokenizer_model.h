@@ -10,6 +10,7 @@
 
 #include "engine/tokenizer/added_vocabulary.h"
 #include "engine/tokenizer/bpe.h"
+#include "engine/tokenizer/decoder.h"
 #include "engine/tokenizer/normalizer.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -20,6 +21,7 @@ namespace engine::tokenizer {
 enum class DecoderKind {
   ByteLevel,  // token text mapped back through the byte-level alphabet, then lossy UTF-8
   Join,       // no decoder: the reference joins token texts with spaces
+  Chain,      // token texts through a DecoderChain (SentencePiece-style: Replace, ByteFallback, Fuse, ...)
 };
 
 // What encode adds around a single sequence when asked for special tokens (TemplateProcessing and friends).
@@ -37,6 +39,7 @@ struct TokenizerModel {
   std::unique_ptr<AddedVocabulary> added;
   PostProcessor post_processor;
   DecoderKind decoder = DecoderKind::Join;
+  std::unique_ptr<DecoderChain> chain;  // when decoder is Chain
 
   // Per id: the text of the token (empty for ids nothing names), whether anything names it, whether it is
   // special, and what decoding it contributes.
@@ -68,7 +71,8 @@ struct TokenizerParts {
   std::string name;
   std::vector<std::pair<std::string, std::int32_t>> vocab;  // the model's
   std::vector<std::pair<std::string, std::string>> merges;
-  std::string merges_field;  // where the merges came from, for messages ("model.merges")
+  std::vector<std::int32_t> merge_ranks;  // one per merge when ranks are not the merge order (BpeModel)
+  std::string merges_field;               // where the merges came from, for messages ("model.merges")
   BpeOptions bpe;
   std::vector<AddedToken> added_tokens;
   // The contents of special tokens. Decode skips an id whose text is one of them (the reference
@@ -78,7 +82,8 @@ struct TokenizerParts {
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   PostProcessor post_processor;
   DecoderKind decoder = DecoderKind::Join;
-  std::size_t min_vocab_size = 0;  // a GGUF token list may end in ids nothing names
+  std::unique_ptr<DecoderChain> chain;  // when decoder is Chain
+  std::size_t min_vocab_size = 0;       // a GGUF token list may end in ids nothing names
   TokenizerConfig config;
   // Explicit special-token ids (GGUF); otherwise they come from the config's token names.
   std::optional<std::int32_t> bos_id, eos_id, pad_id;

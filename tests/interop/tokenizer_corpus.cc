@@ -166,6 +166,31 @@ const std::vector<std::string>& special_texts() {
       "</tool_response>",
       "<think>",
       "</think>",
+      // Other families' special tokens (Llama 2 / Gemma / Llama 3 / DeepSeek / gpt-oss), SentencePiece's
+      // word mark and byte-token spellings typed as text.
+      "<s>",
+      "</s>",
+      "<unk>",
+      "<bos>",
+      "<eos>",
+      "<pad>",
+      "<start_of_turn>",
+      "<end_of_turn>",
+      "<|begin_of_text|>",
+      "<|eot_id|>",
+      "<|start_header_id|>",
+      "<|end_header_id|>",
+      "<\xEF\xBD\x9C"
+      "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+      "<|start|>",
+      "<|message|>",
+      "<|channel|>",
+      "<|end|>",
+      "\xE2\x96\x81",
+      "\xE2\x96\x81"
+      "hello\xE2\x96\x81\xE2\x96\x81world",
+      "<0x41>",
+      "<0x0A><0xE3>",
       // Broken and look-alike forms that must be tokenized as text.
       "<|im_start",
       "<|im_start|",

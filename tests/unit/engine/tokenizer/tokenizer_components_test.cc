@@ -1,5 +1,5 @@
 // The tokenizer's building blocks: UTF-8 and Unicode helpers, the Oniguruma-to-PCRE2 pattern translation,
-// normalizers and pre-tokenizers, each against what the reference implementation does.
+// normalizers, pre-tokenizers and token-text decoders, each against what the reference implementation does.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <utf8proc.h>
@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/tokenizer/decoder.h"
 #include "engine/tokenizer/normalizer.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/regex.h"
@@ -295,6 +296,91 @@ TEST(PreTokenizers, SequenceAppliesInOrderAndAddsThePrefixToEachPiece) {
   steps.push_back(std::make_unique<SplitPreTokenizer>(Regex::literal(","), SplitBehavior::Removed, false));
   steps.push_back(std::make_unique<ByteLevelPreTokenizer>(true, false));
   EXPECT_THAT(pre_tokenized(SequencePreTokenizer(std::move(steps)), "a,b, c"), ElementsAre(" a", " b", " c"));
+}
+
+TEST(PreTokenizers, MetaspaceReplacesSpacesPrependsAndSplits) {
+  const auto metaspace = [](PrependScheme prepend, bool split, const std::string& text, bool at_start = true) {
+    Pieces pieces;
+    pieces.reset(text, at_start);
+    MetaspacePreTokenizer("▁", prepend, split).pre_tokenize(pieces);
+    return std::vector<std::string>(pieces.views.begin(), pieces.views.end());
+  };
+  EXPECT_THAT(metaspace(PrependScheme::Always, true, "Hello  world"), ElementsAre("▁Hello", "▁", "▁world"));
+  EXPECT_THAT(metaspace(PrependScheme::Always, false, "Hello world"), ElementsAre("▁Hello▁world"));
+  EXPECT_THAT(metaspace(PrependScheme::Always, false, " x"), ElementsAre("▁x"));  // one mark, not two
+  EXPECT_THAT(metaspace(PrependScheme::Always, false, "x", false), ElementsAre("▁x"));
+  // "first": only where the text begins the input (not after an added token).
+  EXPECT_THAT(metaspace(PrependScheme::First, false, "x y"), ElementsAre("▁x▁y"));
+  EXPECT_THAT(metaspace(PrependScheme::First, false, "x y", false), ElementsAre("x▁y"));
+  EXPECT_THAT(metaspace(PrependScheme::Never, true, "a b"), ElementsAre("a", "▁b"));
+  EXPECT_THAT(metaspace(PrependScheme::Always, true, ""), ElementsAre());
+}
+
+TEST(PreTokenizers, MetaspaceFirstPrependsOnlyToThePieceThatBeginsTheInput) {
+  std::vector<std::unique_ptr<PreTokenizer>> steps;
+  steps.push_back(std::make_unique<SplitPreTokenizer>(Regex::literal(","), SplitBehavior::Removed, false));
+  steps.push_back(std::make_unique<MetaspacePreTokenizer>("▁", PrependScheme::First, false));
+  EXPECT_THAT(pre_tokenized(SequencePreTokenizer(std::move(steps)), "a,b c"), ElementsAre("▁a", "b▁c"));
+}
+
+TEST(PreTokenizers, DigitsAloneOrInRuns) {
+  const std::string text = "a123b" + utf8({0x663, 0x664}) + "½";  // Arabic-Indic digits, a vulgar fraction
+  EXPECT_THAT(pre_tokenized(*make_digits_pre_tokenizer(true), text),
+              ElementsAre("a", "1", "2", "3", "b", utf8({0x663}), utf8({0x664}), "½"));
+  EXPECT_THAT(pre_tokenized(*make_digits_pre_tokenizer(false), text),
+              ElementsAre("a", "123", "b", utf8({0x663, 0x664}) + "½"));
+}
+
+// Llama 2's decoder: "▁" back to spaces, byte tokens to bytes, one leading space dropped.
+DecoderChain llama2_decoder() {
+  return DecoderChain({{DecoderStep::Kind::Replace, "▁", " "},
+                       {DecoderStep::Kind::ByteFallback, "", ""},
+                       {DecoderStep::Kind::Fuse, "", ""},
+                       {DecoderStep::Kind::Strip, "", " ", 1, 0}});
+}
+
+TEST(Decoders, ByteFallbackDecodesRunsWholeOrAsOneReplacementPerByte) {
+  const DecoderChain chain({{DecoderStep::Kind::ByteFallback, "", ""}});
+  EXPECT_EQ(chain.decode({"a", "<0xE2>", "<0x82>", "<0xAC>", "b"}, true), "a€b");
+  // Not lossy UTF-8: a run that is not valid is a U+FFFD for each of its bytes, the valid prefix too.
+  EXPECT_EQ(chain.decode({"<0xE2>", "<0x82>", "<0xAC>", "<0xE2>"}, true),
+            kReplacement + kReplacement + kReplacement + kReplacement);
+  EXPECT_EQ(chain.decode({"<0xE2>", "x", "<0x41>"}, true), kReplacement + "xA");
+  EXPECT_EQ(DecoderChain::byte_token("<0x0a>"), 0x0A);  // either case, as u8::from_str_radix reads it
+  EXPECT_EQ(DecoderChain::byte_token("<0x+F>"), 0x0F);
+  EXPECT_EQ(DecoderChain::byte_token("<0xG0>"), std::nullopt);
+  EXPECT_EQ(DecoderChain::byte_token("<0x100>"), std::nullopt);
+  EXPECT_EQ(chain.piece("<0xE2>"), "\xE2");  // one byte, for grammars over raw bytes
+}
+
+TEST(Decoders, Llama2ChainStripsOnlyTheStartOfTheText) {
+  const DecoderChain chain = llama2_decoder();
+  EXPECT_EQ(chain.decode({"▁Hello", "▁world"}, true), "Hello world");
+  EXPECT_EQ(chain.decode({"▁world"}, false), " world");  // continuing a text: its space stays
+  EXPECT_EQ(chain.decode({"<s>", "▁Hi"}, true), "<s> Hi");
+  EXPECT_EQ(chain.piece("▁Hello"), " Hello");
+}
+
+TEST(Decoders, MetaspaceDropsTheMarksOfTheFirstTokenUnlessNever) {
+  const DecoderChain first({{DecoderStep::Kind::Metaspace, "▁", "", 0, 0, true}});
+  EXPECT_EQ(first.decode({"▁a▁b", "▁c"}, true), "ab c");  // every mark of the first token, as the reference
+  EXPECT_EQ(first.decode({"▁c"}, false), " c");
+  const DecoderChain never({{DecoderStep::Kind::Metaspace, "▁", "", 0, 0, false}});
+  EXPECT_EQ(never.decode({"▁a", "▁b"}, true), " a b");
+}
+
+TEST(Decoders, SettledSaysWhenAStreamMayBeCut) {
+  const DecoderChain chain = llama2_decoder();
+  EXPECT_TRUE(chain.settled({"▁Hello"}, true));
+  EXPECT_FALSE(chain.settled({"▁Hello", "<0xE2>"}, true));  // the byte run may go on
+  EXPECT_TRUE(chain.settled({"<0xE2>", "x"}, false));
+  EXPECT_TRUE(chain.settled({"▁"}, true));  // the one stripped space is in
+  const DecoderChain two({{DecoderStep::Kind::Fuse, "", ""}, {DecoderStep::Kind::Strip, "", " ", 2, 1}});
+  EXPECT_FALSE(two.settled({" "}, true));  // a second leading space could still come
+  EXPECT_TRUE(two.settled({" x"}, true));
+  EXPECT_FALSE(two.settled({"x "}, false));  // the trailing space goes if the text ends here
+  EXPECT_EQ(two.decode({" ", " x "}, true), "x");
+  EXPECT_EQ(two.decode({" "}, true) + two.decode({" x "}, false), " x");  // why " " was not settled
 }
 
 }  // namespace

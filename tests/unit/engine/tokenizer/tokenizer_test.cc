@@ -94,6 +94,77 @@ TEST(Bpe, CharacterLevelUnknownsAndByteFallback) {
   EXPECT_EQ(none.decode(std::vector<std::int32_t>{1, 2, 3}), "a b ab");  // no decoder: joined with spaces
 }
 
+// A SentencePiece-style tokenizer.json: characters, "▁", byte tokens for "é", and merges in plain text.
+std::string spm_json(
+    const std::string& normalizer, const std::string& pre_tokenizer, const std::string& decoder,
+    const std::string& model_options = R"("byte_fallback": true, "fuse_unk": true, "unk_token": "<unk>",)") {
+  return R"({"added_tokens": [{"id": 0, "content": "<unk>", "special": true}, {"id": 1, "content": "<s>", "special": true}],
+      "normalizer": )" +
+         normalizer + R"(, "pre_tokenizer": )" + pre_tokenizer + R"(, "post_processor": null, "decoder": )" + decoder +
+         R"(, "model": {"type": "BPE", )" + model_options +
+         R"( "vocab": {"<unk>": 0, "<s>": 1, "▁": 2, "h": 3, "i": 4, "▁h": 5, "▁hi": 6, "1": 7, "2": 8, "12": 9,
+          "<0xC3>": 10, "<0xA9>": 11}, "merges": ["▁ h", "▁h i", "1 2"]}})";
+}
+const std::string kLlama2Normalizer = R"({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]})";
+const std::string kLlama2Decoder = R"({"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]})";
+
+TEST(SentencePiece, Llama2PipelineWithByteFallback) {
+  const Tokenizer tokenizer = Tokenizer::from_json(spm_json(kLlama2Normalizer, "null", kLlama2Decoder), "spm.json");
+  EXPECT_THAT(tokenizer.encode("hi hi"), ElementsAre(6, 6));
+  EXPECT_THAT(tokenizer.encode("hié"), ElementsAre(6, 10, 11));
+  EXPECT_THAT(tokenizer.encode("<s>hi"), ElementsAre(1, 6));  // every stretch gets its "▁" (legacy)
+  EXPECT_EQ(tokenizer.decode(std::vector<std::int32_t>{6, 6}), "hi hi");
+  EXPECT_EQ(tokenizer.decode(std::vector<std::int32_t>{6, 10, 11}), "hié");
+  EXPECT_EQ(tokenizer.decode(std::vector<std::int32_t>{6, 10, 6}), "hi" + utf8({0xFFFD}) + " hi");
+  EXPECT_FALSE(tokenizer.decode_joins_with_spaces());
+  EXPECT_EQ(tokenizer.id_to_bytes(6), " hi");
+  EXPECT_EQ(tokenizer.id_to_bytes(10), "\xC3");
+}
+
+TEST(SentencePiece, StreamingWaitsForByteRunsToEnd) {
+  const Tokenizer tokenizer = Tokenizer::from_json(spm_json(kLlama2Normalizer, "null", kLlama2Decoder), "spm.json");
+  IncrementalDecoder decoder(tokenizer);
+  EXPECT_EQ(decoder.push(6), "hi");
+  EXPECT_EQ(decoder.push(10), "");
+  EXPECT_EQ(decoder.push(11), "");
+  EXPECT_EQ(decoder.push(6), "é hi");
+  EXPECT_EQ(decoder.push(10), "");
+  EXPECT_EQ(decoder.flush(), utf8({0xFFFD}));
+  EXPECT_EQ(decoder.push(6), "hi");  // flush starts a new text: its first space is stripped again
+}
+
+TEST(SentencePiece, MetaspacePreTokenizerSchemes) {
+  const auto load = [](const std::string& scheme, bool split) {
+    const std::string metaspace = R"({"type": "Metaspace", "replacement": "▁", "prepend_scheme": ")" + scheme +
+                                  R"(", "split": )" + (split ? "true" : "false") + "}";
+    return Tokenizer::from_json(spm_json("null", metaspace, metaspace), "spm.json");
+  };
+  EXPECT_THAT(load("always", true).encode("hi hi"), ElementsAre(6, 6));
+  EXPECT_THAT(load("always", true).encode("<s>hi"), ElementsAre(1, 6));
+  EXPECT_THAT(load("first", false).encode("<s>hi"), ElementsAre(1, 3, 4));  // not at the start of the input
+  EXPECT_THAT(load("first", false).encode("hi<s>hi"), ElementsAre(6, 1, 3, 4));
+  EXPECT_THAT(load("never", true).encode("hi hi"), ElementsAre(3, 4, 6));
+  EXPECT_EQ(load("first", true).decode(std::vector<std::int32_t>{6, 6}), "hi hi");
+  EXPECT_EQ(load("never", true).decode(std::vector<std::int32_t>{6, 6}), " hi hi");
+}
+
+TEST(SentencePiece, DigitsBeforeTheModel) {
+  const auto load = [](const std::string& digits) {
+    return Tokenizer::from_json(
+        spm_json("null",
+                 R"({"type": "Sequence", "pretokenizers": [)" + digits +
+                     R"({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": false}]})",
+                 "null"),
+        "spm.json");
+  };
+  EXPECT_THAT(load("").encode("12"), ElementsAre(9));
+  EXPECT_THAT(load(R"({"type": "Digits", "individual_digits": true},)").encode("12"), ElementsAre(7, 8));
+  EXPECT_THAT(load(R"({"type": "Digits", "individual_digits": false},)").encode("12"), ElementsAre(9));
+}
+
 TEST(ByteLevel, PrefixSpaceAndDecoding) {
   tiny::Spec spec = hello_world();
   spec.pre_tokenizer = R"({"type": "ByteLevel", "add_prefix_space": true, "use_regex": true})";
@@ -324,8 +395,8 @@ TEST(Refusals, NameTheFileAndTheField) {
       {spec_json(
            [](tiny::Spec& s) { s.normalizer = R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"x": 1}]})"; }),
        {"normalizer.normalizers[1].type: missing"}},
-      {spec_json([](tiny::Spec& s) { s.pre_tokenizer = R"({"type": "Metaspace"})"; }),
-       {"pre_tokenizer.type", "Metaspace"}},
+      {spec_json([](tiny::Spec& s) { s.pre_tokenizer = R"({"type": "BertPreTokenizer"})"; }),
+       {"pre_tokenizer.type", "unsupported pre-tokenizer type \"BertPreTokenizer\""}},
       {spec_json([](tiny::Spec& s) {
          s.pre_tokenizer =
              R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated"}]})";
@@ -349,6 +420,45 @@ TEST(Refusals, NameTheFileAndTheField) {
        }),
        {"pre_tokenizer.pretokenizers[1]", "after ByteLevel (pre_tokenizer.pretokenizers[0])"}},
       {spec_json([](tiny::Spec& s) { s.decoder = R"({"type": "WordPiece"})"; }), {"decoder.type", "WordPiece"}},
+      {spec_json([](tiny::Spec& s) { s.decoder = R"({"type": "CTC"})"; }),
+       {"decoder.type", "unsupported decoder type \"CTC\""}},
+      {spec_json([](tiny::Spec& s) {
+         s.decoder = R"({"type": "Sequence", "decoders": [{"type": "ByteLevel"}, {"type": "Fuse"}]})";
+       }),
+       {"decoder.decoders[1].type", "ByteLevel together with other decoders"}},
+      {spec_json(
+           [](tiny::Spec& s) { s.decoder = R"({"type": "Replace", "pattern": {"Regex": "\\s"}, "content": " "})"; }),
+       {"decoder.pattern", "only {\"String\": ...}", "no Regex"}},
+      {spec_json([](tiny::Spec& s) {
+         s.decoder =
+             R"({"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "Metaspace", "replacement": "▁"}]})";
+       }),
+       {"decoder.decoders[1].type", "Metaspace after Fuse (decoder.decoders[0])", "only Strip"}},
+      {spec_json([](tiny::Spec& s) {
+         s.decoder = R"({"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "ByteFallback"}]})";
+       }),
+       {"decoder.decoders[1].type", "ByteFallback after Fuse"}},
+      {spec_json([](tiny::Spec& s) {
+         s.decoder = R"({"type": "Sequence", "decoders": [{"type": "Fuse"},
+             {"type": "Replace", "pattern": {"String": "ab"}, "content": " "}]})";
+       }),
+       {"decoder.decoders[1].type", "Replace after Fuse"}},
+      {spec_json([](tiny::Spec& s) { s.decoder = R"({"type": "Strip", "content": "ab", "start": 1, "stop": 0})"; }),
+       {"decoder.content", "expected one character, found \"ab\""}},
+      {spec_json([](tiny::Spec& s) { s.decoder = R"({"type": "Strip", "content": " ", "start": -1})"; }),
+       {"decoder.start", "expected a count"}},
+      {spec_json([](tiny::Spec& s) {
+         s.pre_tokenizer = R"({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "sometimes"})";
+       }),
+       {"pre_tokenizer.prepend_scheme", "unknown prepend scheme \"sometimes\""}},
+      {spec_json([](tiny::Spec& s) {
+         s.pre_tokenizer = R"({"type": "Metaspace", "replacement": "▁", "add_prefix_space": false})";
+       }),
+       {"pre_tokenizer.add_prefix_space", "does not match prepend_scheme \"always\"", "\"never\""}},
+      {spec_json([](tiny::Spec& s) { s.pre_tokenizer = R"({"type": "Metaspace", "prepend_scheme": "first"})"; }),
+       {"pre_tokenizer.replacement: missing"}},
+      {spec_json([](tiny::Spec& s) { s.pre_tokenizer = R"({"type": "Digits", "individual_digits": 1})"; }),
+       {"pre_tokenizer.individual_digits", "expected a boolean"}},
       {spec_json([](tiny::Spec& s) { s.post_processor = R"({"type": "Fancy"})"; }), {"post_processor.type", "Fancy"}},
       {spec_json([](tiny::Spec& s) {
          s.post_processor =
