@@ -231,6 +231,8 @@ void Checkpoint::load_directory() {
   }
   config_ = read_hf_config(config_json);
   generation_ = read_generation_config(path_ / "generation_config.json");
+  pooling_ = read_sentence_transformers(path_);
+  matryoshka_ = parse_matryoshka(read_small_json(config_json), config_json.string());
 
   // Shards: the index when there is one, else the single file.
   std::map<std::string, std::size_t, std::less<>> where;  // tensor name → shard
@@ -295,6 +297,7 @@ void Checkpoint::load_gguf() {
   files_->gguf = format::GgufParts::open(path_);
   const auto& layout = files_->gguf->layout();
   config_ = config_from_gguf(layout, path_.string());
+  pooling_ = gguf_pooling(layout, path_.string());
   // The first part's layout lists only its own tensors; output.weight may sit in any part of a split.
   config_.tie_word_embeddings = !files_->gguf->find_tensor("output.weight");
   if (const auto found = files_->gguf->find_tensor("rope_freqs.weight")) {

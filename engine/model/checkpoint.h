@@ -14,6 +14,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/model_config.h"
+#include "engine/model/pooling.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace engine::model {
@@ -49,6 +50,10 @@ class Checkpoint {
   // The chat template's source, when the checkpoint has one.
   const std::optional<std::string>& chat_template() const { return chat_template_; }
   const GenerationDefaults& generation_defaults() const { return generation_; }
+  // The pooling the checkpoint describes for embeddings (sentence-transformers' modules.json, GGUF's
+  // pooling_type); nullopt: none, a generation model.
+  const std::optional<PoolingConfig>& pooling() const { return pooling_; }
+  const Matryoshka& matryoshka() const { return matryoshka_; }
   // Every id that ends generation: the config's, generation_config.json's and the tokenizer's EOS.
   const std::vector<std::int32_t>& eos_token_ids() const { return eos_ids_; }
   std::uint64_t weight_bytes() const;  // bytes of every matrix and vector the model reads per token
@@ -67,6 +72,8 @@ class Checkpoint {
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::optional<std::string> chat_template_;
   GenerationDefaults generation_;
+  std::optional<PoolingConfig> pooling_;
+  Matryoshka matryoshka_;
   std::vector<std::int32_t> eos_ids_;
 };
 

@@ -290,8 +290,6 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   return c;
 }
 
-namespace {
-
 std::string read_small_json(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw ConfigError(file.string() + ": cannot be read");
@@ -300,8 +298,6 @@ std::string read_small_json(const std::filesystem::path& file) {
   if (text.str().size() > (16u << 20)) throw ConfigError(file.string() + ": larger than 16 MiB");
   return text.str();
 }
-
-}  // namespace
 
 ModelConfig read_hf_config(const std::filesystem::path& config_json) {
   return parse_hf_config(read_small_json(config_json), config_json.string());

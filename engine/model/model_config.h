@@ -88,6 +88,8 @@ struct GenerationDefaults {
 // list of those it does; so is every field that would change the arithmetic in a way the engine does not
 // implement (hidden_act, mlp_bias, partial_rotary_factor, a rope type, quantization_config), with its value.
 ModelConfig parse_hf_config(std::string_view json, std::string_view name);
+// A checkpoint's small JSON file read whole (at most 16 MiB); ConfigError naming the file otherwise.
+std::string read_small_json(const std::filesystem::path& file);
 ModelConfig read_hf_config(const std::filesystem::path& config_json);
 
 // Reads generation_config.json (a file that is absent gives no defaults). do_sample false means greedy.

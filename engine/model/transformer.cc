@@ -5,6 +5,7 @@
 #include <numbers>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace engine::model {
 
@@ -118,18 +119,31 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   }
 }
 
-void Transformer::forward(const backend::StepLayout& layout, std::span<float> logits) {
+namespace {
+
+// Runs the step and reads its `width`-wide rows into `out`, after checking `out` holds them.
+void read_rows(Transformer& transformer, backend::Backend& backend, const backend::StepLayout& layout,
+               Transformer::Head head, std::size_t width, std::span<float> out, std::string_view caller) {
   const std::size_t rows = layout.logit_rows.size();
-  if (logits.size() != rows * config_.vocab_size) {
-    throw std::invalid_argument("Transformer::forward: " + std::to_string(rows) + " logit rows need " +
-                                std::to_string(rows * config_.vocab_size) + " floats, got " +
-                                std::to_string(logits.size()));
+  if (out.size() != rows * width) {
+    throw std::invalid_argument(std::string(caller) + ": " + std::to_string(rows) + " rows need " +
+                                std::to_string(rows * width) + " floats, got " + std::to_string(out.size()));
   }
-  const Tensor out = run(layout);
-  if (out.rows > 0) backend_.read(out, logits);
+  const Tensor result = transformer.run(layout, head);
+  if (result.rows > 0) backend.read(result, out);
 }
 
-Tensor Transformer::run(const backend::StepLayout& layout) {
+}  // namespace
+
+void Transformer::forward(const backend::StepLayout& layout, std::span<float> logits) {
+  read_rows(*this, backend_, layout, Head::Logits, config_.vocab_size, logits, "Transformer::forward");
+}
+
+void Transformer::forward_hidden(const backend::StepLayout& layout, std::span<float> hidden) {
+  read_rows(*this, backend_, layout, Head::HiddenStates, config_.hidden_size, hidden, "Transformer::forward_hidden");
+}
+
+Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
   const auto& c = config_;
   const auto& logit_rows = layout.logit_rows;
   const std::size_t tokens = layout.tokens.size();
@@ -178,6 +192,7 @@ Tensor Transformer::run(const backend::StepLayout& layout) {
   const Tensor last = backend_.alloc(logit_rows.size(), c.hidden_size);
   backend_.gather_logit_rows(x, last);
   backend_.rms_norm(last, final_norm_, eps, last);
+  if (head == Head::HiddenStates) return last;
   const Tensor out = backend_.alloc(logit_rows.size(), c.vocab_size);
   backend_.matmul(last, lm_head_, nullptr, out);
   return out;

@@ -26,8 +26,13 @@ class Transformer {
   // Runs one step over the layout's tokens (several sequences, prefills and decodes mixed) and writes
   // the logits of the tokens at `layout.logit_rows` (indices into layout.tokens), one vocab-sized row each.
   void forward(const backend::StepLayout& layout, std::span<float> logits);
-  // The same step, its logits left in the backend's memory (a tensor of no rows when none are asked for).
-  backend::Tensor run(const backend::StepLayout& layout);
+  // The same step, but writing the final hidden states (after the last norm, before the output matrix) of
+  // the tokens at `layout.logit_rows`, one hidden_size row each: what an embedding is pooled from.
+  void forward_hidden(const backend::StepLayout& layout, std::span<float> hidden);
+  // What a step ends with: the logits, or the hidden states they are computed from.
+  enum class Head { Logits, HiddenStates };
+  // The step, its output left in the backend's memory (a tensor of no rows when none are asked for).
+  backend::Tensor run(const backend::StepLayout& layout, Head head = Head::Logits);
 
   const ModelConfig& config() const { return config_; }
 

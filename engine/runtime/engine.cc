@@ -184,12 +184,25 @@ void Engine::lay_out(std::span<const StepInput> inputs) {
 }
 
 void Engine::step(std::span<const StepInput> inputs, std::vector<float>& logits) {
+  step_rows(inputs, model::Transformer::Head::Logits, logits);
+}
+
+void Engine::step_hidden(std::span<const StepInput> inputs, std::vector<float>& hidden) {
+  step_rows(inputs, model::Transformer::Head::HiddenStates, hidden);
+}
+
+void Engine::step_rows(std::span<const StepInput> inputs, model::Transformer::Head head, std::vector<float>& out) {
   for (const auto& input : inputs) {
     if (!input.score_targets.empty()) throw std::invalid_argument("Engine::step: scoring tokens needs step_and_sample");
   }
   lay_out(inputs);
-  logits.resize(layout_.logit_rows.size() * config().vocab_size);
-  transformer_->forward(layout_, logits);
+  if (head == model::Transformer::Head::Logits) {
+    out.resize(layout_.logit_rows.size() * config().vocab_size);
+    transformer_->forward(layout_, out);
+  } else {
+    out.resize(layout_.logit_rows.size() * config().hidden_size);
+    transformer_->forward_hidden(layout_, out);
+  }
   for (const auto& input : inputs) input.cache->cached += input.tokens.size();
 }
 

@@ -96,6 +96,9 @@ class Engine {
   // Runs one step over the inputs (prefills and decodes mixed; each input's blocks reserved beforehand) and
   // returns their logits, input by input, vocab_size floats per row. Advances each input's `cached`.
   void step(std::span<const StepInput> inputs, std::vector<float>& logits);
+  // The same step, returning the final hidden states (hidden_size floats a row) instead of logits: what a
+  // pooling model's embeddings are made of (model::PooledState).
+  void step_hidden(std::span<const StepInput> inputs, std::vector<float>& hidden);
 
   // Runs one step and chooses the next token of every input that asks for logits (its last token's; none
   // may ask for all_logits), with samplers[i] the i-th such input's. Sampling runs on the device when the
@@ -113,6 +116,8 @@ class Engine {
   // Lays the inputs out as one step (layout_): each input's logit rows (all_logits, or its last token), then
   // every input's scored rows. Throws for a sequence past max_model_len or scored rows outside its tokens.
   void lay_out(std::span<const StepInput> inputs);
+  // step() and step_hidden(): the step's rows of logits or of hidden states, into `out`.
+  void step_rows(std::span<const StepInput> inputs, model::Transformer::Head head, std::vector<float>& out);
   // Scores the inputs' scored tokens from their rows, which start at `rows` on the host.
   void score(std::span<const StepInput> inputs, const float* rows, std::vector<sampling::ScoredToken>& scores);
   // A device sampler reports at most Backend::max_device_logprobs() top log-probabilities: rows asking for

@@ -80,10 +80,30 @@ const hub::ListingEntry* find_file(const std::vector<hub::ListingEntry>& files, 
   return nullptr;
 }
 
+namespace {
+
+// "1_Pooling/config.json": a sentence-transformers module's folder (its index, '_', its name) and config.
+bool is_module_config(std::string_view path) {
+  const auto slash = path.find('/');
+  if (slash == std::string_view::npos || path.substr(slash + 1) != "config.json") return false;
+  const std::string_view folder = path.substr(0, slash);
+  const auto underscore = folder.find('_');
+  if (underscore == 0 || underscore == std::string_view::npos || underscore + 1 == folder.size()) return false;
+  return std::all_of(folder.begin(), folder.begin() + static_cast<std::ptrdiff_t>(underscore),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
 std::vector<const hub::ListingEntry*> metadata_files(const std::vector<hub::ListingEntry>& files) {
   std::vector<const hub::ListingEntry*> out;
   for (const auto name : kMetadataFiles) {
     if (const auto* f = find_file(files, name)) out.push_back(f);
+  }
+  if (find_file(files, "modules.json") != nullptr) {
+    for (const auto& f : files) {
+      if (is_module_config(f.path)) out.push_back(&f);
+    }
   }
   return out;
 }

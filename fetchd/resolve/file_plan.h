@@ -23,12 +23,14 @@ inline constexpr std::string_view kMetadataFiles[] = {
     "tokenizer.model",
     "chat_template.jinja",
     "model.safetensors.index.json",
+    "modules.json",  // sentence-transformers: how an embedding model pools (with its modules' config.json)
 };
 inline constexpr std::string_view kSafetensorsIndex = "model.safetensors.index.json";
 
 const hub::ListingEntry* find_file(const std::vector<hub::ListingEntry>& files, std::string_view path);
 
-// The phase-1 files present at the root of the listing.
+// The phase-1 files present at the root of the listing, and the config.json of each sentence-transformers
+// module folder ("1_Pooling/config.json": a number, '_', a name), which says how embeddings are pooled.
 std::vector<const hub::ListingEntry*> metadata_files(const std::vector<hub::ListingEntry>& files);
 
 // Phase 2 of a safetensors checkpoint: exactly the shards the index names (each must be listed), or,

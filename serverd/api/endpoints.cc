@@ -11,8 +11,8 @@ constexpr std::string_view kStoredResponsesRefusal =
     "serverd stores no responses (as vLLM without VLLM_ENABLE_RESPONSES_API_STORE), so there is no response to "
     "retrieve or cancel; POST /v1/responses answers each request whole or streamed.";
 constexpr std::string_view kPoolingRefusal =
-    "serverd serves generative models only: vLLM's pooling endpoints (/v1/embeddings, /pooling, /classify, "
-    "/score, /rerank) are not implemented; use POST /v1/completions or /v1/chat/completions.";
+    "serverd serves text generation and embeddings: vLLM's other pooling endpoints (/pooling, /classify, /score, "
+    "/rerank) are not implemented; use POST /v1/embeddings (--runner pooling) or /v1/completions.";
 constexpr std::string_view kSpeechToTextRefusal =
     "serverd has no speech-to-text models: /v1/audio/transcriptions and /v1/audio/translations are not "
     "implemented.";
@@ -38,7 +38,7 @@ constexpr Route kRoutes[] = {
     {"/v1/responses", "POST", Endpoint::kResponses, 0, {}},
     {"/v1/responses/{response_id}", "", Endpoint::kRefused, 404, kStoredResponsesRefusal},
     {"/v1/responses/{response_id}/cancel", "", Endpoint::kRefused, 404, kStoredResponsesRefusal},
-    {"/v1/embeddings", "", Endpoint::kRefused, 501, kPoolingRefusal},
+    {"/v1/embeddings", "POST", Endpoint::kEmbeddings, 0, {}},
     {"/pooling", "", Endpoint::kRefused, 501, kPoolingRefusal},
     {"/classify", "", Endpoint::kRefused, 501, kPoolingRefusal},
     {"/score", "", Endpoint::kRefused, 501, kPoolingRefusal},

@@ -18,6 +18,7 @@ enum class Endpoint {
   kCompletions,
   kChatCompletions,
   kResponses,
+  kEmbeddings,
   kTokenize,
   kDetokenize,
   kInvocations,

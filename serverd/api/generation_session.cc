@@ -591,12 +591,9 @@ void GenerationSession::complete() {
     exchange_->finish();
     return;
   }
-  http::Response response;
-  response.headers = settings_.headers;
-  response.headers.push_back({"Content-Type", "application/json"});
-  response.body =
-      settings_.formatter ? settings_.formatter->whole(choices_.front().out, prompt_total()) : full_response();
-  exchange_->respond(std::move(response));
+  exchange_->respond(json_response(
+      settings_.formatter ? settings_.formatter->whole(choices_.front().out, prompt_total()) : full_response(),
+      settings_.headers));
 }
 
 }  // namespace serverd::api

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/pooling.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/token_constraint.h"
 
@@ -48,6 +49,12 @@ class ChatTemplate;
 namespace serverd::api {
 
 class ConstraintCompiler;  // structured_outputs.h
+
+// An embedding to make of a prompt instead of tokens to generate (vLLM's pooling runner).
+struct PoolingRequest {
+  engine::model::PoolingConfig config;
+  std::size_t dimensions = 0;  // the embedding cut to its first `dimensions` values before normalising; 0: whole
+};
 
 // One sequence to generate.
 struct GenerationRequest {
@@ -65,6 +72,9 @@ struct GenerationRequest {
   // Structured outputs: makes the sequence's own constraint (a grammar matcher), called once in submit() on
   // the caller's thread; empty: none. Once the constraint is terminated the sequence ends with Stop.
   std::function<std::unique_ptr<engine::sampling::TokenConstraint>()> make_constraint;
+  // An embedding of the prompt (max_tokens 0, no prompt_logprobs): delivered through on_pooled(), then
+  // on_finish(Length). Only a pooling Generator takes it, and it takes nothing else.
+  std::optional<PoolingRequest> pooling;
 };
 
 // One prompt token's log-probability, rank and the most likely tokens at its position.
@@ -104,6 +114,8 @@ class GenerationSink {
   // How many prompt tokens the prefix cache held when the sequence was first scheduled (vLLM's
   // num_cached_tokens): at most once, before its first on_tokens(). A Generator without a cache need not call it.
   virtual void on_prompt_cached(std::size_t /*tokens*/) {}
+  // A pooled sequence's embedding (GenerationRequest::pooling), once, before on_finish(Length).
+  virtual void on_pooled(std::vector<float> /*embedding*/) {}
 };
 
 // vllm:iteration_tokens_total's buckets: engine steps by the tokens they produced output for, counted as vLLM
@@ -176,6 +188,10 @@ struct ModelInfo {
   KvCacheConfig kv_cache;
   // Structured outputs (response_format, structured_outputs, guided_*): null refuses them with a 400.
   ConstraintCompiler* constraints = nullptr;
+  // Set when the model serves embeddings (vLLM's pooling runner): how they are pooled. The Generator then
+  // takes pooling requests only, and the generating endpoints are refused; unset, /v1/embeddings is.
+  std::optional<engine::model::PoolingConfig> pooling;
+  engine::model::Matryoshka matryoshka;  // which `dimensions` an embeddings request may ask for
 };
 
 }  // namespace serverd::api

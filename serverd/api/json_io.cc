@@ -176,4 +176,12 @@ std::string to_json(const rapidjson::Value& value) {
   return w.take();
 }
 
+http::Response json_response(std::string body, std::vector<http::Header> headers) {
+  http::Response response;
+  response.headers = std::move(headers);
+  response.headers.push_back({"Content-Type", "application/json"});
+  response.body = std::move(body);
+  return response;
+}
+
 }  // namespace serverd::api

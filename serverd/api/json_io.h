@@ -11,6 +11,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "serverd/http/http_server.h"
 
 namespace serverd::api {
 
@@ -68,5 +71,8 @@ std::string_view json_type_name(const rapidjson::Value& value);
 
 // Serializes a parsed value.
 std::string to_json(const rapidjson::Value& value);
+
+// A JSON response: `headers`, then Content-Type application/json, and `body`.
+http::Response json_response(std::string body, std::vector<http::Header> headers);
 
 }  // namespace serverd::api

@@ -16,14 +16,6 @@
 namespace serverd::api {
 namespace {
 
-http::Response json_response(std::string body, const std::vector<http::Header>& headers) {
-  http::Response response;
-  response.headers = headers;
-  response.headers.push_back({"Content-Type", "application/json"});
-  response.body = std::move(body);
-  return response;
-}
-
 // Compares in time independent of where the strings differ, so the key cannot be guessed byte by byte.
 bool constant_time_equal(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -41,6 +33,11 @@ void check_model(const std::optional<std::string>& requested, const ModelInfo& m
       std::find(model.aliases.begin(), model.aliases.end(), *requested) == model.aliases.end()) {
     throw ApiException(ApiError{404, "The model `" + *requested + "` does not exist.", "model", std::nullopt});
   }
+}
+
+// A pooling model (vLLM's pooling runner) generates nothing: its generating endpoints answer as vLLM's do.
+void refuse_if_pooling(const ModelInfo& model, std::string_view api) {
+  if (model.pooling) throw_bad_request("The model does not support " + std::string(api));
 }
 
 std::int64_t now_seconds() {
@@ -155,6 +152,12 @@ void OpenAiService::route(const std::shared_ptr<http::Exchange>& exchange, const
       } else {
         responses(exchange, headers, request_id, body);
       }
+      return;
+    }
+    case Endpoint::kEmbeddings: {
+      rapidjson::Document body;
+      parse_request_body(request.body, body);
+      embeddings(exchange, headers, request_id, body);
       return;
     }
     case Endpoint::kInvocations: invocations(exchange, headers, request_id); return;
@@ -323,11 +326,40 @@ SessionSettings settings_for(ApiKind kind, std::string id, const CommonFields& f
 
 }  // namespace
 
+void OpenAiService::embeddings(const std::shared_ptr<http::Exchange>& exchange,
+                               const std::vector<http::Header>& headers, const std::string& request_id,
+                               const rapidjson::Document& body) {
+  const auto served = require_served();
+  const ModelInfo& model = served->model;
+  if (!model.pooling) throw_bad_request("The model does not support Embeddings API");
+  const EmbeddingRequest request = parse_embedding_request(body, options_.limits);
+  check_model(request.model, model);
+  const PoolingRequest pooling = plan_pooling(request, model);
+
+  EmbeddingSettings settings{"embd-" + request_id, now_seconds(), model.served_name, request.base64, 0, headers};
+  std::vector<GenerationRequest> sequences;
+  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
+    GenerationRequest sequence;
+    sequence.request_id = settings.id + "-" + std::to_string(i);
+    sequence.prompt_tokens =
+        prompt_tokens(request.inputs[i], request.add_special_tokens, request.truncate_prompt_tokens, model, "input");
+    check_prompt_fits(sequence.prompt_tokens.size(), model);
+    sequence.max_tokens = 0;
+    sequence.pooling = pooling;
+    settings.prompt_tokens += sequence.prompt_tokens.size();
+    sequences.push_back(std::move(sequence));
+  }
+  check_capacity(sequences.size());
+  auto session = std::make_shared<EmbeddingSession>(std::move(settings), counters_, exchange, *served->generator);
+  session->start(std::move(sequences));
+}
+
 void OpenAiService::completions(const std::shared_ptr<http::Exchange>& exchange,
                                 const std::vector<http::Header>& headers, const std::string& request_id,
                                 const rapidjson::Document& body) {
   const auto served = require_served();
   const ModelInfo& model = served->model;
+  refuse_if_pooling(model, "Completions API");
   const CompletionRequest request = parse_completion_request(body, options_.limits);
   check_model(request.common.model, model);
   const auto prompts = build_completion_prompts(request, model);
@@ -364,6 +396,7 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
                                      const rapidjson::Document& body) {
   const auto served = require_served();
   const ModelInfo& model = served->model;
+  refuse_if_pooling(model, "Chat Completions API");
   ChatRequest request = parse_chat_request(body, options_.limits);
   check_model(request.common.model, model);
   check_tool_choice(request, options_.parsers);
@@ -405,6 +438,7 @@ void OpenAiService::responses(const std::shared_ptr<http::Exchange>& exchange, c
                               const std::string& request_id, const rapidjson::Document& body) {
   const auto served = require_served();
   const ModelInfo& model = served->model;
+  refuse_if_pooling(model, "Responses API");
   ResponsesRequest request = parse_responses_request(body, options_.limits, options_.parsers);
   ChatRequest& chat = request.chat;
   check_model(chat.common.model, model);
@@ -449,10 +483,15 @@ void OpenAiService::responses(const std::shared_ptr<http::Exchange>& exchange, c
 void OpenAiService::invocations(const std::shared_ptr<http::Exchange>& exchange,
                                 const std::vector<http::Header>& headers, const std::string& request_id) {
   // vLLM tries the request types its model serves, chat first: a body with "messages" is a chat completion,
-  // one with "prompt" a completion.
+  // one with "prompt" a completion; for a pooling model, one with "input" is an embeddings request.
   rapidjson::Document body;
   parse_request_body(exchange->request().body, body);
-  if (body.HasMember("messages")) {
+  if (require_served()->model.pooling) {
+    if (!body.HasMember("input")) {
+      throw_bad_request("Cannot find suitable handler for request. Expected one of: ['EmbeddingRequest']");
+    }
+    embeddings(exchange, headers, request_id, body);
+  } else if (body.HasMember("messages")) {
     chat_completions(exchange, headers, request_id, body);
   } else if (body.HasMember("prompt")) {
     completions(exchange, headers, request_id, body);

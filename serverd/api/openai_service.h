@@ -1,7 +1,8 @@
 #pragma once
 
 // The OpenAI-compatible API as vLLM serves it, over the HTTP server's exchanges:
-//   POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, GET /v1/models
+//   POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, GET /v1/models, POST /v1/embeddings
+//   (a pooling model serves this one and refuses the generating three, as vLLM's pooling runner does)
 //   (--api-key checked on /v1/*)
 //   GET /health, GET|POST /ping, GET /load, GET /metrics, GET /version, POST /tokenize, POST /detokenize,
 //   POST /invocations (completions or chat completions, by the body's shape)
@@ -23,6 +24,7 @@
 
 #include "base/splitmix64.h"
 #include "serverd/api/chat_parsing.h"
+#include "serverd/api/embeddings.h"
 #include "serverd/api/endpoints.h"
 #include "serverd/api/generation_session.h"
 #include "serverd/api/generator.h"
@@ -93,6 +95,8 @@ class OpenAiService {
                         const std::string& request_id, const rapidjson::Document& body);
   void responses(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
                  const std::string& request_id, const rapidjson::Document& body);
+  void embeddings(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
+                  const std::string& request_id, const rapidjson::Document& body);
   void invocations(const std::shared_ptr<http::Exchange>& exchange, const std::vector<http::Header>& headers,
                    const std::string& request_id);
   http::Response models() const;

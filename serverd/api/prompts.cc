@@ -84,27 +84,38 @@ std::size_t vocab_size(const ModelInfo& model) {
   return model.vocab_size != 0 ? model.vocab_size : model.tokenizer->vocab_size();
 }
 
+std::vector<std::int32_t> prompt_tokens(const PromptInput& input, bool add_special_tokens,
+                                        std::optional<std::int64_t> truncate_prompt_tokens, const ModelInfo& model,
+                                        const std::string& field) {
+  std::vector<std::int32_t> tokens;
+  if (input.is_tokens) {
+    const std::size_t vocab = vocab_size(model);
+    for (const std::int32_t id : input.tokens) {
+      if (static_cast<std::size_t>(id) >= vocab) {
+        throw_bad_request("Token id " + std::to_string(id) + " is out of vocabulary", field);
+      }
+    }
+    tokens = input.tokens;
+  } else {
+    tokens = model.tokenizer->encode(input.text, add_special_tokens);
+  }
+  truncate(tokens, truncate_prompt_tokens, model);
+  check_not_empty(tokens, field.c_str());
+  return tokens;
+}
+
 std::vector<PreparedPrompt> build_completion_prompts(const CompletionRequest& request, const ModelInfo& model) {
-  const auto& tokenizer = *model.tokenizer;
-  const std::size_t vocab = vocab_size(model);
+  const auto& c = request.common;
   std::vector<PreparedPrompt> prompts;
   prompts.reserve(request.prompts.size());
   for (const PromptInput& input : request.prompts) {
     PreparedPrompt prompt;
-    if (input.is_tokens) {
-      for (const std::int32_t id : input.tokens) {
-        if (static_cast<std::size_t>(id) >= vocab) {
-          throw_bad_request("Token id " + std::to_string(id) + " is out of vocabulary", "prompt");
-        }
-      }
-      prompt.tokens = input.tokens;
-      if (request.common.echo) prompt.text = tokenizer.decode(prompt.tokens, request.common.skip_special_tokens);
-    } else {
-      prompt.tokens = tokenizer.encode(input.text, request.common.add_special_tokens);
+    prompt.tokens = prompt_tokens(input, c.add_special_tokens, c.truncate_prompt_tokens, model, "prompt");
+    if (!input.is_tokens) {
       prompt.text = input.text;
+    } else if (c.echo) {
+      prompt.text = model.tokenizer->decode(input.tokens, c.skip_special_tokens);
     }
-    truncate(prompt.tokens, request.common.truncate_prompt_tokens, model);
-    check_not_empty(prompt.tokens, "prompt");
     prompts.push_back(std::move(prompt));
   }
   return prompts;

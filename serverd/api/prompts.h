@@ -45,6 +45,13 @@ struct ChatPromptInputs {
   std::optional<std::int64_t> truncate_prompt_tokens;
 };
 
+// One prompt's tokens: its token ids checked against the vocabulary, or its text tokenized; then truncated
+// (truncate_prompt_tokens). Throws ApiException (400, naming `field`) for an empty prompt or an id outside the
+// vocabulary.
+std::vector<std::int32_t> prompt_tokens(const PromptInput& input, bool add_special_tokens,
+                                        std::optional<std::int64_t> truncate_prompt_tokens, const ModelInfo& model,
+                                        const std::string& field);
+
 // Throws ApiException (400) for empty prompts and token ids outside the vocabulary.
 std::vector<PreparedPrompt> build_completion_prompts(const CompletionRequest& request, const ModelInfo& model);
 

@@ -120,6 +120,16 @@ std::vector<std::pair<std::int32_t, float>> logit_bias(const Value& body) {
 
 enum class Endpoint { kCompletions, kChat };
 
+// truncate_prompt_tokens: -1 (the context length) or a positive count.
+std::optional<std::int64_t> truncate_prompt_tokens(const Value& body) {
+  const auto truncate = int_field(body, "truncate_prompt_tokens");
+  if (truncate && (*truncate < -1 || *truncate == 0)) {
+    throw_bad_request("truncate_prompt_tokens must be -1 or at least 1, got " + std::to_string(*truncate) + ".",
+                      "truncate_prompt_tokens");
+  }
+  return truncate;
+}
+
 CommonFields parse_common(const Value& body, const ParseLimits& limits, Endpoint endpoint) {
   refuse_unsupported(body);
   CommonFields c;
@@ -203,49 +213,46 @@ CommonFields parse_common(const Value& body, const ParseLimits& limits, Endpoint
     }
   }
   c.logit_bias = logit_bias(body);
-  if (const auto truncate = int_field(body, "truncate_prompt_tokens")) {
-    if (*truncate < -1 || *truncate == 0) {
-      throw_bad_request("truncate_prompt_tokens must be -1 or at least 1, got " + std::to_string(*truncate) + ".",
-                        "truncate_prompt_tokens");
-    }
-    c.truncate_prompt_tokens = truncate;
-  }
+  c.truncate_prompt_tokens = truncate_prompt_tokens(body);
   c.add_special_tokens = bool_field(body, "add_special_tokens").value_or(endpoint == Endpoint::kCompletions);
   c.structured_output = parse_structured_output(body);
   return c;
 }
 
-std::vector<PromptInput> parse_prompts(const Value& body, const ParseLimits& limits) {
-  constexpr std::string_view kShape =
-      "'prompt' must be a string, an array of strings, an array of token ids or an array of token id arrays";
-  constexpr std::string_view kEmpty = "Either prompt or prompt_embeds must be provided and non-empty.";
-  const auto* prompt = field(body, "prompt");
-  if (prompt == nullptr) throw_bad_request(std::string(kEmpty), "prompt");
+// The prompts of a completions request ("prompt") or an embeddings request ("input"): a string, an array of
+// strings, an array of token ids or an array of token id arrays. `empty` is the refusal of none.
+std::vector<PromptInput> parse_prompts(const Value& body, const ParseLimits& limits, const char* name,
+                                       std::string_view empty) {
+  const std::string key(name);
+  const std::string shape =
+      "'" + key + "' must be a string, an array of strings, an array of token ids or an array of token id arrays";
+  const auto* prompt = field(body, name);
+  if (prompt == nullptr) throw_bad_request(std::string(empty), key);
   std::vector<PromptInput> prompts;
   if (prompt->IsString()) {
-    if (prompt->GetStringLength() == 0) throw_bad_request(std::string(kEmpty), "prompt");
+    if (prompt->GetStringLength() == 0) throw_bad_request(std::string(empty), key);
     prompts.push_back({false, text(*prompt), {}});
     return prompts;
   }
-  if (!prompt->IsArray()) throw_bad_request(std::string(kShape), "prompt");
-  if (prompt->Empty()) throw_bad_request(std::string(kEmpty), "prompt");
+  if (!prompt->IsArray()) throw_bad_request(shape, key);
+  if (prompt->Empty()) throw_bad_request(std::string(empty), key);
   const auto& first = (*prompt)[0];
   if (first.IsNumber()) {
-    prompts.push_back({true, {}, token_ids(*prompt, "prompt")});
+    prompts.push_back({true, {}, token_ids(*prompt, key)});
     return prompts;
   }
   if (prompt->Size() > limits.max_prompts) {
-    throw_bad_request("prompt list length " + std::to_string(prompt->Size()) +
+    throw_bad_request(key + " list length " + std::to_string(prompt->Size()) +
                           " exceeds the maximum allowed count of " + std::to_string(limits.max_prompts) + ".",
-                      "prompt");
+                      key);
   }
   for (const auto& item : prompt->GetArray()) {
     if (item.IsString() && first.IsString()) {
       prompts.push_back({false, text(item), {}});
     } else if (item.IsArray() && first.IsArray()) {
-      prompts.push_back({true, {}, token_ids(item, "prompt")});
+      prompts.push_back({true, {}, token_ids(item, key)});
     } else {
-      throw_bad_request(std::string(kShape), "prompt");
+      throw_bad_request(shape, key);
     }
   }
   return prompts;
@@ -480,7 +487,28 @@ CompletionRequest parse_completion_request(const Value& body, const ParseLimits&
     unsupported("best_of", "best_of must equal n");
   }
   if (const auto logprobs = int_field(body, "logprobs")) r.logprobs = logprobs_count(*logprobs, "logprobs");
-  r.prompts = parse_prompts(body, limits);
+  r.prompts = parse_prompts(body, limits, "prompt", "Either prompt or prompt_embeds must be provided and non-empty.");
+  return r;
+}
+
+EmbeddingRequest parse_embedding_request(const Value& body, const ParseLimits& limits) {
+  EmbeddingRequest r;
+  r.model = string_field(body, "model");
+  if (field(body, "messages") != nullptr) {
+    unsupported("messages", "embed text or token ids given as 'input' (a chat rendered by /tokenize, for one)");
+  }
+  r.inputs = parse_prompts(body, limits, "input", "'input' must be provided and non-empty.");
+  if (const auto format = string_field(body, "encoding_format")) {
+    if (*format == "base64") {
+      r.base64 = true;
+    } else if (*format != "float") {
+      throw_bad_request("encoding_format must be 'float' or 'base64', got '" + *format + "'", "encoding_format");
+    }
+  }
+  if (const auto dimensions = int_field(body, "dimensions")) r.dimensions = dimensions;
+  r.truncate_prompt_tokens = truncate_prompt_tokens(body);
+  r.add_special_tokens = bool_field(body, "add_special_tokens").value_or(true);
+  r.normalize = bool_field(body, "normalize");
   return r;
 }
 

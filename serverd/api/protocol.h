@@ -120,6 +120,17 @@ struct TokenizeRequest {
   bool return_token_strs = false;
 };
 
+// POST /v1/embeddings: one embedding per input.
+struct EmbeddingRequest {
+  std::optional<std::string> model;
+  std::vector<PromptInput> inputs;
+  bool base64 = false;                     // encoding_format "base64": little-endian float32 bytes
+  std::optional<std::int64_t> dimensions;  // checked against the model when the request is served
+  std::optional<std::int64_t> truncate_prompt_tokens;
+  bool add_special_tokens = true;
+  std::optional<bool> normalize;  // vLLM's override of the model's normalisation
+};
+
 struct DetokenizeRequest {
   std::optional<std::string> model;
   std::vector<std::int32_t> tokens;
@@ -128,6 +139,7 @@ struct DetokenizeRequest {
 CompletionRequest parse_completion_request(const rapidjson::Value& body, const ParseLimits& limits);
 ChatRequest parse_chat_request(const rapidjson::Value& body, const ParseLimits& limits);
 TokenizeRequest parse_tokenize_request(const rapidjson::Value& body);
+EmbeddingRequest parse_embedding_request(const rapidjson::Value& body, const ParseLimits& limits);
 DetokenizeRequest parse_detokenize_request(const rapidjson::Value& body);
 
 }  // namespace serverd::api

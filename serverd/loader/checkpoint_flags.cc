@@ -61,4 +61,39 @@ std::vector<std::string> check_checkpoint_flags(const ServerOptions& options, co
   return notes;
 }
 
+std::optional<engine::model::PoolingConfig> resolve_runner(
+    const ServerOptions& options, const std::optional<engine::model::PoolingConfig>& checkpoint_pooling,
+    std::vector<std::string>& notes) {
+  const bool embed = options.convert == "embed";
+  if (options.runner == "generate") {
+    if (embed) {
+      throw UsageError(
+          "--convert embed makes an embedding model, which --runner generate does not serve; pass "
+          "--runner pooling (or leave --runner auto)");
+    }
+    return std::nullopt;
+  }
+  const bool pooling = options.runner == "pooling" || embed || checkpoint_pooling;
+  if (!pooling) return std::nullopt;
+  if (options.convert == "none") {
+    throw UsageError(std::string(options.runner == "pooling" ? "--runner pooling"
+                                                             : "--runner auto (pooling, for the model's "
+                                                               "sentence-transformers or GGUF pooling)") +
+                     " --convert none: the engine's models generate text and serve embeddings only converted; pass "
+                     "--convert embed (or leave --convert auto), or --runner generate for text generation");
+  }
+  const auto config = checkpoint_pooling.value_or(engine::model::kDefaultPooling);
+  const std::string how = std::string(engine::model::pooling_type_name(config.type)) + " pooling" +
+                          (config.normalize ? ", normalized" : "") +
+                          (checkpoint_pooling ? " (the model's sentence-transformers or GGUF pooling)"
+                                              : " (vLLM's default for a converted causal model)");
+  if (options.runner == "auto") {
+    notes.push_back("--runner auto resolved to --runner pooling: the model serves embeddings (POST /v1/embeddings), " +
+                    how);
+  } else {
+    notes.push_back("--runner pooling: the model serves embeddings (POST /v1/embeddings), " + how);
+  }
+  return config;
+}
+
 }  // namespace serverd

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/pooling.h"
 #include "serverd/options/server_options.h"
 
 namespace serverd {
@@ -25,5 +26,14 @@ struct CheckpointFacts {
 // One line per flag taken as it is (for the log). Throws base::UsageError naming the flag, the checkpoint's
 // value and what to use instead.
 std::vector<std::string> check_checkpoint_flags(const ServerOptions& options, const CheckpointFacts& checkpoint);
+
+// What the model serves, as vLLM resolves --runner and --convert: the pooling of its embeddings (pooling
+// runner: the checkpoint's own pooling, `checkpoint_pooling`, else vLLM's default for a converted causal
+// model, the last token normalised), or nullopt for text generation. --runner auto picks pooling for a
+// checkpoint that describes one, or under --convert embed. `notes` receives a line for the log when auto was
+// resolved to pooling. Throws base::UsageError for --runner and --convert that contradict each other.
+std::optional<engine::model::PoolingConfig> resolve_runner(
+    const ServerOptions& options, const std::optional<engine::model::PoolingConfig>& checkpoint_pooling,
+    std::vector<std::string>& notes);
 
 }  // namespace serverd

@@ -31,7 +31,7 @@ struct PromptSources {
 class EngineModel final : public LoadedModel {
  public:
   EngineModel(std::unique_ptr<fetch::FetchdChild> fetchd, std::unique_ptr<engine::runtime::Engine> engine,
-              PromptSources prompts, const ServerOptions& options)
+              PromptSources prompts, const ServerOptions& options, std::optional<engine::model::PoolingConfig> pooling)
       : fetchd_(std::move(fetchd)), engine_(std::move(engine)), prompts_(std::move(prompts)) {
     const auto& tokenizer = prompts_.tokenizer ? *prompts_.tokenizer : engine_->tokenizer();
     info_.served_name = options.served_model_name.front();
@@ -42,6 +42,8 @@ class EngineModel final : public LoadedModel {
     info_.chat_template_error = prompts_.chat_template.unusable_reason;
     info_.max_model_len = engine_->max_model_len();
     info_.vocab_size = engine_->config().vocab_size;
+    info_.pooling = pooling;
+    info_.matryoshka = engine_->checkpoint().matryoshka();
 
     const auto g = resolve_generation_defaults(options, engine_->checkpoint().generation_defaults());
     // Every id that ends a sequence: the checkpoint's, and those of --tokenizer and --generation-config DIR.
@@ -64,6 +66,7 @@ class EngineModel final : public LoadedModel {
     so.max_num_seqs = options.max_num_seqs;
     so.max_num_batched_tokens = options.max_num_batched_tokens;
     so.prefix_caching = options.enable_prefix_caching;
+    so.pooling = pooling.has_value();
     so.eos_token_ids = info_.eos_token_ids;
     info_.kv_cache.block_size = engine_->block_size();
     info_.kv_cache.num_blocks = engine_->kv_cache().num_blocks();
@@ -210,12 +213,14 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   std::error_code ec;
   const CheckpointFacts facts{std::filesystem::is_regular_file(path, ec), precision_of(engine->checkpoint()),
                               engine::model::derived_max_model_len(engine->config())};
-  for (const auto& note : check_checkpoint_flags(options, facts)) std::cerr << "serverd: " << note << '\n';
+  auto notes = check_checkpoint_flags(options, facts);
+  const auto pooling = resolve_runner(options, engine->checkpoint().pooling(), notes);
+  for (const auto& note : notes) std::cerr << "serverd: " << note << '\n';
   std::cerr << "serverd: loaded " << base::printable(path.string()) << " ("
             << engine::model::architecture_name(engine->config().architecture) << ", max_model_len "
             << engine->max_model_len() << ") on " << engine->device_name() << '\n';
   auto prompts = prompt_sources(options, *engine, child, phase, stop);
-  return std::make_unique<EngineModel>(std::move(child), std::move(engine), std::move(prompts), options);
+  return std::make_unique<EngineModel>(std::move(child), std::move(engine), std::move(prompts), options, pooling);
 }
 
 }  // namespace serverd

@@ -41,6 +41,8 @@ struct ServerOptions {
   std::uint64_t max_num_seqs = 256;
   std::uint64_t max_num_batched_tokens = 2048;
   std::uint64_t block_size = engine::runtime::kDefaultBlockSize;  // KV cache positions per block
+  std::string runner = "auto";                                    // auto | generate | pooling (vLLM's --runner)
+  std::string convert = "auto";                                   // auto | none | embed (vLLM's --convert)
   std::string kv_cache_dtype = "auto";  // how the KV cache stores keys and values (engine::runtime::KvCacheDtype)
   double gpu_memory_utilization = 0.9;
   std::uint64_t kv_cache_memory_bytes = 0;  // 0: from --gpu-memory-utilization (GPU) or VLLM_CPU_KVCACHE_SPACE

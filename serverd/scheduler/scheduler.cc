@@ -23,9 +23,15 @@ struct Scheduler::Sequence {
   api::SequenceTimings timings;
   bool cached_reported = false;  // on_prompt_cached was called
   std::size_t next_scored = 1;   // prompt_logprobs: the first prompt token whose log-probability is still owed
+  std::optional<engine::model::PooledState> pooled;  // an embedding: its prompt's hidden states pooled so far
 
   // Whether prompt tokens are still to be scored. Scoring token t needs the logits at position t - 1.
   bool scoring() const { return request.prompt_logprobs && next_scored < request.prompt_tokens.size(); }
+  // Whether every prompt position's hidden state goes into its embedding (mean and first-token pooling), so
+  // that none may come from the prefix cache. Last-token pooling needs only the last, which is always computed.
+  bool pools_every_position() const {
+    return request.pooling && request.pooling->config.type != engine::model::PoolingType::Last;
+  }
   // Of the `count` positions this step computes from `cache.cached`, the first one scored and how many are.
   std::size_t first_scored() const { return std::max(cache.cached, next_scored - 1); }
   std::size_t scored_in(std::size_t count) const {
@@ -71,9 +77,17 @@ Scheduler::~Scheduler() {
 
 std::uint64_t Scheduler::submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
   if (request.prompt_tokens.empty()) throw std::invalid_argument("a generation request needs a prompt token");
-  if (request.max_tokens == 0 && !request.prompt_logprobs) {
+  if (request.pooling.has_value() != options_.pooling) {
+    throw std::invalid_argument(options_.pooling ? "a pooling scheduler takes embedding requests only"
+                                                 : "an embedding request needs a pooling scheduler");
+  }
+  if (request.pooling && (request.max_tokens != 0 || request.prompt_logprobs)) {
+    throw std::invalid_argument("an embedding request generates and scores nothing (max_tokens 0, no prompt_logprobs)");
+  }
+  if (request.max_tokens == 0 && !request.prompt_logprobs && !request.pooling) {
     throw std::invalid_argument("a generation request with max_tokens 0 must ask for prompt_logprobs");
   }
+  const auto pooling_type = request.pooling ? std::optional(request.pooling->config.type) : std::nullopt;
   std::uint64_t handle = 0;
   {
     const std::lock_guard lock(mutex_);
@@ -83,6 +97,7 @@ std::uint64_t Scheduler::submit(api::GenerationRequest request, std::shared_ptr<
     }
     handle = next_handle_++;
     incoming_.push_back(std::make_unique<Sequence>(handle, std::move(request), std::move(sink)));
+    if (pooling_type) incoming_.back()->pooled.emplace(*pooling_type, engine_.config().hidden_size);
   }
   wake_.notify_all();
   return handle;
@@ -204,7 +219,9 @@ bool Scheduler::plan_step(std::vector<Planned>& plan) {
     // A sequence scoring its prompt must compute every position whose logits still score a token: as in vLLM,
     // a fresh one takes nothing from the prefix cache (and counts no lookup); one preempted midway may take
     // the positions whose log-probabilities it delivered.
-    const std::size_t cacheable = seq.scoring() ? seq.next_scored - 1 : seq.tokens.size();
+    const std::size_t cacheable = seq.pools_every_position() ? 0
+                                  : seq.scoring()            ? seq.next_scored - 1
+                                                             : seq.tokens.size();
     const bool look_up = options_.prefix_caching && cacheable > 0;
     if (look_up) {
       auto& kv = engine_.kv_cache();
@@ -247,7 +264,8 @@ void Scheduler::execute(std::vector<Planned>& plan) {
   for (const auto& p : plan) {
     Sequence& seq = *p.seq;
     const std::span<const std::int32_t> tokens(seq.tokens.data() + seq.cache.cached, p.count);
-    engine::runtime::StepInput input{&seq.cache, tokens, false, !p.logits};
+    // An embedding takes the hidden state of every position it computes (PooledState keeps what it pools).
+    engine::runtime::StepInput input{&seq.cache, tokens, seq.pooled.has_value(), !p.logits && !seq.pooled};
     if (p.scored > 0) {
       // The row of position q scores prompt token q + 1.
       const std::size_t first = seq.first_scored();
@@ -259,7 +277,11 @@ void Scheduler::execute(std::vector<Planned>& plan) {
     if (p.logits) samplers.push_back(&seq.sampler);
   }
   try {
-    engine_.step_and_sample(inputs, samplers, sampled_, scored_);
+    if (options_.pooling) {
+      engine_.step_hidden(inputs, hidden_);
+    } else {
+      engine_.step_and_sample(inputs, samplers, sampled_, scored_);
+    }
   } catch (const std::exception& e) {
     std::cerr << "serverd: an engine step failed: " << base::printable(e.what()) << "; its sequences are aborted\n";
     for (const auto& p : plan) p.seq->cache.cached = 0;
@@ -278,9 +300,16 @@ void Scheduler::execute(std::vector<Planned>& plan) {
   const std::size_t bs = engine_.block_size();
   std::size_t row = 0;
   std::size_t scored_row = 0;
+  std::size_t hidden_row = 0;
+  const std::size_t hidden_size = engine_.config().hidden_size;
   std::vector<std::uint64_t> done;
   for (const auto& p : plan) {
     Sequence& seq = *p.seq;
+    if (seq.pooled) {
+      seq.pooled->add(seq.cache.cached - p.count,
+                      std::span(hidden_).subspan(hidden_row * hidden_size, p.count * hidden_size));
+      hidden_row += p.count;
+    }
     if (p.scored > 0) {
       seq.sink->on_prompt_logprobs(std::span(scored_).subspan(scored_row, p.scored));
       scored_row += p.scored;
@@ -295,7 +324,11 @@ void Scheduler::execute(std::vector<Planned>& plan) {
     }
     if (!p.logits) {
       if (seq.request.max_tokens == 0 && seq.cache.cached == seq.tokens.size()) {
-        finish(seq, FinishReason::Length, std::nullopt);  // a prompt scored, nothing to generate
+        if (seq.pooled) {
+          const auto& pooling = *seq.request.pooling;
+          seq.sink->on_pooled(seq.pooled->finish(seq.tokens.size(), pooling.dimensions, pooling.config.normalize));
+        }
+        finish(seq, FinishReason::Length, std::nullopt);  // a prompt scored or pooled, nothing to generate
         done.push_back(seq.handle);
       }
       continue;

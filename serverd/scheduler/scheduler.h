@@ -10,6 +10,9 @@
 // log-probabilities are already delivered, so nothing is skipped, and a recompute scores nothing twice.
 // A sequence with a constraint (structured outputs) keeps it in its sampler, which sees only sampled tokens:
 // a recompute feeds it nothing again; it ends with Stop once the constraint is terminated.
+// An embedding request (pooling) computes its prompt, every position's hidden state pooled as its chunks
+// come (mean and first-token pooling take nothing from the prefix cache), and ends with Length after
+// on_pooled().
 
 #include <array>
 #include <atomic>
@@ -37,6 +40,9 @@ struct SchedulerOptions {
   std::vector<std::int32_t> eos_token_ids;    // the ids that end a sequence; empty: the checkpoint's
   // Prompt tokens scored in one step: each holds a row of vocab_size logits until it is scanned.
   std::size_t max_scored_tokens = 512;
+  // The engine serves embeddings (vLLM's pooling runner): every request is pooled (GenerationRequest::pooling)
+  // and steps return hidden states; none generates.
+  bool pooling = false;
 };
 
 class Scheduler final : public api::Generator {
@@ -87,6 +93,7 @@ class Scheduler final : public api::Generator {
   std::vector<std::unique_ptr<Sequence>> running_;       // in admission order
   std::vector<engine::sampling::SampledToken> sampled_;  // reused from step to step
   std::vector<engine::sampling::ScoredToken> scored_;
+  std::vector<float> hidden_;  // a pooling step's hidden states
 
   std::atomic<std::size_t> running_count_{0}, waiting_count_{0};
   std::atomic<double> kv_usage_{0.0};

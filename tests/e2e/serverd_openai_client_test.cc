@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <regex>
 
 #include "engine/model_writer/model_writer.h"
@@ -80,6 +81,40 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
   serverd.signal(SIGTERM);
   EXPECT_EQ(serverd.wait(), 0) << serverd.err();
   EXPECT_THAT(serverd.err(), HasSubstr("fetchd: SIGTERM, stopping"));
+}
+
+// A model with sentence-transformers files serves embeddings under --runner auto, to the official client.
+TEST(ServerdOpenAiClient, ASentenceTransformersModelServesEmbeddingsToTheOpenAiClient) {
+  TempDir dir;
+  engine::tools::ModelWriterOptions model;
+  model.arch = engine::model::Architecture::Qwen3;
+  model.out_dir = dir / "model";
+  model.seed = 23;
+  engine::tools::write_model(model);
+  std::ofstream(dir / "model" / "modules.json")
+      << R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+             {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}])";
+  std::filesystem::create_directory(dir / "model" / "1_Pooling");
+  std::ofstream(dir / "model" / "1_Pooling" / "config.json")
+      << R"({"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true, "include_prompt": true})";
+  testing_support::TestHub hub;
+  hub.add_repository_from_folder("demo/embed", dir / "model");
+
+  ChildProcess serverd({serverd_binary(), "--model", "demo/embed", "--device", testing_support::engine_test_device(),
+                        "--host", "127.0.0.1", "--port", "0"},
+                       serverd_environment(dir, hub));
+  const auto port = serverd_test::wait_until_serving(serverd, "demo/embed");
+  ASSERT_TRUE(port) << "serverd exited before serving: " << serverd.err();
+  EXPECT_THAT(serverd.err(), HasSubstr("--runner auto resolved to --runner pooling"));
+
+  std::string output;
+  const int status = run_openai_client(*port, "demo/embed", "none", "embeddings", output);
+  EXPECT_EQ(status, 0) << output << serverd.err();
+  EXPECT_THAT(output, HasSubstr("ok embeddings\n")) << output;
+  EXPECT_THAT(output, HasSubstr("ok a pooling model generates nothing\n")) << output;
+  serverd.signal(SIGTERM);
+  EXPECT_EQ(serverd.wait(), 0) << serverd.err();
 }
 
 // Tool calling and reasoning flags: a replayed tool history (content null, arguments as JSON text, a tool

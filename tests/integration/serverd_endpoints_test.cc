@@ -81,7 +81,6 @@ TEST_F(EndpointsTest, EndpointsServerdDoesNotServeAreRefusedByName) {
       {"GET", "/v1/models/org/name", 404, "NotFoundError", "GET /v1/models lists the served model"},
       {"GET", "/v1/responses/resp-1", 404, "NotFoundError", "serverd stores no responses"},
       {"POST", "/v1/responses/resp-1/cancel", 404, "NotFoundError", "no response to retrieve or cancel"},
-      {"POST", "/v1/embeddings", 501, "NotImplementedError", "serverd serves generative models only"},
       {"POST", "/pooling", 501, "NotImplementedError", "pooling endpoints"},
       {"POST", "/classify", 501, "NotImplementedError", "pooling endpoints"},
       {"POST", "/score", 501, "NotImplementedError", "pooling endpoints"},
@@ -111,9 +110,9 @@ TEST_F(EndpointsTest, EndpointsServerdDoesNotServeAreRefusedByName) {
 
 TEST_F(EndpointsTest, ApiKeyGuardsTheRefusedV1EndpointsToo) {
   start([](serverd::api::ApiServerOptions& o) { o.api.api_keys = {"sekrit"}; });
-  expect_error(post("/v1/embeddings", "{}"), 401, "AuthenticationError", std::nullopt, "Unauthorized");
-  expect_error(post("/v1/embeddings", "{}", {"Authorization: Bearer sekrit"}), 501, "NotImplementedError", std::nullopt,
-               "generative models only");
+  expect_error(post("/v1/score", "{}"), 401, "AuthenticationError", std::nullopt, "Unauthorized");
+  expect_error(post("/v1/score", "{}", {"Authorization: Bearer sekrit"}), 501, "NotImplementedError", std::nullopt,
+               "pooling endpoints");
   EXPECT_EQ(get("/ping").status, 200);
   EXPECT_EQ(post("/invocations", R"({"prompt": "x"})").status, 200);  // not under /v1, as in vLLM
 }

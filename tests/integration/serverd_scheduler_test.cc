@@ -4,11 +4,14 @@
 // (prompt_logprobs) match the float64 reference and come out the same, each exactly once, whole, in
 // chunks, beside a cached prefix and across a preemption. Constrained sequences (structured outputs) take
 // only their own constraint's tokens, in one batch, each token fed to it once across a preemption, and end
-// with Stop when it ends or Length at max_tokens.
+// with Stop when it ends or Length at max_tokens. Embeddings (a pooling scheduler) match the float64
+// reference's pooled hidden states whole, in chunks and waiting for blocks; last-token pooling alone takes a
+// cached prefix.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -45,6 +48,11 @@ class RecordingSink final : public serverd::api::GenerationSink {
     const std::lock_guard lock(mutex_);
     cached_.push_back(tokens);
   }
+  void on_pooled(std::vector<float> embedding) override {
+    const std::lock_guard lock(mutex_);
+    if (!embedding_.empty()) ADD_FAILURE() << "a second embedding";
+    embedding_ = std::move(embedding);
+  }
   void on_finish(FinishReason reason, std::optional<std::int32_t> stop_token,
                  const serverd::api::SequenceTimings& timings) override {
     const std::lock_guard lock(mutex_);
@@ -69,6 +77,7 @@ class RecordingSink final : public serverd::api::GenerationSink {
   std::optional<std::int32_t> stop_token() const { return stop_token_; }
   const serverd::api::SequenceTimings& timings() const { return timings_; }
   int finishes() const { return finishes_; }
+  const std::vector<float>& embedding() const { return embedding_; }
   std::vector<std::size_t> cached() {
     const std::lock_guard lock(mutex_);
     return cached_;
@@ -84,6 +93,7 @@ class RecordingSink final : public serverd::api::GenerationSink {
   serverd::api::SequenceTimings timings_;
   int finishes_ = 0;
   std::vector<std::size_t> cached_;  // each on_prompt_cached
+  std::vector<float> embedding_;
 };
 
 std::vector<std::int32_t> prompt(std::size_t length, int salt) {
@@ -470,6 +480,104 @@ TEST_F(SchedulerTest, PromptOnlySequenceScoresAndEndsWithoutAToken) {
   EXPECT_EQ(sink->reason(), FinishReason::Length);
   EXPECT_EQ(sink->prompt_logprobs().size(), 19u);
   EXPECT_THROW(generator.submit(request(prompt(20, 3), 0), std::make_shared<RecordingSink>()), std::invalid_argument);
+}
+
+SchedulerOptions pooling_options() {
+  SchedulerOptions options;
+  options.pooling = true;
+  return options;
+}
+
+GenerationRequest embedding(std::vector<std::int32_t> tokens, engine::model::PoolingType type,
+                            std::size_t dimensions = 0) {
+  GenerationRequest r;
+  r.prompt_tokens = std::move(tokens);
+  r.max_tokens = 0;
+  r.pooling = serverd::api::PoolingRequest{{type, true}, dimensions};
+  return r;
+}
+
+// The reference's hidden states of `tokens` pooled by `type`, cut to `dimensions` (0: all), normalised.
+std::vector<double> reference_embedding(const std::filesystem::path& model, const std::vector<std::int32_t>& tokens,
+                                        engine::model::PoolingType type, std::size_t dimensions = 0) {
+  const auto hidden = testing_support::reference_hidden_states(model, {tokens});
+  const std::size_t width = hidden.vocab_size, size = dimensions ? dimensions : width;
+  std::vector<double> v(size, 0.0);
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const bool taken = type == engine::model::PoolingType::Mean ||
+                       (type == engine::model::PoolingType::Last && t + 1 == tokens.size()) ||
+                       (type == engine::model::PoolingType::Cls && t == 0);
+    if (!taken) continue;
+    for (std::size_t i = 0; i < size; ++i) v[i] += hidden.row(0, t)[i];
+  }
+  double norm = 0;
+  for (const double x : v) norm += x * x;
+  for (auto& x : v) x /= std::sqrt(norm);
+  return v;
+}
+
+void expect_near_reference(const std::vector<float>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST_F(SchedulerTest, EmbeddingsMatchTheReferenceWholeInChunksAndInASmallCache) {
+  using engine::model::PoolingType;
+  const std::vector<std::vector<std::int32_t>> prompts = {prompt(37, 1), prompt(20, 2), prompt(30, 4), prompt(9, 5)};
+  const PoolingType types[] = {PoolingType::Mean, PoolingType::Last, PoolingType::Cls, PoolingType::Mean};
+  const std::size_t dimensions[] = {0, 0, 0, 16};
+  std::vector<std::vector<double>> want;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    want.push_back(reference_embedding(dir_.path(), prompts[i], types[i], dimensions[i]));
+  }
+  std::vector<GenerationRequest> requests;
+  for (std::size_t i = 0; i < prompts.size(); ++i) requests.push_back(embedding(prompts[i], types[i], dimensions[i]));
+
+  SchedulerOptions chunked = pooling_options();
+  chunked.max_num_batched_tokens = 8;  // the 37-token prompt pools over five chunks
+  auto engine = load();
+  Scheduler whole(*engine, pooling_options());
+  Scheduler in_chunks(*engine, chunked);
+  // Four blocks for prompts of three, two, two and one: they wait for each other's blocks.
+  auto small = load(/*kv_blocks=*/4);
+  Scheduler waiting(*small, pooling_options());
+  for (Scheduler* generator : {&whole, &in_chunks, &waiting}) {
+    const auto sinks = sinks_together(*generator, requests);
+    for (std::size_t i = 0; i < sinks.size(); ++i) {
+      SCOPED_TRACE(i);
+      EXPECT_TRUE(sinks[i]->wait().empty());
+      EXPECT_EQ(sinks[i]->reason(), FinishReason::Length);
+      expect_near_reference(sinks[i]->embedding(), want[i]);
+    }
+  }
+  EXPECT_GE(in_chunks.steps(), 5u);
+}
+
+TEST_F(SchedulerTest, OnlyLastTokenPoolingTakesACachedPrefix) {
+  using engine::model::PoolingType;
+  const auto tokens = prompt(40, 6);  // two full blocks of 16, then the last block computed
+  auto engine = load();
+  Scheduler generator(*engine, pooling_options());
+  const auto cached_of = [&](PoolingType type) {
+    sinks_together(generator, {embedding(tokens, type)});
+    const auto second = sinks_together(generator, {embedding(tokens, type)})[0];
+    expect_near_reference(second->embedding(), reference_embedding(dir_.path(), tokens, type));
+    return second->cached();
+  };
+  EXPECT_EQ(cached_of(PoolingType::Last), std::vector<std::size_t>{32});
+  EXPECT_EQ(cached_of(PoolingType::Mean), std::vector<std::size_t>{0});
+}
+
+TEST_F(SchedulerTest, APoolingSchedulerTakesEmbeddingRequestsOnly) {
+  auto engine = load();
+  Scheduler pooling(*engine, pooling_options());
+  EXPECT_THROW(pooling.submit(request(prompt(5, 1), 4), std::make_shared<RecordingSink>()), std::invalid_argument);
+  Scheduler generating(*engine, {});
+  EXPECT_THROW(
+      generating.submit(embedding(prompt(5, 1), engine::model::PoolingType::Last), std::make_shared<RecordingSink>()),
+      std::invalid_argument);
 }
 
 }  // namespace

@@ -64,6 +64,44 @@ if (suite === "tools") {
 }
 
 
+// SUITE "embeddings": serverd serves a model with sentence-transformers files (mean pooling, Normalize), so
+// --runner auto makes it a pooling model: the client's embeddings (base64 by default, which it decodes) and
+// the same vectors as floats; generating endpoints refused as vLLM refuses them.
+if (suite === "embeddings") {
+  await check("embeddings", async () => {
+    const r = await client.embeddings.create({ model, input: ["hello world", "a longer input, of a few more words", "hello world"] });
+    assert.equal(r.object, "list");
+    assert.equal(r.model, model);
+    assert.equal(r.data.length, 3);
+    const width = r.data[0].embedding.length;
+    assert.ok(width > 0);
+    for (const [i, item] of r.data.entries()) {
+      assert.equal(item.index, i);
+      assert.equal(item.object, "embedding");
+      assert.equal(item.embedding.length, width);
+      const norm = Math.sqrt(item.embedding.reduce((sum, x) => sum + x * x, 0));
+      assert.ok(Math.abs(norm - 1) < 1e-5, `norm ${norm}`);
+    }
+    assert.deepEqual(r.data[2].embedding, r.data[0].embedding);
+    assert.notDeepEqual(r.data[1].embedding, r.data[0].embedding);
+    assert.ok(r.usage.prompt_tokens > 0 && r.usage.total_tokens === r.usage.prompt_tokens);
+
+    const floats = await client.embeddings.create({ model, input: "hello world", encoding_format: "float" });
+    assert.deepEqual(floats.data[0].embedding, r.data[0].embedding);
+  });
+  await check("a pooling model generates nothing", async () => {
+    await assert.rejects(
+      client.chat.completions.create({ model, messages: [{ role: "user", content: "hi" }] }),
+      (e) => e.status === 400 && /The model does not support Chat Completions API/.test(e.message),
+    );
+    await assert.rejects(
+      client.embeddings.create({ model, input: "hi", dimensions: 8 }),
+      (e) => e.status === 400 && /does not support matryoshka representation/.test(e.message),
+    );
+  });
+  process.exit(0);
+}
+
 // SUITE "scripted": serverd serves a scripted model (engine/model_writer: its greedy reply to every prompt is
 // a reasoning block and two get_weather calls, tests/e2e/serverd_openai_client_test.cc) with
 // --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3: real calls, parsed by the

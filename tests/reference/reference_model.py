@@ -1018,8 +1018,9 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def forward(model, tokens):
-    """Logits (T, vocab) at every position of one sequence."""
+def forward(model, tokens, hidden=False):
+    """Logits (T, vocab) at every position of one sequence; with hidden, the final hidden states (T, hidden)
+    they are computed from, after the last norm."""
     c = model.config
     w = model.weight
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -1063,6 +1064,8 @@ def forward(model, tokens):
         up = h @ w(p + "mlp.up_proj.weight").T
         x = x + (silu(gate) * up) @ w(p + "mlp.down_proj.weight").T
     x = rms_norm(x, w("model.norm.weight"), c.eps)
+    if hidden:
+        return x
     head = embed if c.tied else w("lm_head.weight")
     return x @ head.T
 
@@ -1095,6 +1098,11 @@ def command_logits(args):
     model = load_model(args.model)
     rows = [forward(model, seq) for seq in parse_sequences(args.tokens)]
     write_logits(args.out, rows)
+
+
+def command_hidden(args):
+    model = load_model(args.model)
+    write_logits(args.out, [forward(model, seq, hidden=True) for seq in parse_sequences(args.tokens)])
 
 
 def command_greedy(args):
@@ -1149,6 +1157,10 @@ def main(argv):
     logits.add_argument("--model", required=True, help="model directory or .gguf file")
     logits.add_argument("--tokens", required=True, help="comma-separated ids; ';' separates sequences")
     logits.add_argument("--out", required=True)
+    hidden = commands.add_parser("hidden", help="final hidden states at every position (as logits' file)")
+    hidden.add_argument("--model", required=True)
+    hidden.add_argument("--tokens", required=True)
+    hidden.add_argument("--out", required=True)
     greedy = commands.add_parser("greedy", help="greedy continuation")
     greedy.add_argument("--model", required=True)
     greedy.add_argument("--tokens", required=True)
@@ -1165,6 +1177,7 @@ def main(argv):
     args = parser.parse_args(argv)
     handlers = {"logits": command_logits, "greedy": command_greedy, "dequant": command_dequant}
     handlers["quantize"] = command_quantize
+    handlers["hidden"] = command_hidden
     handlers[args.command](args)
 
 

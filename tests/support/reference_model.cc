@@ -82,14 +82,17 @@ const std::filesystem::path& reference_model_script() {
   return path;
 }
 
-ReferenceLogits reference_logits(const std::filesystem::path& model,
-                                 const std::vector<std::vector<std::int32_t>>& sequences) {
-  if (sequences.empty()) throw std::invalid_argument("reference_logits needs at least one sequence");
+namespace {
+
+// The rows `command` ("logits" or "hidden") writes for every position of each sequence.
+ReferenceLogits reference_rows(std::string_view command, const std::filesystem::path& model,
+                               const std::vector<std::vector<std::int32_t>>& sequences) {
+  if (sequences.empty()) throw std::invalid_argument("the reference model needs at least one sequence");
   std::string tokens;
   for (const auto& sequence : sequences) tokens += (tokens.empty() ? "" : ";") + token_list(sequence);
   const TempDir dir;
-  const auto bytes =
-      run_reference("logits --model " + shell_quoted(model.string()) + " --tokens " + shell_quoted(tokens), dir);
+  const auto bytes = run_reference(
+      std::string(command) + " --model " + shell_quoted(model.string()) + " --tokens " + shell_quoted(tokens), dir);
   Cursor in(bytes, "RLOGITS1");
   const auto count = in.next<std::uint32_t>();
   ReferenceLogits result;
@@ -99,6 +102,18 @@ ReferenceLogits reference_logits(const std::filesystem::path& model,
   for (const auto length : lengths) result.sequences.push_back(in.array<double>(length * result.vocab_size));
   in.expect_end();
   return result;
+}
+
+}  // namespace
+
+ReferenceLogits reference_logits(const std::filesystem::path& model,
+                                 const std::vector<std::vector<std::int32_t>>& sequences) {
+  return reference_rows("logits", model, sequences);
+}
+
+ReferenceLogits reference_hidden_states(const std::filesystem::path& model,
+                                        const std::vector<std::vector<std::int32_t>>& sequences) {
+  return reference_rows("hidden", model, sequences);
 }
 
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model, const std::vector<std::int32_t>& prompt,

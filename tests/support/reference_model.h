@@ -31,6 +31,11 @@ struct ReferenceLogits {
 ReferenceLogits reference_logits(const std::filesystem::path& model,
                                  const std::vector<std::vector<std::int32_t>>& sequences);
 
+// The final hidden states (after the last norm, before the output matrix) at every position of each sequence:
+// `vocab_size` is then the hidden size.
+ReferenceLogits reference_hidden_states(const std::filesystem::path& model,
+                                        const std::vector<std::vector<std::int32_t>>& sequences);
+
 // `steps` greedy tokens after `prompt` (argmax of float64 logits, the whole sequence recomputed each step).
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model, const std::vector<std::int32_t>& prompt,
                                            int steps);

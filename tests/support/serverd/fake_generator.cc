@@ -1,6 +1,7 @@
 #include "tests/support/serverd/fake_generator.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace serverd_test {
 
@@ -163,6 +164,20 @@ serverd::api::PromptLogprob FakeGenerator::prompt_scored(std::int32_t token, std
   return e;
 }
 
+std::vector<float> FakeGenerator::embedding_of(const serverd::api::GenerationRequest& request) {
+  const auto& prompt = request.prompt_tokens;
+  std::size_t size = 8;
+  if (request.pooling && request.pooling->dimensions != 0) size = std::min(size, request.pooling->dimensions);
+  std::vector<float> v(size);
+  for (std::size_t i = 0; i < size; ++i) v[i] = static_cast<float>(prompt[i % prompt.size()]) + static_cast<float>(i);
+  if (request.pooling && request.pooling->config.normalize) {
+    double norm = 0;
+    for (const float x : v) norm += double{x} * x;
+    for (auto& x : v) x = static_cast<float>(x / std::sqrt(norm));
+  }
+  return v;
+}
+
 bool FakeGenerator::is_eos(std::int32_t token) const {
   return std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
 }
@@ -176,6 +191,7 @@ void FakeGenerator::run() {
     std::optional<std::int32_t> stop_token;
     serverd::api::SequenceTimings timings;
     std::optional<std::size_t> cached;  // reported before the first token
+    std::vector<float> embedding;       // a pooling request's
   };
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -189,7 +205,7 @@ void FakeGenerator::run() {
         continue;
       }
       if (!s.timings.scheduled) s.timings.scheduled = now;
-      Action action{s.sink, {}, std::nullopt, std::nullopt, std::nullopt, {}, std::nullopt};
+      Action action{s.sink, {}, std::nullopt, std::nullopt, std::nullopt, {}, std::nullopt, {}};
       const auto& prompt = s.request.prompt_tokens;
       if (!s.cancelled && s.request.prompt_logprobs && !s.prompt_scored) {
         s.prompt_scored = true;
@@ -199,6 +215,9 @@ void FakeGenerator::run() {
       }
       if (s.cancelled) {
         action.finish = FinishReason::Abort;
+      } else if (s.request.pooling) {
+        action.embedding = embedding_of(s.request);
+        action.finish = FinishReason::Length;
       } else if (s.request.max_tokens == 0) {
         action.finish = FinishReason::Length;  // the prompt scored, nothing to generate
       } else if (s.emitted >= hold_after_) {
@@ -241,6 +260,7 @@ void FakeGenerator::run() {
       if (prompt.size() > 1) action.sink->on_prompt_logprobs(prompt.first(prompt.size() / 2));
       if (!prompt.empty()) action.sink->on_prompt_logprobs(prompt.subspan(prompt.size() / 2));
       if (action.token) action.sink->on_tokens(std::span<const GeneratedToken>(&*action.token, 1));
+      if (!action.embedding.empty()) action.sink->on_pooled(std::move(action.embedding));
       if (action.finish) action.sink->on_finish(*action.finish, action.stop_token, action.timings);
     }
     lock.lock();

@@ -5,8 +5,8 @@
 // unless ignore_eos, stop_token_ids, min_tokens, max_tokens). It reports SequenceTimings as a scheduler
 // would (queued at submit, scheduled at its first step, each token at its step). A request with
 // prompt_logprobs first gets its prompt's (prompt_scored's numbers), in two pieces, and one with max_tokens 0
-// then ends with Length. Tests can hold sequences after some tokens, wait for cancellations, and read what
-// was submitted.
+// then ends with Length; a pooling request gets embedding_of() its request, then ends with Length. Tests can hold
+// sequences after some tokens, wait for cancellations, and read what was submitted.
 
 #include <condition_variable>
 #include <cstddef>
@@ -69,6 +69,9 @@ class FakeGenerator final : public serverd::api::Generator {
   // What the fake reports for a prompt token: 'a', 'b', ... are the most likely, a tenth of a nat apart; a
   // token among the `top` has that place, any other ranks 1000 + its id with -5 - id / 100.
   static serverd::api::PromptLogprob prompt_scored(std::int32_t token, std::size_t top);
+  // The embedding the fake pools for a request: 8 values (each prompt token's id plus its place, the prompt
+  // repeated as needed), cut to its dimensions, normalised when it says so.
+  static std::vector<float> embedding_of(const serverd::api::GenerationRequest& request);
 
  private:
   struct Sequence {

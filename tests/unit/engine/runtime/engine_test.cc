@@ -1,16 +1,20 @@
 // The engine's KV cache sizing on the CPU: kv_cache_bytes when given, else cpu_kv_cache_bytes (serverd's
 // VLLM_CPU_KVCACHE_SPACE), and a cache too small names the setting to raise; its element type from
-// --kv-cache-dtype (bf16 by default on the CPU); its CPU threads pinned when given CPUs.
+// --kv-cache-dtype (bf16 by default on the CPU); its CPU threads pinned when given CPUs; the hidden states a
+// pooling step returns are what its logits are computed from.
 #include "engine/runtime/engine.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <thread>
 
 #include "engine/cpu/cpu_set.h"
 #include "engine/model_writer/model_writer.h"
+#include "engine/quant/quant.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -112,6 +116,40 @@ TEST(KvCacheDtype, ParsesVllmsSpellingsAndFloat32) {
   EXPECT_EQ(parse_kv_cache_dtype("float32"), KvCacheDtype::Float32);
   EXPECT_FALSE(parse_kv_cache_dtype("fp8"));
   EXPECT_FALSE(parse_kv_cache_dtype("bf16"));
+}
+
+// A step's hidden states times the output matrix are its logits: step_hidden stops right before it.
+TEST_F(EngineCacheTest, HiddenStatesAreWhatTheLogitsAreComputedFrom) {
+  auto options = cpu();
+  options.max_model_len = 64;
+  const auto engine = engine::runtime::Engine::load(dir_.path(), options);
+  const std::vector<std::int32_t> tokens = {3, 1, 4, 1, 5};
+  engine::runtime::SequenceCache for_hidden, for_logits;
+  ASSERT_TRUE(engine->reserve(for_hidden, tokens.size()));
+  ASSERT_TRUE(engine->reserve(for_logits, tokens.size()));
+  std::vector<float> hidden, logits;
+  const engine::runtime::StepInput hidden_input{&for_hidden, tokens, true};
+  engine->step_hidden(std::span(&hidden_input, 1), hidden);
+  const engine::runtime::StepInput logits_input{&for_logits, tokens, true};
+  engine->step(std::span(&logits_input, 1), logits);
+  EXPECT_EQ(for_hidden.cached, tokens.size());
+
+  const std::size_t width = engine->config().hidden_size, vocab = engine->config().vocab_size;
+  ASSERT_EQ(hidden.size(), tokens.size() * width);
+  ASSERT_EQ(logits.size(), tokens.size() * vocab);
+  const auto& head = engine->checkpoint().weights().lm_head;
+  const std::size_t row_bytes = *engine::quant::row_bytes(head.type, head.cols);
+  std::vector<float> row(width);
+  double worst = 0;
+  for (std::size_t v = 0; v < vocab; ++v) {
+    engine::quant::dequantize_row(head.type, head.bytes.subspan(v * row_bytes, row_bytes), row);
+    for (std::size_t t = 0; t < tokens.size(); ++t) {
+      double dot = 0;
+      for (std::size_t i = 0; i < width; ++i) dot += double{hidden[t * width + i]} * row[i];
+      worst = std::max(worst, std::abs(dot - logits[t * vocab + v]));
+    }
+  }
+  EXPECT_LT(worst, 1e-3);
 }
 
 }  // namespace

@@ -45,6 +45,18 @@ TEST(FilePlan, MetadataFilesAreTheRootOnesPresent) {
                                       "model.safetensors.index.json"}));
 }
 
+TEST(FilePlan, ASentenceTransformersModelBringsItsModulesConfigs) {
+  const auto files = listing({"config.json", "modules.json", "1_Pooling/config.json", "2_Normalize/config.json",
+                              "2_Dense/model.safetensors", "original/config.json", "_x/config.json", "1_/config.json",
+                              "3_Deep/more/config.json"});
+  EXPECT_EQ(
+      paths(metadata_files(files)),
+      (std::vector<std::string>{"config.json", "modules.json", "1_Pooling/config.json", "2_Normalize/config.json"}));
+  // Without modules.json, folders are not sentence-transformers modules.
+  EXPECT_EQ(paths(metadata_files(listing({"config.json", "1_Pooling/config.json"}))),
+            (std::vector<std::string>{"config.json"}));
+}
+
 TEST(FilePlan, IndexDecidesTheShards) {
   const auto files = listing({"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
                               "consolidated.safetensors", "original/model.safetensors", "pytorch_model.bin"});

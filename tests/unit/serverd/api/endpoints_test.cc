@@ -32,9 +32,12 @@ TEST(Endpoints, MethodsServedAndRefusalsForAny) {
   EXPECT_FALSE(allows(ping, "GE"));
   EXPECT_FALSE(allows(*find_route("/v1/completions"), "GET"));
   const Route& embeddings = *find_route("/v1/embeddings");
-  EXPECT_EQ(embeddings.endpoint, Endpoint::kRefused);
-  EXPECT_EQ(embeddings.status, 501);
-  EXPECT_TRUE(allows(embeddings, "DELETE"));  // refused whatever the method
+  EXPECT_EQ(embeddings.endpoint, Endpoint::kEmbeddings);
+  EXPECT_FALSE(allows(embeddings, "GET"));
+  const Route& score = *find_route("/v1/score");
+  EXPECT_EQ(score.endpoint, Endpoint::kRefused);
+  EXPECT_EQ(score.status, 501);
+  EXPECT_TRUE(allows(score, "DELETE"));  // refused whatever the method
 }
 
 }  // namespace

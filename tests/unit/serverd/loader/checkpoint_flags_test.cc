@@ -75,5 +75,59 @@ TEST(CheckpointFlags, ContextPastTheTrainedLengthNeedsTheEnvironment) {
   EXPECT_THAT(check_checkpoint_flags(o, kBf16Safetensors), IsEmpty());
 }
 
+using engine::model::PoolingConfig;
+using engine::model::PoolingType;
+
+struct Runner {
+  std::optional<PoolingConfig> pooling;
+  std::vector<std::string> notes;
+  std::string refusal;
+};
+
+Runner runner(const std::string& runner_flag, const std::string& convert, std::optional<PoolingConfig> checkpoint) {
+  ServerOptions o;
+  o.runner = runner_flag;
+  o.convert = convert;
+  Runner r;
+  try {
+    r.pooling = resolve_runner(o, checkpoint, r.notes);
+  } catch (const base::UsageError& e) {
+    r.refusal = e.what();
+  }
+  return r;
+}
+
+TEST(ResolveRunner, AutoPoolsWhereTheCheckpointDescribesPoolingAsVllmDoes) {
+  const PoolingConfig mean{PoolingType::Mean, false};
+  EXPECT_FALSE(runner("auto", "auto", std::nullopt).pooling);
+  const auto pooled = runner("auto", "auto", mean);
+  ASSERT_TRUE(pooled.pooling);
+  EXPECT_EQ(pooled.pooling->type, PoolingType::Mean);
+  EXPECT_FALSE(pooled.pooling->normalize);
+  EXPECT_THAT(pooled.notes, ElementsAre(HasSubstr("--runner auto resolved to --runner pooling")));
+  // --runner generate keeps a sentence-transformers checkpoint generating.
+  EXPECT_FALSE(runner("generate", "auto", mean).pooling);
+  EXPECT_FALSE(runner("generate", "none", mean).pooling);
+}
+
+TEST(ResolveRunner, PoolingWithoutTheModelsOwnPoolingIsTheLastTokenNormalised) {
+  for (const auto& [runner_flag, convert] : {std::pair{"pooling", "auto"}, {"pooling", "embed"}, {"auto", "embed"}}) {
+    const auto r = runner(runner_flag, convert, std::nullopt);
+    ASSERT_TRUE(r.pooling) << runner_flag << " " << convert;
+    EXPECT_EQ(r.pooling->type, PoolingType::Last);
+    EXPECT_TRUE(r.pooling->normalize);
+    EXPECT_THAT(r.notes, ElementsAre(HasSubstr("LAST pooling, normalized (vLLM's default")));
+  }
+}
+
+TEST(ResolveRunner, ContradictionsAreRefusedByName) {
+  EXPECT_THAT(runner("generate", "embed", std::nullopt).refusal,
+              HasSubstr("--convert embed makes an embedding model, which --runner generate does not serve"));
+  EXPECT_THAT(runner("pooling", "none", std::nullopt).refusal, HasSubstr("--runner pooling --convert none"));
+  EXPECT_THAT(
+      runner("auto", "none", PoolingConfig{}).refusal,
+      HasSubstr("--runner auto (pooling, for the model's sentence-transformers or GGUF pooling) --convert none"));
+}
+
 }  // namespace
 }  // namespace serverd
