@@ -174,14 +174,14 @@ TEST_F(MetricsEndpointTest, HttpSeriesAsTheInstrumentatorRecordsThem) {
   HttpConnection streaming(server_->port());
   streaming.send_request("POST", "/v1/completions", stream_body);
   ASSERT_EQ(streaming.read_response().status, 200);
-  ASSERT_EQ(post("/v1/embeddings", R"({"input": "x"})").status, 501);
+  ASSERT_EQ(post("/v1/score", R"({"text_1": "x"})").status, 501);
   ASSERT_EQ(get("/nowhere").status, 404);
   for (const char* probe : {"/health", "/ping", "/version", "/load"}) ASSERT_EQ(get(probe).status, 200) << probe;
   scrape();
 
   const std::string text = scrape();
   EXPECT_SAMPLE(text, R"(http_requests_total{handler="/v1/completions",method="POST",status="2xx"})", 2);
-  EXPECT_SAMPLE(text, R"(http_requests_total{handler="/v1/embeddings",method="POST",status="5xx"})", 1);
+  EXPECT_SAMPLE(text, R"(http_requests_total{handler="/v1/score",method="POST",status="5xx"})", 1);
   EXPECT_SAMPLE(text, R"(http_requests_total{handler="none",method="GET",status="4xx"})", 1);
   // Sizes are the Content-Length headers: a chunked stream's response counts 0 bytes.
   EXPECT_SAMPLE(text, R"(http_request_size_bytes_count{handler="/v1/completions"})", 2);
