@@ -350,6 +350,9 @@ void OpenAiService::embeddings(const std::shared_ptr<http::Exchange>& exchange,
     sequences.push_back(std::move(sequence));
   }
   check_capacity(sequences.size());
+  std::vector<std::size_t> lengths;
+  for (const auto& sequence : sequences) lengths.push_back(sequence.prompt_tokens.size());
+  log_request(settings.id, lengths, 0, 1);
   auto session = std::make_shared<EmbeddingSession>(std::move(settings), counters_, exchange, *served->generator);
   session->start(std::move(sequences));
 }

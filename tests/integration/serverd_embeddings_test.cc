@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <mutex>
 
 #include "tests/support/serverd/api_test_fixture.h"
 
@@ -47,8 +49,9 @@ std::vector<float> floats(const rapidjson::Value& array) {
 class EmbeddingsApiTest : public serverd_test::ApiServerTest {
  protected:
   // Serves the test model as a pooling model (last token, normalised) with `matryoshka`.
-  void serve_pooling(engine::model::Matryoshka matryoshka = {}) {
-    start({}, false);
+  void serve_pooling(engine::model::Matryoshka matryoshka = {},
+                     const std::function<void(ApiServerOptions&)>& tweak = {}) {
+    start(tweak, false);
     auto info = model_.info(256);
     info.pooling = engine::model::PoolingConfig{engine::model::PoolingType::Last, true};
     info.matryoshka = std::move(matryoshka);
@@ -154,6 +157,20 @@ TEST_F(EmbeddingsApiTest, APoolingModelGeneratesNothing) {
   // /invocations takes an embeddings request for it.
   EXPECT_EQ(post("/invocations", R"({"input": "ab"})").status, 200);
   EXPECT_EQ(generator_.submitted_count(), 1u);
+}
+
+TEST_F(EmbeddingsApiTest, EnableLogRequestsLogsEachEmbeddingsRequest) {
+  auto lines = std::make_shared<std::vector<std::string>>();
+  auto mutex = std::make_shared<std::mutex>();
+  serve_pooling({}, [&](ApiServerOptions& o) {
+    o.api.request_log = [lines, mutex](const std::string& line) {
+      const std::lock_guard lock(*mutex);
+      lines->push_back(line);
+    };
+  });
+  ASSERT_EQ(post("/v1/embeddings", R"({"input": ["ab", "cde"]})", {"X-Request-Id: r1"}).status, 200);
+  const std::lock_guard lock(*mutex);
+  EXPECT_THAT(*lines, ::testing::ElementsAre("request embd-r1: prompt tokens 2, 3, max_tokens 0, n 1"));
 }
 
 TEST_F(EmbeddingsApiTest, AGenerationModelRefusesEmbeddingsAsVllmDoes) {
