@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -23,7 +24,25 @@ constexpr std::array kKnown = {
     Known{Architecture::Llama, "LlamaForCausalLM", "llama"},
     // llama.cpp's converter writes Mistral's checkpoints as general.architecture "llama".
     Known{Architecture::Mistral, "MistralForCausalLM", ""},
+    Known{Architecture::Gemma3, "Gemma3ForCausalLM", "gemma3"},
+    // The vision-language class: its text model (config.json's text_config) is Gemma3ForCausalLM.
+    Known{Architecture::Gemma3, "Gemma3ForConditionalGeneration", ""},
 };
+
+// Gemma3TextConfig's defaults, which Gemma 3's config.json files rely on (text_config of the 4B and larger
+// models leaves out the heads, head_dim, vocab_size and the RoPE bases).
+struct Gemma3Defaults {
+  static constexpr std::uint64_t vocab_size = 262208, hidden_size = 2304, intermediate_size = 9216, layers = 26,
+                                 heads = 8, kv_heads = 4, head_dim = 256, max_position_embeddings = 131072,
+                                 sliding_window = 4096, sliding_window_pattern = 6;
+  static constexpr double rope_theta = 1e6, rope_local_base_freq = 10000.0, query_pre_attn_scalar = 256.0;
+};
+
+// The activations the feed-forward block computes, as config.json names them.
+constexpr std::array<std::pair<Activation, std::string_view>, 2> kActivations = {{
+    {Activation::Silu, "silu"},
+    {Activation::GeluTanh, "gelu_pytorch_tanh"},
+}};
 
 constexpr std::array<std::pair<RopeType, std::string_view>, 4> kRopeTypes = {{
     {RopeType::Linear, "linear"},
@@ -190,10 +209,26 @@ std::optional<RopeScaling> parse_rope_scaling(const rapidjson::Value& object, co
   return r;
 }
 
+// The feed-forward activation: Gemma's hidden_activation (gelu_pytorch_tanh by default), the others'
+// hidden_act (silu by default); another is refused with its value.
+Activation activation(const JsonFields& f, bool gemma) {
+  const char* key = f.find("hidden_activation") != nullptr || gemma ? "hidden_activation" : "hidden_act";
+  const std::string act = f.string_or(key, gemma ? "gelu_pytorch_tanh" : "silu");
+  std::string names;
+  for (const auto& [kind, name] : kActivations) {
+    if (name == act) return kind;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  f.fail("'" + std::string(key) + "' is '" + act + "', which the engine does not compute (it computes " + names + ")");
+}
+
 // Fields that change the arithmetic in ways the graph does not implement, refused with their values.
-void refuse_unimplemented_fields(const JsonFields& f, std::string_view hf_class) {
-  if (const std::string act = f.string_or("hidden_act", "silu"); act != "silu") {
-    f.fail("'hidden_act' is '" + act + "': " + std::string(hf_class) + " runs with silu (SwiGLU) only");
+void refuse_unimplemented_fields(const JsonFields& f) {
+  for (const char* softcap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (f.find(softcap) != nullptr) {
+      f.fail("'" + std::string(softcap) + "' is " + std::to_string(f.number_or(softcap, 0)) +
+             ": logit soft-capping (Gemma 2's) is not implemented yet");
+    }
   }
   if (f.flag_or("mlp_bias", false)) f.fail("'mlp_bias' is true: MLP biases are not implemented");
   const auto* rope_parameters = f.find("rope_parameters");
@@ -214,18 +249,35 @@ void refuse_unimplemented_fields(const JsonFields& f, std::string_view hf_class)
   }
 }
 
-// The window of sliding-window attention, where the config turns it on: Mistral's sliding_window, unless
-// use_sliding_window is false (Qwen2 and Qwen3 write a window they do not use) or transformers 5's
-// layer_types name no sliding layer.
-std::optional<std::uint64_t> sliding_window(const JsonFields& f) {
-  if (f.find("sliding_window") == nullptr || !f.flag_or("use_sliding_window", true)) return std::nullopt;
-  if (const auto* layer_types = f.find("layer_types"); layer_types != nullptr && layer_types->IsArray()) {
-    bool sliding = false;
-    for (const auto& t : layer_types->GetArray())
-      sliding = sliding || (t.IsString() && std::string_view(t.GetString()) == "sliding_attention");
-    if (!sliding) return std::nullopt;
+// The window of sliding-window attention and its layers, where the config turns it on: Mistral's
+// sliding_window on every layer, unless use_sliding_window is false (Qwen2 and Qwen3 write a window they do
+// not use); transformers 5's layer_types naming the sliding layers (none: no window); Gemma 3's every layer
+// but each sliding_window_pattern-th (its default window and pattern where the file has neither).
+void read_sliding_window(const JsonFields& f, ModelConfig& c) {
+  const bool gemma = c.architecture == Architecture::Gemma3;
+  if ((!gemma && f.find("sliding_window") == nullptr) || !f.flag_or("use_sliding_window", true)) return;
+  std::vector<bool> sliding(c.num_layers, true);
+  if (const auto* layer_types = f.find("layer_types"); layer_types != nullptr) {
+    if (!layer_types->IsArray() || layer_types->Size() != c.num_layers) {
+      f.fail("'layer_types' must list one type per layer (" + std::to_string(c.num_layers) + ")");
+    }
+    for (rapidjson::SizeType i = 0; i < layer_types->Size(); ++i) {
+      const auto& t = (*layer_types)[i];
+      const std::string_view type = t.IsString() ? std::string_view(t.GetString(), t.GetStringLength()) : "";
+      if (type != "sliding_attention" && type != "full_attention") {
+        f.fail("'layer_types' names layer " + std::to_string(i) + " '" + std::string(type) +
+               "'; the engine runs sliding_attention and full_attention layers");
+      }
+      sliding[i] = type == "sliding_attention";
+    }
+  } else if (gemma) {
+    const auto pattern = f.positive_or("sliding_window_pattern", Gemma3Defaults::sliding_window_pattern);
+    for (std::size_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
   }
-  return f.positive("sliding_window");
+  if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return;
+  c.sliding_window =
+      gemma ? f.positive_or("sliding_window", Gemma3Defaults::sliding_window) : f.positive("sliding_window");
+  if (std::find(sliding.begin(), sliding.end(), false) != sliding.end()) c.sliding_layers = std::move(sliding);
 }
 
 }  // namespace
@@ -239,11 +291,11 @@ std::string_view architecture_name(Architecture arch) {
 
 ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   const auto doc = parse_json_object(json, name);
-  const JsonFields f(doc, name);
+  const JsonFields top(doc, name);
 
-  const auto* archs = f.find("architectures");
+  const auto* archs = top.find("architectures");
   if (archs == nullptr || !archs->IsArray() || archs->Empty() || !(*archs)[0].IsString()) {
-    f.fail("'architectures' names no model class; this engine runs " + supported_list());
+    top.fail("'architectures' names no model class; this engine runs " + supported_list());
   }
   const std::string_view hf_class((*archs)[0].GetString(), (*archs)[0].GetStringLength());
   ModelConfig c;
@@ -255,36 +307,77 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
     }
   }
   if (!known)
-    f.fail("the architecture " + std::string(hf_class) + " is not supported; this engine runs " + supported_list());
+    top.fail("the architecture " + std::string(hf_class) + " is not supported; this engine runs " + supported_list());
+  // A vision-language checkpoint's text model is configured in its text_config (the vision tower is not run).
+  const bool multimodal = hf_class == "Gemma3ForConditionalGeneration";
+  const std::string text_name = std::string(name) + (multimodal ? " text_config" : "");
+  const auto* text = multimodal ? top.find("text_config") : &static_cast<const rapidjson::Value&>(doc);
+  if (text == nullptr || !text->IsObject()) top.fail("'text_config' must be the text model's configuration");
+  const JsonFields f(*text, text_name);
 
-  c.vocab_size = f.positive("vocab_size");
-  c.hidden_size = f.positive("hidden_size");
-  c.intermediate_size = f.positive("intermediate_size");
-  c.num_layers = f.positive("num_hidden_layers");
-  c.num_heads = f.positive("num_attention_heads");
-  c.num_kv_heads = f.positive_or("num_key_value_heads", c.num_heads);
-  c.head_dim = f.positive_or("head_dim", c.hidden_size / c.num_heads);
-  c.max_position_embeddings = f.positive_or("max_position_embeddings", 4096);
+  const bool gemma = c.architecture == Architecture::Gemma3;
+  // Gemma 3's files leave fields at Gemma3TextConfig's defaults; the others must give them.
+  const auto size = [&](const char* key, std::uint64_t gemma_default) {
+    return gemma ? f.positive_or(key, gemma_default) : f.positive(key);
+  };
+  c.vocab_size = size("vocab_size", Gemma3Defaults::vocab_size);
+  c.hidden_size = size("hidden_size", Gemma3Defaults::hidden_size);
+  c.intermediate_size = size("intermediate_size", Gemma3Defaults::intermediate_size);
+  c.num_layers = size("num_hidden_layers", Gemma3Defaults::layers);
+  c.num_heads = size("num_attention_heads", Gemma3Defaults::heads);
+  c.num_kv_heads = f.positive_or("num_key_value_heads", gemma ? Gemma3Defaults::kv_heads : c.num_heads);
+  c.head_dim = f.positive_or("head_dim", gemma ? Gemma3Defaults::head_dim : c.hidden_size / c.num_heads);
+  c.max_position_embeddings =
+      f.positive_or("max_position_embeddings", gemma ? Gemma3Defaults::max_position_embeddings : 4096);
   c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
   // transformers 5 writes one rope_parameters object (rope_theta with the scaling keys) in place of
-  // rope_theta and rope_scaling; older files keep the two keys, which then take precedence.
+  // rope_theta and rope_scaling; older files keep the two keys, which then take precedence. Gemma 3's holds one
+  // object per layer type (full_attention, sliding_attention).
   const auto* rope_parameters = f.find("rope_parameters");
   if (rope_parameters != nullptr && !rope_parameters->IsObject()) f.fail("'rope_parameters' must be an object");
-  const double theta =
-      rope_parameters != nullptr ? JsonFields(*rope_parameters, name).number_or("rope_theta", 10000.0) : 10000.0;
+  const rapidjson::Value* sliding_rope = nullptr;
+  if (rope_parameters != nullptr && rope_parameters->HasMember("full_attention")) {
+    sliding_rope = JsonFields(*rope_parameters, text_name).find("sliding_attention");
+    rope_parameters = JsonFields(*rope_parameters, text_name).find("full_attention");
+    if (rope_parameters == nullptr || !rope_parameters->IsObject() ||
+        (sliding_rope != nullptr && !sliding_rope->IsObject()))
+      f.fail("'rope_parameters' must hold an object for each layer type");
+  }
+  const double default_theta = gemma ? Gemma3Defaults::rope_theta : 10000.0;
+  const double theta = rope_parameters != nullptr
+                           ? JsonFields(*rope_parameters, text_name).number_or("rope_theta", default_theta)
+                           : default_theta;
   c.rope_theta = f.number_or("rope_theta", theta);
-  c.tie_word_embeddings = f.flag_or("tie_word_embeddings", false);
-  c.qk_norm = c.architecture == Architecture::Qwen3;
+  c.tie_word_embeddings = f.flag_or("tie_word_embeddings", top.flag_or("tie_word_embeddings", gemma));
+  c.qk_norm = c.architecture == Architecture::Qwen3 || gemma;
   c.attention_bias = f.flag_or("attention_bias", c.architecture == Architecture::Qwen2);
+  c.activation = activation(f, gemma);
+  if (gemma) {
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    c.post_norms = true;
+    c.norm_weight_plus_one = true;
+    c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", Gemma3Defaults::query_pre_attn_scalar);
+    const double local_theta =
+        sliding_rope != nullptr
+            ? JsonFields(*sliding_rope, text_name).number_or("rope_theta", Gemma3Defaults::rope_local_base_freq)
+            : Gemma3Defaults::rope_local_base_freq;
+    c.sliding_rope_theta = f.number_or("rope_local_base_freq", local_theta);
+    if (sliding_rope != nullptr && parse_rope_scaling(*sliding_rope, "rope_parameters.sliding_attention", c, text_name))
+      f.fail("rope_parameters.sliding_attention scales its RoPE, which Gemma 3's local layers do not");
+  }
   c.eos_token_ids = f.ids("eos_token_id");
-  if (const auto bos = f.ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
+  if (c.eos_token_ids.empty()) c.eos_token_ids = top.ids("eos_token_id");
+  if (auto bos = f.ids("bos_token_id"); !bos.empty() || !(bos = top.ids("bos_token_id")).empty())
+    c.bos_token_id = bos.front();
 
-  refuse_unimplemented_fields(f, hf_class);
-  c.sliding_window = sliding_window(f);
+  refuse_unimplemented_fields(f);
+  if (multimodal) refuse_unimplemented_fields(top);
+  read_sliding_window(f, c);
   const std::string scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
-  if (const auto* scaling = f.find(scaling_key.c_str())) {
+  const auto* scaling = f.find("rope_scaling") != nullptr ? f.find("rope_scaling") : rope_parameters;
+  if (scaling != nullptr) {
     if (!scaling->IsObject()) f.fail("'" + scaling_key + "' must be an object");
-    c.rope_scaling = parse_rope_scaling(*scaling, scaling_key, c, name);
+    c.rope_scaling = parse_rope_scaling(*scaling, scaling_key, c, text_name);
   }
   check_shape(c, name);
   return c;
@@ -355,7 +448,9 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   }
   if (!known) {
     std::string list;
-    for (const auto& k : kKnown) list += (list.empty() ? "" : ", ") + std::string(k.gguf_name);
+    for (const auto& k : kKnown) {
+      if (!k.gguf_name.empty()) list += (list.empty() ? "" : ", ") + std::string(k.gguf_name);
+    }
     throw_config_error(name, "general.architecture '" + arch + "' is not supported; this engine runs " + list);
   }
   const auto uint_key = [&](const std::string& key, std::optional<std::uint64_t> fallback) -> std::uint64_t {
@@ -406,6 +501,21 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   }
   if (gguf.find(p + "attention.sliding_window") != nullptr)
     c.sliding_window = uint_key(p + "attention.sliding_window", 0);
+  if (c.architecture == Architecture::Gemma3) {
+    // What llama.cpp's gemma3 loader fixes rather than reads: every sixth layer global, the others sliding with
+    // RoPE base 10000 unscaled, and q scaled by head_dim^-0.5 but for the 27B model (62 layers), whose
+    // query_pre_attn_scalar is hidden_size / heads. The norm weights are stored as w + 1 already.
+    c.qk_norm = true;
+    c.activation = Activation::GeluTanh;
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    c.post_norms = true;
+    c.sliding_rope_theta = Gemma3Defaults::rope_local_base_freq;
+    c.query_pre_attn_scalar = static_cast<double>(c.num_layers == 62 ? c.hidden_size / c.num_heads : c.head_dim);
+    if (!c.sliding_window) throw_config_error(name, p + "attention.sliding_window is missing");
+    c.sliding_layers.resize(c.num_layers);
+    for (std::size_t i = 0; i < c.num_layers; ++i)
+      c.sliding_layers[i] = (i + 1) % Gemma3Defaults::sliding_window_pattern != 0;
+  }
   // Llama 3's scaling comes as the rope_freqs.weight tensor (Checkpoint reads it), as llama.cpp's converter
   // writes it; linear and yarn as keys (the converter's names), older files' linear as rope.scale_linear.
   const auto* scaling = gguf.find(p + "rope.scaling.type");
@@ -459,6 +569,11 @@ std::string_view rope_type_name(RopeType type) {
     if (t == type) return type_name;
   }
   return "unknown";
+}
+
+bool is_sliding_layer(const ModelConfig& config, std::size_t layer) {
+  if (!config.sliding_window) return false;
+  return config.sliding_layers.empty() || config.sliding_layers.at(layer);
 }
 
 std::uint64_t derived_max_model_len(const ModelConfig& config) {

@@ -56,7 +56,8 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
   for (const auto& a : kArchs) arch_names += (arch_names.empty() ? "" : "|") + std::string(a.flag);
   flags.add_value("arch", arch_names, "Architecture (required)", [&options, &seen](std::string_view v) {
     const auto it = std::find_if(kArchs.begin(), kArchs.end(), [&](const auto& a) { return a.flag == v; });
-    if (it == kArchs.end()) throw bad_value("arch", v, "unknown architecture (expected qwen3, qwen2 or llama)");
+    if (it == kArchs.end())
+      throw bad_value("arch", v, "unknown architecture (expected " + detail::arch_flag_list() + ")");
     options.arch = it->arch;
     seen.arch = true;
   });
@@ -158,7 +159,7 @@ std::optional<ModelWriterOptions> parse_model_writer_command_line(std::span<cons
   ModelWriterOptions options;
   FlagsSeen seen;
   if (!model_writer_flags(options, seen).parse(args)) return std::nullopt;
-  if (!seen.arch) throw UsageError("--arch is required (qwen3, qwen2 or llama)");
+  if (!seen.arch) throw UsageError("--arch is required (" + detail::arch_flag_list() + ")");
   if (!seen.preset) throw UsageError("--preset is required (tiny or qwen3-0.6b)");
   if (!seen.out) throw UsageError("--out is required");
   options.safetensors = !seen.no_safetensors;

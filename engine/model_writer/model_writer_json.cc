@@ -60,7 +60,8 @@ namespace detail {
 
 // config.json with the fields transformers writes for each family (sorted, as save_pretrained does).
 std::string config_json(const model::ModelConfig& c, WeightType dtype) {
-  const bool qwen = c.architecture != Architecture::Llama;
+  const bool qwen = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen3;
+  const bool gemma = c.architecture == Architecture::Gemma3;
   rapidjson::StringBuffer buffer;
   Json json(buffer);
   json.SetIndent(' ', 2);
@@ -83,8 +84,8 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     key(json, "head_dim");
     json.Uint64(c.head_dim);
   }
-  key(json, "hidden_act");
-  string(json, "silu");
+  key(json, gemma ? "hidden_activation" : "hidden_act");
+  string(json, c.activation == model::Activation::GeluTanh ? "gelu_pytorch_tanh" : "silu");
   key(json, "hidden_size");
   json.Uint64(c.hidden_size);
   key(json, "initializer_range");
@@ -93,7 +94,27 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   json.Uint64(c.intermediate_size);
   key(json, "max_position_embeddings");
   json.Uint64(c.max_position_embeddings);
-  if (qwen) {
+  if (gemma) {
+    // Gemma3TextConfig's own fields: the window's layers both as transformers 4.5x's pattern and as the
+    // layer_types list newer versions write (which the engine reads first), the local layers' RoPE base,
+    // no soft-capping.
+    key(json, "attn_logit_softcapping");
+    json.Null();
+    key(json, "final_logit_softcapping");
+    json.Null();
+    key(json, "layer_types");
+    json.StartArray();
+    for (const bool sliding : c.sliding_layers) string(json, sliding ? "sliding_attention" : "full_attention");
+    json.EndArray();
+    key(json, "query_pre_attn_scalar");
+    json.Double(*c.query_pre_attn_scalar);
+    key(json, "rope_local_base_freq");
+    json.Double(*c.sliding_rope_theta);
+    key(json, "sliding_window");
+    json.Uint64(*c.sliding_window);
+    key(json, "sliding_window_pattern");
+    json.Uint64(6);
+  } else if (qwen) {
     key(json, "max_window_layers");
     json.Uint64(c.num_layers);
   } else {
@@ -101,14 +122,14 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     json.Bool(false);
   }
   key(json, "model_type");
-  string(json, arch_flag(c.architecture));
+  string(json, gemma ? "gemma3_text" : arch_flag(c.architecture));
   key(json, "num_attention_heads");
   json.Uint64(c.num_heads);
   key(json, "num_hidden_layers");
   json.Uint64(c.num_layers);
   key(json, "num_key_value_heads");
   json.Uint64(c.num_kv_heads);
-  if (!qwen) {
+  if (!qwen && !gemma) {
     key(json, "pretraining_tp");
     json.Int(1);
   }

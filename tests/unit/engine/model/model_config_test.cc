@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/format/gguf_writer.h"
 
 namespace engine::model {
@@ -88,9 +90,10 @@ TEST(ModelConfig, Transformers5RopeParameters) {
 }
 
 TEST(ModelConfig, RefusesWhatTheEngineCannotRunByName) {
-  const auto e = error_of(R"({"architectures":["Gemma3ForCausalLM"],"vocab_size":1})");
-  EXPECT_THAT(e, HasSubstr("the architecture Gemma3ForCausalLM is not supported"));
-  EXPECT_THAT(e, HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"));
+  const auto e = error_of(R"({"architectures":["Phi3ForCausalLM"],"vocab_size":1})");
+  EXPECT_THAT(e, HasSubstr("the architecture Phi3ForCausalLM is not supported"));
+  EXPECT_THAT(e, HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM, "
+                           "Gemma3ForCausalLM, Gemma3ForConditionalGeneration"));
   EXPECT_THAT(error_of(R"({"vocab_size":1})"), HasSubstr("'architectures' names no model class"));
   EXPECT_THAT(error_of(R"({"architectures":["LlamaForCausalLM"],"vocab_size":1,"hidden_size":64})"),
               HasSubstr("'intermediate_size' is missing"));
@@ -156,8 +159,12 @@ TEST(ModelConfig, RefusesRopeScalingFieldsItWouldIgnore) {
 
 // Fields that change the arithmetic are refused with their values, never ignored.
 TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
-  EXPECT_THAT(error_of(llama_with(R"("hidden_act":"gelu_pytorch_tanh")")),
-              HasSubstr("'hidden_act' is 'gelu_pytorch_tanh': LlamaForCausalLM runs with silu (SwiGLU) only"));
+  EXPECT_THAT(error_of(llama_with(R"("hidden_act":"gelu")")),
+              HasSubstr("'hidden_act' is 'gelu', which the engine does not compute (it computes silu, "
+                        "gelu_pytorch_tanh)"));
+  EXPECT_THAT(error_of(llama_with(R"("final_logit_softcapping":30.0)")),
+              HasSubstr("'final_logit_softcapping' is 30.000000: logit soft-capping (Gemma 2's) is not implemented"));
+  EXPECT_THAT(error_of(llama_with(R"("attn_logit_softcapping":50.0)")), HasSubstr("'attn_logit_softcapping' is 50"));
   EXPECT_THAT(error_of(llama_with(R"("mlp_bias":true)")), HasSubstr("'mlp_bias' is true"));
   EXPECT_THAT(error_of(llama_with(R"("partial_rotary_factor":0.5)")),
               HasSubstr("'partial_rotary_factor' is 0.500000: rotary embeddings over part of a head"));
@@ -200,6 +207,88 @@ TEST(ModelConfig, MistralIsLlamasGraphWithItsSlidingWindow) {
   EXPECT_FALSE(parse_hf_config(qwen, "c").sliding_window);
 }
 
+// Gemma 3 1B's config.json as Google ships it (transformers 4.50): the window's layers by pattern.
+constexpr const char* kGemma3_1b = R"({"architectures":["Gemma3ForCausalLM"],"attention_bias":false,
+  "attn_logit_softcapping":null,"bos_token_id":2,"eos_token_id":[1,106],"final_logit_softcapping":null,
+  "head_dim":256,"hidden_activation":"gelu_pytorch_tanh","hidden_size":1152,"intermediate_size":6912,
+  "max_position_embeddings":32768,"model_type":"gemma3_text","num_attention_heads":4,"num_hidden_layers":26,
+  "num_key_value_heads":1,"query_pre_attn_scalar":256,"rms_norm_eps":1e-06,"rope_local_base_freq":10000,
+  "rope_scaling":null,"rope_theta":1000000,"sliding_window":512,"sliding_window_pattern":6,"vocab_size":262144})";
+
+TEST(ModelConfig, ReadsGemma3WithItsSlidingWindowLayersAndLocalRope) {
+  const auto c = parse_hf_config(kGemma3_1b, "c");
+  EXPECT_EQ(c.architecture, Architecture::Gemma3);
+  EXPECT_EQ(architecture_name(c.architecture), "Gemma3ForCausalLM");
+  EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.post_norms);
+  EXPECT_TRUE(c.norm_weight_plus_one);
+  EXPECT_TRUE(c.tie_word_embeddings);  // Gemma3TextConfig's default
+  EXPECT_DOUBLE_EQ(*c.embedding_scale, std::sqrt(1152.0));
+  EXPECT_DOUBLE_EQ(*c.query_pre_attn_scalar, 256.0);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(*c.sliding_rope_theta, 10000.0);
+  EXPECT_EQ(c.sliding_window, 512u);
+  ASSERT_EQ(c.sliding_layers.size(), 26u);
+  for (std::size_t i = 0; i < 26; ++i) EXPECT_EQ(is_sliding_layer(c, i), i % 6 != 5) << "layer " << i;
+  EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{1, 106}));
+  EXPECT_FALSE(c.rope_scaling);
+  // transformers 5's layer_types decides over the pattern.
+  std::string listed(kGemma3_1b);
+  std::string types = R"("layer_types":[)";
+  for (int i = 0; i < 26; ++i)
+    types += std::string(i ? "," : "") + (i == 0 ? "\"full_attention\"" : "\"sliding_attention\"");
+  listed.insert(1, types + "],");
+  const auto by_type = parse_hf_config(listed, "c");
+  EXPECT_FALSE(is_sliding_layer(by_type, 0));
+  EXPECT_TRUE(is_sliding_layer(by_type, 5));
+}
+
+// Gemma3ForConditionalGeneration: the text model's config is text_config, which leaves most fields at
+// Gemma3TextConfig's defaults (gemma-3-4b-it's); the RoPE scaling is the global layers'.
+TEST(ModelConfig, ReadsTheTextConfigOfGemma3ForConditionalGeneration) {
+  const auto c = parse_hf_config(R"({"architectures":["Gemma3ForConditionalGeneration"],"eos_token_id":[1,106],
+    "text_config":{"hidden_size":2560,"intermediate_size":10240,"model_type":"gemma3_text","num_hidden_layers":34,
+    "rope_scaling":{"factor":8.0,"rope_type":"linear"},"sliding_window":1024},
+    "vision_config":{"hidden_size":1152,"model_type":"siglip_vision_model"}})",
+                                 "c");
+  EXPECT_EQ(c.architecture, Architecture::Gemma3);
+  EXPECT_EQ(c.num_heads, 8u);
+  EXPECT_EQ(c.num_kv_heads, 4u);
+  EXPECT_EQ(c.head_dim, 256u);
+  EXPECT_EQ(c.vocab_size, 262208u);
+  EXPECT_EQ(c.max_position_embeddings, 131072u);
+  EXPECT_EQ(c.sliding_window, 1024u);
+  ASSERT_TRUE(c.rope_scaling);
+  EXPECT_EQ(c.rope_scaling->type, RopeType::Linear);
+  EXPECT_DOUBLE_EQ(c.rope_scaling->factor, 8.0);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{1, 106}));
+  EXPECT_THAT(error_of(R"({"architectures":["Gemma3ForConditionalGeneration"]})"),
+              HasSubstr("config.json: 'text_config' must be the text model's configuration"));
+}
+
+// transformers 5 nests Gemma 3's RoPE per layer type.
+TEST(ModelConfig, ReadsGemma3RopeParametersPerLayerType) {
+  std::string config(kGemma3_1b);
+  for (const char* key : {R"("rope_local_base_freq":10000,)", R"("rope_scaling":null,"rope_theta":1000000,)"}) {
+    config.erase(config.find(key), std::string_view(key).size());
+  }
+  config.insert(1, R"("rope_parameters":{"full_attention":{"rope_type":"linear","factor":8.0,"rope_theta":500000},
+    "sliding_attention":{"rope_type":"default","rope_theta":20000}},)");
+  const auto c = parse_hf_config(config, "c");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_DOUBLE_EQ(*c.sliding_rope_theta, 20000.0);
+  ASSERT_TRUE(c.rope_scaling);
+  EXPECT_DOUBLE_EQ(c.rope_scaling->factor, 8.0);
+  std::string scaled_local(kGemma3_1b);
+  scaled_local.insert(1, R"("rope_parameters":{"full_attention":{"rope_type":"default"},
+    "sliding_attention":{"rope_type":"linear","factor":2.0}},)");
+  EXPECT_THAT(error_of(scaled_local), HasSubstr("rope_parameters.sliding_attention scales its RoPE"));
+  std::string exact_gelu(kGemma3_1b);
+  exact_gelu.replace(exact_gelu.find("gelu_pytorch_tanh"), 17, "gelu");
+  EXPECT_THAT(error_of(exact_gelu), HasSubstr("'hidden_activation' is 'gelu', which the engine does not compute"));
+}
+
 format::GgufLayout gguf_of(const format::GgufWriter& w) {
   const auto bytes = w.serialize();
   return format::parse_gguf(bytes, "m.gguf");  // the layout copies what it keeps
@@ -238,13 +327,13 @@ TEST(ModelConfig, ReadsGgufLlamaWithInterleavedRope) {
 
 TEST(ModelConfig, GgufRefusals) {
   format::GgufWriter w;
-  w.add_metadata("general.architecture", format::GgufValue::string("gemma3"));
+  w.add_metadata("general.architecture", format::GgufValue::string("phi3"));
   try {
     config_from_gguf(gguf_of(w), "m.gguf");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(),
-                HasSubstr("general.architecture 'gemma3' is not supported; this engine runs qwen3, qwen2, llama"));
+    EXPECT_THAT(e.what(), HasSubstr("general.architecture 'phi3' is not supported; this engine runs qwen3, qwen2, "
+                                    "llama, gemma3"));
   }
   format::GgufWriter q;
   q.add_metadata("general.architecture", format::GgufValue::string("qwen3"));
@@ -307,6 +396,45 @@ TEST(ModelConfig, GgufRopeScaling) {
   const auto window =
       config_from_gguf(with({{"llama.attention.sliding_window", GgufValue::scalar<std::uint32_t>(4096)}}), "m.gguf");
   EXPECT_EQ(window.sliding_window, 4096u);
+}
+
+// llama.cpp's gemma3 files: the window from attention.sliding_window, every sixth layer global, the local
+// RoPE base 10000, q scaled by head_dim^-0.5 (hidden / heads for the 62-layer 27B).
+TEST(ModelConfig, ReadsGgufGemma3AsLlamaCppsLoaderDoes) {
+  const auto gemma = [](std::uint32_t layers, std::vector<std::pair<std::string, format::GgufValue>> extra) {
+    format::GgufWriter w;
+    using format::GgufValue;
+    w.add_metadata("general.architecture", GgufValue::string("gemma3"));
+    w.add_metadata("gemma3.embedding_length", GgufValue::scalar<std::uint32_t>(5376));
+    w.add_metadata("gemma3.feed_forward_length", GgufValue::scalar<std::uint32_t>(21504));
+    w.add_metadata("gemma3.block_count", GgufValue::scalar<std::uint32_t>(layers));
+    w.add_metadata("gemma3.attention.head_count", GgufValue::scalar<std::uint32_t>(32));
+    w.add_metadata("gemma3.attention.head_count_kv", GgufValue::scalar<std::uint32_t>(16));
+    w.add_metadata("gemma3.attention.key_length", GgufValue::scalar<std::uint32_t>(128));
+    w.add_metadata("gemma3.vocab_size", GgufValue::scalar<std::uint32_t>(262208));
+    for (auto& [key, value] : extra) w.add_metadata(key, std::move(value));
+    return config_from_gguf(gguf_of(w), "m.gguf");
+  };
+  const auto c = gemma(62, {{"gemma3.attention.sliding_window", format::GgufValue::scalar<std::uint32_t>(1024)}});
+  EXPECT_EQ(c.architecture, Architecture::Gemma3);
+  EXPECT_EQ(c.rope_pairing, RopePairing::HalfSplit);
+  EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_FALSE(c.norm_weight_plus_one);  // stored as w + 1
+  EXPECT_DOUBLE_EQ(*c.query_pre_attn_scalar, 168.0);
+  EXPECT_DOUBLE_EQ(*c.embedding_scale, std::sqrt(5376.0));
+  EXPECT_DOUBLE_EQ(*c.sliding_rope_theta, 10000.0);
+  EXPECT_EQ(c.sliding_window, 1024u);
+  EXPECT_TRUE(is_sliding_layer(c, 4));
+  EXPECT_FALSE(is_sliding_layer(c, 5));
+  EXPECT_DOUBLE_EQ(*gemma(48, {{"gemma3.attention.sliding_window", format::GgufValue::scalar<std::uint32_t>(1024)}})
+                        .query_pre_attn_scalar,
+                   128.0);
+  try {
+    gemma(48, {});
+    FAIL() << "read without a window";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("gemma3.attention.sliding_window is missing"));
+  }
 }
 
 }  // namespace
