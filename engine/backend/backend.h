@@ -167,6 +167,8 @@ class Backend {
   }
   // x *= factor, element-wise (Gemma's embedding times sqrt(hidden_size)).
   virtual void scale(Tensor x, float factor) = 0;
+  // x = cap * tanh(x / cap), element-wise (Gemma 2's final logits).
+  virtual void softcap(Tensor x, float cap) = 0;
   // Rotates every head of q and k in place at each token's position, with layer `layer`'s rotary embedding
   // (none: left as they are).
   virtual void rope(std::size_t layer, Tensor q, Tensor k, std::size_t head_dim) = 0;

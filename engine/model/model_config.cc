@@ -27,6 +27,7 @@ constexpr std::array kKnown = {
     Known{Architecture::Gemma3, "Gemma3ForCausalLM", "gemma3"},
     // The vision-language class: its text model (config.json's text_config) is Gemma3ForCausalLM.
     Known{Architecture::Gemma3, "Gemma3ForConditionalGeneration", ""},
+    Known{Architecture::Gemma2, "Gemma2ForCausalLM", "gemma2"},
 };
 
 // Gemma3TextConfig's defaults, which Gemma 3's config.json files rely on (text_config of the 4B and larger
@@ -36,6 +37,12 @@ struct Gemma3Defaults {
                                  heads = 8, kv_heads = 4, head_dim = 256, max_position_embeddings = 131072,
                                  sliding_window = 4096, sliding_window_pattern = 6;
   static constexpr double rope_theta = 1e6, rope_local_base_freq = 10000.0, query_pre_attn_scalar = 256.0;
+};
+
+// Gemma2Config's defaults for what Gemma 2 changes beside Gemma 3 (its other fields the files give).
+struct Gemma2Defaults {
+  static constexpr std::uint64_t sliding_window = 4096, sliding_window_pattern = 2;
+  static constexpr double query_pre_attn_scalar = 224.0, attn_logit_softcapping = 50.0, final_logit_softcapping = 30.0;
 };
 
 // The activations the feed-forward block computes, as config.json names them.
@@ -223,11 +230,11 @@ Activation activation(const JsonFields& f, bool gemma) {
 }
 
 // Fields that change the arithmetic in ways the graph does not implement, refused with their values.
-void refuse_unimplemented_fields(const JsonFields& f) {
+void refuse_unimplemented_fields(const JsonFields& f, Architecture arch) {
   for (const char* softcap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-    if (f.find(softcap) != nullptr) {
-      f.fail("'" + std::string(softcap) + "' is " + std::to_string(f.number_or(softcap, 0)) +
-             ": logit soft-capping (Gemma 2's) is not implemented yet");
+    if (arch != Architecture::Gemma2 && f.find(softcap) != nullptr) {
+      f.fail("'" + std::string(softcap) + "' is " + std::to_string(f.number_or(softcap, 0)) + ": " +
+             std::string(architecture_name(arch)) + " does not soft-cap (Gemma2ForCausalLM does)");
     }
   }
   if (f.flag_or("mlp_bias", false)) f.fail("'mlp_bias' is true: MLP biases are not implemented");
@@ -254,7 +261,8 @@ void refuse_unimplemented_fields(const JsonFields& f) {
 // not use); transformers 5's layer_types naming the sliding layers (none: no window); Gemma 3's every layer
 // but each sliding_window_pattern-th (its default window and pattern where the file has neither).
 void read_sliding_window(const JsonFields& f, ModelConfig& c) {
-  const bool gemma = c.architecture == Architecture::Gemma3;
+  const bool gemma = is_gemma(c.architecture);
+  const bool gemma2 = c.architecture == Architecture::Gemma2;
   if ((!gemma && f.find("sliding_window") == nullptr) || !f.flag_or("use_sliding_window", true)) return;
   std::vector<bool> sliding(c.num_layers, true);
   if (const auto* layer_types = f.find("layer_types"); layer_types != nullptr) {
@@ -271,7 +279,9 @@ void read_sliding_window(const JsonFields& f, ModelConfig& c) {
       sliding[i] = type == "sliding_attention";
     }
   } else if (gemma) {
-    const auto pattern = f.positive_or("sliding_window_pattern", Gemma3Defaults::sliding_window_pattern);
+    // Gemma 2 alternates, local first.
+    const auto pattern = gemma2 ? Gemma2Defaults::sliding_window_pattern
+                                : f.positive_or("sliding_window_pattern", Gemma3Defaults::sliding_window_pattern);
     for (std::size_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
   }
   if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return;
@@ -281,6 +291,10 @@ void read_sliding_window(const JsonFields& f, ModelConfig& c) {
 }
 
 }  // namespace
+
+bool is_gemma(Architecture arch) {
+  return arch == Architecture::Gemma2 || arch == Architecture::Gemma3;
+}
 
 std::string_view architecture_name(Architecture arch) {
   for (const auto& k : kKnown) {
@@ -315,10 +329,11 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   if (text == nullptr || !text->IsObject()) top.fail("'text_config' must be the text model's configuration");
   const JsonFields f(*text, text_name);
 
-  const bool gemma = c.architecture == Architecture::Gemma3;
+  const bool gemma = is_gemma(c.architecture);
+  const bool gemma3 = c.architecture == Architecture::Gemma3;
   // Gemma 3's files leave fields at Gemma3TextConfig's defaults; the others must give them.
   const auto size = [&](const char* key, std::uint64_t gemma_default) {
-    return gemma ? f.positive_or(key, gemma_default) : f.positive(key);
+    return gemma3 ? f.positive_or(key, gemma_default) : f.positive(key);
   };
   c.vocab_size = size("vocab_size", Gemma3Defaults::vocab_size);
   c.hidden_size = size("hidden_size", Gemma3Defaults::hidden_size);
@@ -343,20 +358,35 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
         (sliding_rope != nullptr && !sliding_rope->IsObject()))
       f.fail("'rope_parameters' must hold an object for each layer type");
   }
-  const double default_theta = gemma ? Gemma3Defaults::rope_theta : 10000.0;
+  const double default_theta = gemma3 ? Gemma3Defaults::rope_theta : 10000.0;
   const double theta = rope_parameters != nullptr
                            ? JsonFields(*rope_parameters, text_name).number_or("rope_theta", default_theta)
                            : default_theta;
   c.rope_theta = f.number_or("rope_theta", theta);
   c.tie_word_embeddings = f.flag_or("tie_word_embeddings", top.flag_or("tie_word_embeddings", gemma));
-  c.qk_norm = c.architecture == Architecture::Qwen3 || gemma;
+  c.qk_norm = c.architecture == Architecture::Qwen3 || gemma3;
   c.attention_bias = f.flag_or("attention_bias", c.architecture == Architecture::Qwen2);
   c.activation = activation(f, gemma);
   if (gemma) {
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
     c.post_norms = true;
     c.norm_weight_plus_one = true;
-    c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", Gemma3Defaults::query_pre_attn_scalar);
+    c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", gemma3 ? Gemma3Defaults::query_pre_attn_scalar
+                                                                          : Gemma2Defaults::query_pre_attn_scalar);
+  }
+  if (c.architecture == Architecture::Gemma2) {
+    // Gemma2Config's caps where the file leaves the key out; null turns a cap off.
+    const auto cap = [&](const char* key, double fallback) -> std::optional<double> {
+      if (!text->HasMember(key)) return fallback;
+      if (f.find(key) == nullptr) return std::nullopt;
+      const double value = f.number_or(key, fallback);
+      if (!(value > 0)) f.fail("'" + std::string(key) + "' must be positive, not " + std::to_string(value));
+      return value;
+    };
+    c.attn_logit_softcapping = cap("attn_logit_softcapping", Gemma2Defaults::attn_logit_softcapping);
+    c.final_logit_softcapping = cap("final_logit_softcapping", Gemma2Defaults::final_logit_softcapping);
+  }
+  if (gemma3) {
     const double local_theta =
         sliding_rope != nullptr
             ? JsonFields(*sliding_rope, text_name).number_or("rope_theta", Gemma3Defaults::rope_local_base_freq)
@@ -370,8 +400,8 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   if (auto bos = f.ids("bos_token_id"); !bos.empty() || !(bos = top.ids("bos_token_id")).empty())
     c.bos_token_id = bos.front();
 
-  refuse_unimplemented_fields(f);
-  if (multimodal) refuse_unimplemented_fields(top);
+  refuse_unimplemented_fields(f, c.architecture);
+  if (multimodal) refuse_unimplemented_fields(top, c.architecture);
   read_sliding_window(f, c);
   const std::string scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
   const auto* scaling = f.find("rope_scaling") != nullptr ? f.find("rope_scaling") : rope_parameters;
@@ -501,20 +531,30 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   }
   if (gguf.find(p + "attention.sliding_window") != nullptr)
     c.sliding_window = uint_key(p + "attention.sliding_window", 0);
-  if (c.architecture == Architecture::Gemma3) {
-    // What llama.cpp's gemma3 loader fixes rather than reads: every sixth layer global, the others sliding with
-    // RoPE base 10000 unscaled, and q scaled by head_dim^-0.5 but for the 27B model (62 layers), whose
-    // query_pre_attn_scalar is hidden_size / heads. The norm weights are stored as w + 1 already.
-    c.qk_norm = true;
+  if (is_gemma(c.architecture)) {
+    // What llama.cpp's gemma2 and gemma3 loaders fix rather than read: Gemma 3's every sixth layer global, the
+    // others sliding with RoPE base 10000 unscaled; Gemma 2's every other layer global; q scaled by
+    // head_dim^-0.5 but for the 27B models (Gemma 2's 46 layers, Gemma 3's 62), whose query_pre_attn_scalar
+    // is hidden_size / heads. The norm weights are stored as w + 1 already. Gemma 2's caps are keys.
+    const bool gemma3 = c.architecture == Architecture::Gemma3;
+    c.qk_norm = gemma3;
     c.activation = Activation::GeluTanh;
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
     c.post_norms = true;
-    c.sliding_rope_theta = Gemma3Defaults::rope_local_base_freq;
-    c.query_pre_attn_scalar = static_cast<double>(c.num_layers == 62 ? c.hidden_size / c.num_heads : c.head_dim);
+    if (gemma3) c.sliding_rope_theta = Gemma3Defaults::rope_local_base_freq;
+    const bool large = c.num_layers == (gemma3 ? 62u : 46u);
+    c.query_pre_attn_scalar = static_cast<double>(large ? c.hidden_size / c.num_heads : c.head_dim);
     if (!c.sliding_window) throw_config_error(name, p + "attention.sliding_window is missing");
+    const std::uint64_t pattern =
+        gemma3 ? Gemma3Defaults::sliding_window_pattern : Gemma2Defaults::sliding_window_pattern;
     c.sliding_layers.resize(c.num_layers);
-    for (std::size_t i = 0; i < c.num_layers; ++i)
-      c.sliding_layers[i] = (i + 1) % Gemma3Defaults::sliding_window_pattern != 0;
+    for (std::size_t i = 0; i < c.num_layers; ++i) c.sliding_layers[i] = (i + 1) % pattern != 0;
+    if (!gemma3) {
+      for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_logit_softcapping},
+                                     std::pair{p + "final_logit_softcapping", &c.final_logit_softcapping}}) {
+        if (gguf.find(key) != nullptr) *cap = float_key(key, 0.0);
+      }
+    }
   }
   // Llama 3's scaling comes as the rope_freqs.weight tensor (Checkpoint reads it), as llama.cpp's converter
   // writes it; linear and yarn as keys (the converter's names), older files' linear as rope.scale_linear.

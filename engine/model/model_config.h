@@ -13,9 +13,12 @@
 namespace engine::model {
 
 // The architectures the engine runs; each is one model graph written once against the backend interface.
-// Mistral is Llama's graph under its own name (and, where its config sets one, a sliding window). Gemma 3 is
-// the same graph with Gemma's data: GeGLU, norms after each sub-block too, interleaved sliding-window layers.
-enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3 };
+// Mistral is Llama's graph under its own name (and, where its config sets one, a sliding window). Gemma 2 and
+// 3 are the same graph with Gemma's data: GeGLU, norms after each sub-block too, interleaved sliding-window
+// layers (Gemma 2: soft-capped scores and logits; Gemma 3: q/k norms, a RoPE of their own on local layers).
+enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2 };
+// Gemma 2 or 3: Gemma's norms, embedding scale and GeGLU.
+bool is_gemma(Architecture arch);
 std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
 
 // The RoPE scalings transformers defines for these families (config.json "rope_type"; GGUF
@@ -86,6 +89,8 @@ struct ModelConfig {
   // The RoPE base of the sliding-window layers, which then rotate without scaling (Gemma 3's
   // rope_local_base_freq); unset: they rotate as the other layers.
   std::optional<double> sliding_rope_theta;
+  // Gemma 2: attention scores become cap * tanh(score / cap) on every layer, and so do the final logits.
+  std::optional<double> attn_logit_softcapping, final_logit_softcapping;
   std::vector<std::int64_t> eos_token_ids;
   std::optional<std::int64_t> bos_token_id;
 };

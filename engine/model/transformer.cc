@@ -115,6 +115,7 @@ backend::AttentionPlan attention_plan(const ModelConfig& config, std::size_t max
   }
   for (std::size_t i = 0; i < config.num_layers; ++i) {
     backend::LayerAttention& layer = plan.layers.emplace_back();
+    layer.logit_softcap = static_cast<float>(config.attn_logit_softcapping.value_or(0.0));
     if (!is_sliding_layer(config, i)) continue;
     if (local_rope) layer.rope = local_rope;
     if (*config.sliding_window < max_model_len) layer.sliding_window = *config.sliding_window;
@@ -223,6 +224,7 @@ Tensor Transformer::run(const backend::StepLayout& layout) {
   backend_.rms_norm(last, final_norm_, eps, last);
   const Tensor out = backend_.alloc(logit_rows.size(), c.vocab_size);
   backend_.matmul(last, lm_head_, nullptr, out);
+  if (c.final_logit_softcapping) backend_.softcap(out, static_cast<float>(*c.final_logit_softcapping));
   return out;
 }
 

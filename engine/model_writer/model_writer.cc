@@ -527,7 +527,10 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.vocab_size = round_up(tokenizer_size, 64);
   c.hidden_size = 256;
   c.intermediate_size = 512;
-  c.num_layers = arch == Architecture::Llama ? 3 : arch == Architecture::Gemma3 ? 6 : 2;
+  c.num_layers = arch == Architecture::Llama    ? 3
+                 : arch == Architecture::Gemma3 ? 6
+                 : arch == Architecture::Gemma2 ? 4
+                                                : 2;
   c.num_heads = 4;
   c.num_kv_heads = 2;
   c.head_dim = arch == Architecture::Qwen3 ? 128 : 64;  // Qwen3's head_dim is not hidden / heads
@@ -535,23 +538,32 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.rms_norm_eps = arch == Architecture::Llama ? 1e-5 : 1e-6;
   c.rope_theta = arch == Architecture::Llama ? 5e5 : 1e6;
   // Qwen3 tiny has its own lm_head and Qwen2 tiny ties it, so both paths get exercised.
-  c.tie_word_embeddings = arch == Architecture::Qwen2 || arch == Architecture::Gemma3;
+  c.tie_word_embeddings = arch == Architecture::Qwen2 || model::is_gemma(arch);
   if (arch == Architecture::Llama) c.rope_scaling = preset_rope_scaling(model::RopeType::Llama3, c);
-  if (arch == Architecture::Gemma3) {
-    // Gemma's data on that shape: six layers so that the sixth is global (llama.cpp's fixed pattern), the
-    // others over a window of 16 positions that the tests' sequences outgrow with their own RoPE base, linear
-    // scaling 8 on the global layer as the 4B+ models have it.
-    c.qk_norm = true;
+  if (model::is_gemma(arch)) {
+    // Gemma's data on that shape. Gemma 3: six layers so that the sixth is global (llama.cpp's fixed
+    // pattern), the others over a window of 16 positions that the tests' sequences outgrow with their own
+    // RoPE base, linear scaling 8 on the global layer as the 4B+ models have it. Gemma 2: every other layer
+    // global, caps low enough that the tiny model's scores and logits reach them.
+    const bool gemma3 = arch == Architecture::Gemma3;
+    c.qk_norm = gemma3;
     c.activation = model::Activation::GeluTanh;
     c.post_norms = true;
     c.norm_weight_plus_one = true;
     c.query_pre_attn_scalar = 64.0;  // = head_dim, as llama.cpp assumes for GGUF files (but Gemma 3 27B's)
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
-    c.sliding_rope_theta = 10000.0;
     c.sliding_window = 16;
-    for (std::uint64_t i = 0; i < c.num_layers; ++i) c.sliding_layers.push_back((i + 1) % 6 != 0);
-    c.rope_scaling = preset_rope_scaling(model::RopeType::Linear, c);
-    c.rope_scaling->factor = 8.0;
+    const std::uint64_t pattern = gemma3 ? 6 : 2;
+    for (std::uint64_t i = 0; i < c.num_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
+    if (gemma3) {
+      c.sliding_rope_theta = 10000.0;
+      c.rope_scaling = preset_rope_scaling(model::RopeType::Linear, c);
+      c.rope_scaling->factor = 8.0;
+    } else {
+      c.rope_theta = 10000.0;
+      c.attn_logit_softcapping = 4.0;
+      c.final_logit_softcapping = 30.0;  // Gemma 2's own
+    }
   }
   return c;
 }

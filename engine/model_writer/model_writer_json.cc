@@ -61,7 +61,7 @@ namespace detail {
 // config.json with the fields transformers writes for each family (sorted, as save_pretrained does).
 std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   const bool qwen = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen3;
-  const bool gemma = c.architecture == Architecture::Gemma3;
+  const bool gemma = model::is_gemma(c.architecture);
   rapidjson::StringBuffer buffer;
   Json json(buffer);
   json.SetIndent(' ', 2);
@@ -95,25 +95,35 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   key(json, "max_position_embeddings");
   json.Uint64(c.max_position_embeddings);
   if (gemma) {
-    // Gemma3TextConfig's own fields: the window's layers both as transformers 4.5x's pattern and as the
-    // layer_types list newer versions write (which the engine reads first), the local layers' RoPE base,
-    // no soft-capping.
-    key(json, "attn_logit_softcapping");
-    json.Null();
-    key(json, "final_logit_softcapping");
-    json.Null();
+    // Gemma's own fields: the soft-caps (Gemma 2's; null in Gemma 3), the window's layers as the layer_types
+    // list newer transformers write (which the engine reads first) and, for Gemma 3, as 4.5x's pattern too,
+    // and its local layers' RoPE base.
+    const auto cap = [&](const char* name, const std::optional<double>& value) {
+      key(json, name);
+      if (value) {
+        json.Double(*value);
+      } else {
+        json.Null();
+      }
+    };
+    cap("attn_logit_softcapping", c.attn_logit_softcapping);
+    cap("final_logit_softcapping", c.final_logit_softcapping);
     key(json, "layer_types");
     json.StartArray();
     for (const bool sliding : c.sliding_layers) string(json, sliding ? "sliding_attention" : "full_attention");
     json.EndArray();
     key(json, "query_pre_attn_scalar");
     json.Double(*c.query_pre_attn_scalar);
-    key(json, "rope_local_base_freq");
-    json.Double(*c.sliding_rope_theta);
+    if (c.sliding_rope_theta) {
+      key(json, "rope_local_base_freq");
+      json.Double(*c.sliding_rope_theta);
+    }
     key(json, "sliding_window");
     json.Uint64(*c.sliding_window);
-    key(json, "sliding_window_pattern");
-    json.Uint64(6);
+    if (c.architecture == Architecture::Gemma3) {
+      key(json, "sliding_window_pattern");
+      json.Uint64(6);
+    }
   } else if (qwen) {
     key(json, "max_window_layers");
     json.Uint64(c.num_layers);
@@ -122,7 +132,7 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     json.Bool(false);
   }
   key(json, "model_type");
-  string(json, gemma ? "gemma3_text" : arch_flag(c.architecture));
+  string(json, c.architecture == Architecture::Gemma3 ? "gemma3_text" : arch_flag(c.architecture));
   key(json, "num_attention_heads");
   json.Uint64(c.num_heads);
   key(json, "num_hidden_layers");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent float64 reference for the engine's decoder-only models (Qwen3, Qwen2, Llama, Gemma 3).
+"""An independent float64 reference for the engine's decoder-only models (Qwen3, Qwen2, Llama, Gemma 2 and 3).
 
 Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
 Hugging Face model directory (config.json and safetensors, one file or shards listed by
@@ -860,7 +860,7 @@ class Model:
         self.fetch = fetch
         self.cache = {} if cache else None
         self.inv_freq, self.rope_attention_factor = rope_frequencies(config)
-        self.local_inv_freq = local_inv_freq(config) if config.gemma else None
+        self.local_inv_freq = local_inv_freq(config) if getattr(config, "local_theta", None) else None
 
     def weight(self, name):
         if self.cache is None:
@@ -884,13 +884,13 @@ def hf_model(path, cache):
     top_class = cfg["architectures"][0]
     arch = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama",
             "MistralForCausalLM": "llama", "Gemma3ForCausalLM": "gemma3",
-            "Gemma3ForConditionalGeneration": "gemma3"}.get(top_class)
+            "Gemma3ForConditionalGeneration": "gemma3", "Gemma2ForCausalLM": "gemma2"}.get(top_class)
     if arch is None:
         raise ValueError(f"{path}: architecture {top_class} is not supported")
-    gemma = arch == "gemma3"
+    gemma = arch in ("gemma2", "gemma3")
     if top_class == "Gemma3ForConditionalGeneration":
         cfg = cfg["text_config"]
-    if gemma:
+    if arch == "gemma3":
         cfg = dict(GEMMA3_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None})
     heads = cfg["num_attention_heads"]
     scaling = hf_rope_scaling(cfg, path)
@@ -899,8 +899,8 @@ def hf_model(path, cache):
     sliding = None
     if "layer_types" in cfg:
         sliding = [t == "sliding_attention" for t in cfg["layer_types"]]
-    elif gemma:
-        sliding = gemma3_layers(cfg["num_hidden_layers"], cfg["sliding_window_pattern"])
+    elif gemma:  # Gemma 2 alternates, local first
+        sliding = gemma3_layers(cfg["num_hidden_layers"], cfg.get("sliding_window_pattern", 2))
     elif window:
         sliding = [True] * cfg["num_hidden_layers"]
     index_path = os.path.join(path, "model.safetensors.index.json")
@@ -936,6 +936,8 @@ def hf_model(path, cache):
         qk_norm=arch in ("qwen3", "gemma3"),
         vocab=cfg["vocab_size"],
         gemma=gemma,
+        attn_softcap=cfg.get("attn_logit_softcapping"),
+        final_softcap=cfg.get("final_logit_softcapping"),
         # transformers' Gemma3RMSNorm multiplies by (1 + w); the embedding scale is rounded to the weights' dtype.
         norm_plus_one=gemma,
         embed_scale=rounded_to_dtype(math.sqrt(cfg["hidden_size"]), where[embed_name].header[embed_name]["dtype"])
@@ -943,7 +945,7 @@ def hf_model(path, cache):
         query_scale=cfg["query_pre_attn_scalar"] ** -0.5 if gemma else 1 / math.sqrt(head_dim),
         window=window,
         sliding=sliding if window else None,
-        local_theta=cfg["rope_local_base_freq"] if gemma else None,
+        local_theta=cfg.get("rope_local_base_freq") if gemma else None,
     )
     count = sum(int(np.prod(f.header[n]["shape"])) for f in set(where.values()) for n in f.header)
 
@@ -997,10 +999,11 @@ def gguf_model(path, cache):
     g = GgufFile(path)
     meta = g.metadata
     arch = meta["general.architecture"]
-    if arch not in ("qwen3", "qwen2", "llama", "gemma3"):
+    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3"):
         raise ValueError(f"{path}: general.architecture {arch} is not supported")
-    gemma = arch == "gemma3"
+    gemma = arch in ("gemma2", "gemma3")
     p = arch + "."
+    layers = int(meta[p + "block_count"])
     hidden = int(meta[p + "embedding_length"])
     heads = int(meta[p + "attention.head_count"])
     kv_heads = int(meta.get(p + "attention.head_count_kv", heads))
@@ -1027,7 +1030,7 @@ def gguf_model(path, cache):
     config = Config(
         arch=arch,
         hidden=hidden,
-        layers=int(meta[p + "block_count"]),
+        layers=layers,
         heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
@@ -1040,17 +1043,20 @@ def gguf_model(path, cache):
         qk_norm=g.has("blk.0.attn_q_norm.weight"),
         vocab=int(embed_dims[1]),
         gemma=gemma,
-        # What llama.cpp's gemma3 loader fixes: norms stored as w + 1 already, the embedding times sqrt(hidden)
-        # unrounded, q scaled by head_dim^-0.5 (hidden / heads for the 62-layer 27B), every sixth layer global,
-        # the others over the window with RoPE base 10000.
+        # What llama.cpp's gemma2 and gemma3 loaders fix: norms stored as w + 1 already, the embedding times
+        # sqrt(hidden) unrounded, q scaled by head_dim^-0.5 (hidden / heads for the 27B models: 46 layers in
+        # Gemma 2, 62 in Gemma 3), Gemma 3's every sixth layer global and the others over the window with RoPE
+        # base 10000, Gemma 2's every other layer; Gemma 2's caps as keys.
         norm_plus_one=False,
         embed_scale=math.sqrt(hidden) if gemma else None,
-        query_scale=(hidden // heads if int(meta[p + "block_count"]) == 62 else head_dim) ** -0.5 if gemma
+        query_scale=(hidden // heads if layers == (62 if arch == "gemma3" else 46) else head_dim) ** -0.5 if gemma
         else 1 / math.sqrt(head_dim),
         window=int(meta[p + "attention.sliding_window"]) if p + "attention.sliding_window" in meta else None,
-        sliding=gemma3_layers(int(meta[p + "block_count"]), 6) if gemma
-        else [True] * int(meta[p + "block_count"]) if p + "attention.sliding_window" in meta else None,
-        local_theta=10000.0 if gemma else None,
+        sliding=gemma3_layers(layers, 6 if arch == "gemma3" else 2) if gemma
+        else [True] * layers if p + "attention.sliding_window" in meta else None,
+        local_theta=10000.0 if arch == "gemma3" else None,
+        attn_softcap=meta.get(p + "attn_logit_softcapping"),
+        final_softcap=meta.get(p + "final_logit_softcapping"),
     )
     layer_names = GGUF_GEMMA3_LAYER_NAMES if gemma else GGUF_LAYER_NAMES
 
@@ -1149,7 +1155,7 @@ def forward(model, tokens):
         if c.qk_norm:  # Qwen3, Gemma 3: RMSNorm over each head's vector, before RoPE
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
-        if sliding and gemma:  # Gemma 3's local layers: their own base, no scaling
+        if sliding and model.local_inv_freq is not None:  # Gemma 3's local layers: their own base, no scaling
             q = rope(q, model.local_inv_freq, 1.0)
             k = rope(k, model.local_inv_freq, 1.0)
         else:
@@ -1161,6 +1167,8 @@ def forward(model, tokens):
         for head in range(c.heads):
             kv = head // group  # grouped-query attention: consecutive query heads share a KV head
             scores = q[:, head, :] @ k[:, kv, :].T * scale
+            if getattr(c, "attn_softcap", None):  # Gemma 2
+                scores = c.attn_softcap * np.tanh(scores / c.attn_softcap)
             scores[masked] = -np.inf
             scores -= scores.max(axis=-1, keepdims=True)
             probs = np.exp(scores)
@@ -1179,7 +1187,10 @@ def forward(model, tokens):
         x = x + (norm(mlp, p + "post_feedforward_layernorm.weight") if gemma else mlp)
     x = norm(x, "model.norm.weight")
     head = embed if c.tied else w("lm_head.weight")
-    return x @ head.T
+    logits = x @ head.T
+    if getattr(c, "final_softcap", None):  # Gemma 2
+        logits = c.final_softcap * np.tanh(logits / c.final_softcap)
+    return logits
 
 
 # ---- commands -----------------------------------------------------------------------------------------

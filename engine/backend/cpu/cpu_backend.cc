@@ -204,6 +204,11 @@ class CpuBackend final : public Backend {
     for (std::size_t i = 0; i < n; ++i) x.data[i] *= factor;
   }
 
+  void softcap(Tensor x, float cap) override {
+    const std::size_t n = x.rows * x.cols;
+    for (std::size_t i = 0; i < n; ++i) x.data[i] = cap * std::tanh(x.data[i] / cap);
+  }
+
   void rope(std::size_t layer, Tensor q, Tensor k, std::size_t head_dim) override {
     const auto which = plan_.layers.at(layer).rope;
     if (!which) return;

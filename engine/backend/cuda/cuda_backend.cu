@@ -401,6 +401,9 @@ class CudaBackend final : public Backend {
   void scale(Tensor /*x*/, float /*factor*/) override {
     throw std::logic_error("cuda backend: scale (Gemma's embedding scale) is not implemented on CUDA");
   }
+  void softcap(Tensor /*x*/, float /*cap*/) override {
+    throw std::logic_error("cuda backend: softcap (Gemma 2's final logits) is not implemented on CUDA");
+  }
   void gelu_tanh_mul(Tensor /*gate*/, Tensor /*up*/, Tensor /*out*/) override {
     throw std::logic_error("cuda backend: gelu_tanh_mul (GeGLU) is not implemented on CUDA");
   }

@@ -163,7 +163,8 @@ TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
               HasSubstr("'hidden_act' is 'gelu', which the engine does not compute (it computes silu, "
                         "gelu_pytorch_tanh)"));
   EXPECT_THAT(error_of(llama_with(R"("final_logit_softcapping":30.0)")),
-              HasSubstr("'final_logit_softcapping' is 30.000000: logit soft-capping (Gemma 2's) is not implemented"));
+              HasSubstr("'final_logit_softcapping' is 30.000000: LlamaForCausalLM does not soft-cap "
+                        "(Gemma2ForCausalLM does)"));
   EXPECT_THAT(error_of(llama_with(R"("attn_logit_softcapping":50.0)")), HasSubstr("'attn_logit_softcapping' is 50"));
   EXPECT_THAT(error_of(llama_with(R"("mlp_bias":true)")), HasSubstr("'mlp_bias' is true"));
   EXPECT_THAT(error_of(llama_with(R"("partial_rotary_factor":0.5)")),
@@ -289,6 +290,35 @@ TEST(ModelConfig, ReadsGemma3RopeParametersPerLayerType) {
   EXPECT_THAT(error_of(exact_gelu), HasSubstr("'hidden_activation' is 'gelu', which the engine does not compute"));
 }
 
+// Gemma 2 2B's config.json: soft-capped scores and logits, every other layer local, one RoPE; Gemma2Config's
+// caps where the file leaves them out, none where it writes null.
+TEST(ModelConfig, ReadsGemma2WithItsSoftCapsAndAlternatingWindow) {
+  constexpr const char* kGemma2_2b = R"({"architectures":["Gemma2ForCausalLM"],"attention_bias":false,
+    "attn_logit_softcapping":50.0,"final_logit_softcapping":30.0,"head_dim":256,"hidden_act":"gelu_pytorch_tanh",
+    "hidden_activation":"gelu_pytorch_tanh","hidden_size":2304,"intermediate_size":9216,
+    "max_position_embeddings":8192,"num_attention_heads":8,"num_hidden_layers":26,"num_key_value_heads":4,
+    "query_pre_attn_scalar":256,"rms_norm_eps":1e-06,"rope_theta":10000.0,"sliding_window":4096,
+    "vocab_size":256000})";
+  const auto c = parse_hf_config(kGemma2_2b, "c");
+  EXPECT_EQ(c.architecture, Architecture::Gemma2);
+  EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.post_norms);
+  EXPECT_TRUE(c.norm_weight_plus_one);
+  EXPECT_DOUBLE_EQ(*c.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(*c.final_logit_softcapping, 30.0);
+  EXPECT_FALSE(c.sliding_rope_theta);
+  EXPECT_TRUE(is_sliding_layer(c, 0));
+  EXPECT_FALSE(is_sliding_layer(c, 1));
+  EXPECT_TRUE(is_sliding_layer(c, 24));
+  std::string uncapped(kGemma2_2b);
+  uncapped.replace(uncapped.find("50.0"), 4, "null");
+  uncapped.erase(uncapped.find(R"("final_logit_softcapping":30.0,)"), 31);
+  const auto defaults = parse_hf_config(uncapped, "c");
+  EXPECT_FALSE(defaults.attn_logit_softcapping);
+  EXPECT_DOUBLE_EQ(*defaults.final_logit_softcapping, 30.0);  // Gemma2Config's default
+}
+
 format::GgufLayout gguf_of(const format::GgufWriter& w) {
   const auto bytes = w.serialize();
   return format::parse_gguf(bytes, "m.gguf");  // the layout copies what it keeps
@@ -400,25 +430,30 @@ TEST(ModelConfig, GgufRopeScaling) {
 
 // llama.cpp's gemma3 files: the window from attention.sliding_window, every sixth layer global, the local
 // RoPE base 10000, q scaled by head_dim^-0.5 (hidden / heads for the 62-layer 27B).
-TEST(ModelConfig, ReadsGgufGemma3AsLlamaCppsLoaderDoes) {
-  const auto gemma = [](std::uint32_t layers, std::vector<std::pair<std::string, format::GgufValue>> extra) {
+TEST(ModelConfig, ReadsGgufGemmaAsLlamaCppsLoadersDo) {
+  using format::GgufValue;
+  const auto gemma = [](const std::string& arch, std::uint32_t layers,
+                        std::vector<std::pair<std::string, GgufValue>> extra) {
     format::GgufWriter w;
-    using format::GgufValue;
-    w.add_metadata("general.architecture", GgufValue::string("gemma3"));
-    w.add_metadata("gemma3.embedding_length", GgufValue::scalar<std::uint32_t>(5376));
-    w.add_metadata("gemma3.feed_forward_length", GgufValue::scalar<std::uint32_t>(21504));
-    w.add_metadata("gemma3.block_count", GgufValue::scalar<std::uint32_t>(layers));
-    w.add_metadata("gemma3.attention.head_count", GgufValue::scalar<std::uint32_t>(32));
-    w.add_metadata("gemma3.attention.head_count_kv", GgufValue::scalar<std::uint32_t>(16));
-    w.add_metadata("gemma3.attention.key_length", GgufValue::scalar<std::uint32_t>(128));
-    w.add_metadata("gemma3.vocab_size", GgufValue::scalar<std::uint32_t>(262208));
+    w.add_metadata("general.architecture", GgufValue::string(arch));
+    w.add_metadata(arch + ".embedding_length", GgufValue::scalar<std::uint32_t>(5376));
+    w.add_metadata(arch + ".feed_forward_length", GgufValue::scalar<std::uint32_t>(21504));
+    w.add_metadata(arch + ".block_count", GgufValue::scalar<std::uint32_t>(layers));
+    w.add_metadata(arch + ".attention.head_count", GgufValue::scalar<std::uint32_t>(32));
+    w.add_metadata(arch + ".attention.head_count_kv", GgufValue::scalar<std::uint32_t>(16));
+    w.add_metadata(arch + ".attention.key_length", GgufValue::scalar<std::uint32_t>(128));
+    w.add_metadata(arch + ".vocab_size", GgufValue::scalar<std::uint32_t>(262208));
     for (auto& [key, value] : extra) w.add_metadata(key, std::move(value));
     return config_from_gguf(gguf_of(w), "m.gguf");
   };
-  const auto c = gemma(62, {{"gemma3.attention.sliding_window", format::GgufValue::scalar<std::uint32_t>(1024)}});
+  const auto window = [](const std::string& arch) {
+    return std::pair{arch + ".attention.sliding_window", GgufValue::scalar<std::uint32_t>(1024)};
+  };
+  const auto c = gemma("gemma3", 62, {window("gemma3")});
   EXPECT_EQ(c.architecture, Architecture::Gemma3);
   EXPECT_EQ(c.rope_pairing, RopePairing::HalfSplit);
   EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_TRUE(c.qk_norm);
   EXPECT_FALSE(c.norm_weight_plus_one);  // stored as w + 1
   EXPECT_DOUBLE_EQ(*c.query_pre_attn_scalar, 168.0);
   EXPECT_DOUBLE_EQ(*c.embedding_scale, std::sqrt(5376.0));
@@ -426,15 +461,26 @@ TEST(ModelConfig, ReadsGgufGemma3AsLlamaCppsLoaderDoes) {
   EXPECT_EQ(c.sliding_window, 1024u);
   EXPECT_TRUE(is_sliding_layer(c, 4));
   EXPECT_FALSE(is_sliding_layer(c, 5));
-  EXPECT_DOUBLE_EQ(*gemma(48, {{"gemma3.attention.sliding_window", format::GgufValue::scalar<std::uint32_t>(1024)}})
-                        .query_pre_attn_scalar,
-                   128.0);
+  EXPECT_DOUBLE_EQ(*gemma("gemma3", 48, {window("gemma3")}).query_pre_attn_scalar, 128.0);
   try {
-    gemma(48, {});
+    gemma("gemma3", 48, {});
     FAIL() << "read without a window";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("gemma3.attention.sliding_window is missing"));
   }
+  // Gemma 2: the caps as keys, every other layer local, one RoPE; its 27B (46 layers) scales by hidden / heads.
+  const auto g2 = gemma("gemma2", 46,
+                        {window("gemma2"),
+                         {"gemma2.attn_logit_softcapping", GgufValue::scalar<float>(50.0f)},
+                         {"gemma2.final_logit_softcapping", GgufValue::scalar<float>(30.0f)}});
+  EXPECT_EQ(g2.architecture, Architecture::Gemma2);
+  EXPECT_FALSE(g2.qk_norm);
+  EXPECT_FALSE(g2.sliding_rope_theta);
+  EXPECT_DOUBLE_EQ(*g2.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(*g2.final_logit_softcapping, 30.0);
+  EXPECT_DOUBLE_EQ(*g2.query_pre_attn_scalar, 168.0);
+  EXPECT_TRUE(is_sliding_layer(g2, 0));
+  EXPECT_FALSE(is_sliding_layer(g2, 1));
 }
 
 }  // namespace
