@@ -28,7 +28,18 @@ constexpr std::array kKnown = {
     // The vision-language class: its text model (config.json's text_config) is Gemma3ForCausalLM.
     Known{Architecture::Gemma3, "Gemma3ForConditionalGeneration", ""},
     Known{Architecture::Gemma2, "Gemma2ForCausalLM", "gemma2"},
+    Known{Architecture::SmolLM3, "SmolLM3ForCausalLM", "smollm3"},
 };
+
+// SmolLM3Config's default and llama.cpp's fixed step: every fourth layer without RoPE.
+constexpr std::uint64_t kSmolLM3NoRopeLayerInterval = 4;
+
+// True for every layer but each interval-th (Gemma's sliding layers, SmolLM3's rotating ones).
+std::vector<bool> every_layer_but_each(std::uint64_t interval, std::uint64_t layers) {
+  std::vector<bool> kept(layers);
+  for (std::size_t i = 0; i < layers; ++i) kept[i] = (i + 1) % interval != 0;
+  return kept;
+}
 
 // Gemma3TextConfig's defaults, which Gemma 3's config.json files rely on (text_config of the 4B and larger
 // models leaves out the heads, head_dim, vocab_size and the RoPE bases).
@@ -282,7 +293,7 @@ void read_sliding_window(const JsonFields& f, ModelConfig& c) {
     // Gemma 2 alternates, local first.
     const auto pattern = gemma2 ? Gemma2Defaults::sliding_window_pattern
                                 : f.positive_or("sliding_window_pattern", Gemma3Defaults::sliding_window_pattern);
-    for (std::size_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
+    sliding = every_layer_but_each(pattern, c.num_layers);
   }
   if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return;
   c.sliding_window =
@@ -402,6 +413,21 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
 
   refuse_unimplemented_fields(f, c.architecture);
   if (multimodal) refuse_unimplemented_fields(top, c.architecture);
+  if (c.architecture == Architecture::SmolLM3) {
+    // no_rope_layers: 1 where a layer rotates, 0 where it does not (its name notwithstanding).
+    if (const auto* listed = f.find("no_rope_layers")) {
+      if (!listed->IsArray() || listed->Size() != c.num_layers) {
+        f.fail("'no_rope_layers' must hold one 0 or 1 per layer (" + std::to_string(c.num_layers) + ")");
+      }
+      for (const auto& v : listed->GetArray()) {
+        if (!v.IsUint() || v.GetUint() > 1) f.fail("'no_rope_layers' holds something that is not 0 or 1");
+        c.rope_layers.push_back(v.GetUint() == 1);
+      }
+    } else {
+      c.rope_layers =
+          every_layer_but_each(f.positive_or("no_rope_layer_interval", kSmolLM3NoRopeLayerInterval), c.num_layers);
+    }
+  }
   read_sliding_window(f, c);
   const std::string scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
   const auto* scaling = f.find("rope_scaling") != nullptr ? f.find("rope_scaling") : rope_parameters;
@@ -512,7 +538,11 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   c.rope_theta = float_key(p + "rope.freq_base", 10000.0);
   c.qk_norm = c.architecture == Architecture::Qwen3;
   c.attention_bias = c.architecture == Architecture::Qwen2;
-  c.rope_pairing = c.architecture == Architecture::Llama ? RopePairing::Interleaved : RopePairing::HalfSplit;
+  // llama.cpp's converter permutes Llama's Q and K rows (SmolLM3's too, a Llama to it).
+  const bool permuted = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3;
+  c.rope_pairing = permuted ? RopePairing::Interleaved : RopePairing::HalfSplit;
+  if (c.architecture == Architecture::SmolLM3)
+    c.rope_layers = every_layer_but_each(kSmolLM3NoRopeLayerInterval, c.num_layers);
   if (const auto* tokens = gguf.find("tokenizer.ggml.tokens"); tokens != nullptr && tokens->strings() != nullptr) {
     c.vocab_size = tokens->strings()->size();
   }
@@ -547,8 +577,7 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
     if (!c.sliding_window) throw_config_error(name, p + "attention.sliding_window is missing");
     const std::uint64_t pattern =
         gemma3 ? Gemma3Defaults::sliding_window_pattern : Gemma2Defaults::sliding_window_pattern;
-    c.sliding_layers.resize(c.num_layers);
-    for (std::size_t i = 0; i < c.num_layers; ++i) c.sliding_layers[i] = (i + 1) % pattern != 0;
+    c.sliding_layers = every_layer_but_each(pattern, c.num_layers);
     if (!gemma3) {
       for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_logit_softcapping},
                                      std::pair{p + "final_logit_softcapping", &c.final_logit_softcapping}}) {

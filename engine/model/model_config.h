@@ -16,7 +16,8 @@ namespace engine::model {
 // Mistral is Llama's graph under its own name (and, where its config sets one, a sliding window). Gemma 2 and
 // 3 are the same graph with Gemma's data: GeGLU, norms after each sub-block too, interleaved sliding-window
 // layers (Gemma 2: soft-capped scores and logits; Gemma 3: q/k norms, a RoPE of their own on local layers).
-enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2 };
+// SmolLM3 is Llama's graph with RoPE left out of every fourth layer.
+enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2, SmolLM3 };
 // Gemma 2 or 3: Gemma's norms, embedding scale and GeGLU.
 bool is_gemma(Architecture arch);
 std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
@@ -89,6 +90,8 @@ struct ModelConfig {
   // The RoPE base of the sliding-window layers, which then rotate without scaling (Gemma 3's
   // rope_local_base_freq); unset: they rotate as the other layers.
   std::optional<double> sliding_rope_theta;
+  // The layers that rotate q and k (SmolLM3's no_rope_layers, 1 for those that do); empty: every layer.
+  std::vector<bool> rope_layers;
   // Gemma 2: attention scores become cap * tanh(score / cap) on every layer, and so do the final logits.
   std::optional<double> attn_logit_softcapping, final_logit_softcapping;
   std::vector<std::int64_t> eos_token_ids;

@@ -116,8 +116,9 @@ backend::AttentionPlan attention_plan(const ModelConfig& config, std::size_t max
   for (std::size_t i = 0; i < config.num_layers; ++i) {
     backend::LayerAttention& layer = plan.layers.emplace_back();
     layer.logit_softcap = static_cast<float>(config.attn_logit_softcapping.value_or(0.0));
+    if (!config.rope_layers.empty() && !config.rope_layers[i]) layer.rope.reset();
     if (!is_sliding_layer(config, i)) continue;
-    if (local_rope) layer.rope = local_rope;
+    if (local_rope && layer.rope) layer.rope = local_rope;
     if (*config.sliding_window < max_model_len) layer.sliding_window = *config.sliding_window;
   }
   return plan;

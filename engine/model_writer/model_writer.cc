@@ -126,7 +126,8 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
   const auto matrix_std = [&](std::uint64_t fan_in) {
     return s.matrix > 0 ? s.matrix : 1.0f / std::sqrt(static_cast<float>(fan_in));
   };
-  const bool llama = c.architecture == Architecture::Llama;
+  // llama.cpp's converter permutes Llama's Q and K rows for its interleaved RoPE, SmolLM3's as a Llama's.
+  const bool llama = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3;
   const std::uint64_t q_rows = c.num_heads * c.head_dim, kv_rows = c.num_kv_heads * c.head_dim;
   std::vector<TensorSpec> out;
   const auto add = [&](std::string hf, std::string gguf, std::vector<std::uint64_t> shape, Init init, float mean,
@@ -527,10 +528,10 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.vocab_size = round_up(tokenizer_size, 64);
   c.hidden_size = 256;
   c.intermediate_size = 512;
-  c.num_layers = arch == Architecture::Llama    ? 3
-                 : arch == Architecture::Gemma3 ? 6
-                 : arch == Architecture::Gemma2 ? 4
-                                                : 2;
+  c.num_layers = arch == Architecture::Llama                                     ? 3
+                 : arch == Architecture::Gemma3                                  ? 6
+                 : arch == Architecture::Gemma2 || arch == Architecture::SmolLM3 ? 4
+                                                                                 : 2;
   c.num_heads = 4;
   c.num_kv_heads = 2;
   c.head_dim = arch == Architecture::Qwen3 ? 128 : 64;  // Qwen3's head_dim is not hidden / heads
@@ -538,7 +539,11 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.rms_norm_eps = arch == Architecture::Llama ? 1e-5 : 1e-6;
   c.rope_theta = arch == Architecture::Llama ? 5e5 : 1e6;
   // Qwen3 tiny has its own lm_head and Qwen2 tiny ties it, so both paths get exercised.
-  c.tie_word_embeddings = arch == Architecture::Qwen2 || model::is_gemma(arch);
+  c.tie_word_embeddings = arch == Architecture::Qwen2 || model::is_gemma(arch) || arch == Architecture::SmolLM3;
+  // SmolLM3: the fourth layer without RoPE, as llama.cpp fixes it for GGUF files.
+  if (arch == Architecture::SmolLM3) {
+    for (std::uint64_t i = 0; i < c.num_layers; ++i) c.rope_layers.push_back((i + 1) % 4 != 0);
+  }
   if (arch == Architecture::Llama) c.rope_scaling = preset_rope_scaling(model::RopeType::Llama3, c);
   if (model::is_gemma(arch)) {
     // Gemma's data on that shape. Gemma 3: six layers so that the sixth is global (llama.cpp's fixed

@@ -38,10 +38,10 @@ struct ArchNames {
   Architecture arch;
   std::string_view flag;  // --arch value, model_type and general.architecture
 };
-inline constexpr std::array kArchs = {ArchNames{Architecture::Qwen3, "qwen3"}, ArchNames{Architecture::Qwen2, "qwen2"},
-                                      ArchNames{Architecture::Llama, "llama"},
-                                      ArchNames{Architecture::Gemma3, "gemma3"},
-                                      ArchNames{Architecture::Gemma2, "gemma2"}};
+inline constexpr std::array kArchs = {
+    ArchNames{Architecture::Qwen3, "qwen3"},   ArchNames{Architecture::Qwen2, "qwen2"},
+    ArchNames{Architecture::Llama, "llama"},   ArchNames{Architecture::Gemma3, "gemma3"},
+    ArchNames{Architecture::Gemma2, "gemma2"}, ArchNames{Architecture::SmolLM3, "smollm3"}};
 
 // "qwen3, qwen2, llama or gemma3": the --arch values, for help and refusals.
 std::string arch_flag_list();

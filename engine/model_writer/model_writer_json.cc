@@ -124,7 +124,18 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
       key(json, "sliding_window_pattern");
       json.Uint64(6);
     }
-  } else if (qwen) {
+  } else if (!c.rope_layers.empty()) {
+    // SmolLM3: 1 for the layers that rotate, 0 for those that do not.
+    key(json, "no_rope_layer_interval");
+    json.Uint64(4);
+    key(json, "no_rope_layers");
+    json.SetFormatOptions(rapidjson::kFormatSingleLineArray);
+    json.StartArray();
+    for (const bool rotates : c.rope_layers) json.Uint(rotates ? 1 : 0);
+    json.EndArray();
+    json.SetFormatOptions(rapidjson::kFormatDefault);
+  }
+  if (qwen) {
     key(json, "max_window_layers");
     json.Uint64(c.num_layers);
   } else {

@@ -164,7 +164,7 @@ std::string arch_name(const testing::TestParamInfo<Architecture>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, EngineReference,
                          testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama,
-                                         Architecture::Gemma3, Architecture::Gemma2),
+                                         Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3),
                          arch_name);
 
 TEST_P(EngineReference, F32ShardedCheckpointMatchesWithin1em4) {

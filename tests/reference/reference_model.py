@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""An independent float64 reference for the engine's decoder-only models (Qwen3, Qwen2, Llama, Gemma 2 and 3).
+"""An independent float64 reference for the engine's decoder-only models (Qwen3, Qwen2, Llama, Gemma 2 and 3,
+SmolLM3).
 
 Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
 Hugging Face model directory (config.json and safetensors, one file or shards listed by
@@ -831,8 +832,8 @@ def rounded_to_dtype(value, dtype):
     return float(np.float32(value)) if dtype == "F32" else value
 
 
-def gemma3_layers(count, pattern):
-    """Which layers slide: all but every pattern-th."""
+def every_but_each(count, pattern):
+    """Every layer but each pattern-th: Gemma's sliding layers, SmolLM3's rotating ones."""
     return [(i + 1) % pattern != 0 for i in range(count)]
 
 
@@ -884,7 +885,8 @@ def hf_model(path, cache):
     top_class = cfg["architectures"][0]
     arch = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama",
             "MistralForCausalLM": "llama", "Gemma3ForCausalLM": "gemma3",
-            "Gemma3ForConditionalGeneration": "gemma3", "Gemma2ForCausalLM": "gemma2"}.get(top_class)
+            "Gemma3ForConditionalGeneration": "gemma3", "Gemma2ForCausalLM": "gemma2",
+            "SmolLM3ForCausalLM": "smollm3"}.get(top_class)
     if arch is None:
         raise ValueError(f"{path}: architecture {top_class} is not supported")
     gemma = arch in ("gemma2", "gemma3")
@@ -900,7 +902,7 @@ def hf_model(path, cache):
     if "layer_types" in cfg:
         sliding = [t == "sliding_attention" for t in cfg["layer_types"]]
     elif gemma:  # Gemma 2 alternates, local first
-        sliding = gemma3_layers(cfg["num_hidden_layers"], cfg.get("sliding_window_pattern", 2))
+        sliding = every_but_each(cfg["num_hidden_layers"], cfg.get("sliding_window_pattern", 2))
     elif window:
         sliding = [True] * cfg["num_hidden_layers"]
     index_path = os.path.join(path, "model.safetensors.index.json")
@@ -938,6 +940,9 @@ def hf_model(path, cache):
         gemma=gemma,
         attn_softcap=cfg.get("attn_logit_softcapping"),
         final_softcap=cfg.get("final_logit_softcapping"),
+        # SmolLM3's no_rope_layers: 1 where the layer rotates; by default every fourth does not.
+        rope_layers=[bool(v) for v in cfg.get("no_rope_layers") or every_but_each(cfg["num_hidden_layers"], cfg.get(
+            "no_rope_layer_interval", 4))] if arch == "smollm3" else None,
         # transformers' Gemma3RMSNorm multiplies by (1 + w); the embedding scale is rounded to the weights' dtype.
         norm_plus_one=gemma,
         embed_scale=rounded_to_dtype(math.sqrt(cfg["hidden_size"]), where[embed_name].header[embed_name]["dtype"])
@@ -999,7 +1004,7 @@ def gguf_model(path, cache):
     g = GgufFile(path)
     meta = g.metadata
     arch = meta["general.architecture"]
-    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3"):
+    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3", "smollm3"):
         raise ValueError(f"{path}: general.architecture {arch} is not supported")
     gemma = arch in ("gemma2", "gemma3")
     p = arch + "."
@@ -1052,11 +1057,12 @@ def gguf_model(path, cache):
         query_scale=(hidden // heads if layers == (62 if arch == "gemma3" else 46) else head_dim) ** -0.5 if gemma
         else 1 / math.sqrt(head_dim),
         window=int(meta[p + "attention.sliding_window"]) if p + "attention.sliding_window" in meta else None,
-        sliding=gemma3_layers(layers, 6 if arch == "gemma3" else 2) if gemma
+        sliding=every_but_each(layers, 6 if arch == "gemma3" else 2) if gemma
         else [True] * layers if p + "attention.sliding_window" in meta else None,
         local_theta=10000.0 if arch == "gemma3" else None,
         attn_softcap=meta.get(p + "attn_logit_softcapping"),
         final_softcap=meta.get(p + "final_logit_softcapping"),
+        rope_layers=every_but_each(layers, 4) if arch == "smollm3" else None,  # llama.cpp's fixed step
     )
     layer_names = GGUF_GEMMA3_LAYER_NAMES if gemma else GGUF_LAYER_NAMES
 
@@ -1067,9 +1073,10 @@ def gguf_model(path, cache):
         else:
             gguf_name = GGUF_GLOBAL_NAMES[name]
         w = g.tensor(gguf_name)
-        if arch == "llama" and rest_is(name, "self_attn.q_proj.weight"):
+        permuted = arch in ("llama", "smollm3")  # the converter permutes SmolLM3 as a Llama
+        if permuted and rest_is(name, "self_attn.q_proj.weight"):
             w = unpermute(w, heads)
-        elif arch == "llama" and rest_is(name, "self_attn.k_proj.weight"):
+        elif permuted and rest_is(name, "self_attn.k_proj.weight"):
             w = unpermute(w, kv_heads)
         return w
 
@@ -1155,10 +1162,11 @@ def forward(model, tokens):
         if c.qk_norm:  # Qwen3, Gemma 3: RMSNorm over each head's vector, before RoPE
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
+        rotates = not getattr(c, "rope_layers", None) or c.rope_layers[layer]  # SmolLM3 leaves some layers out
         if sliding and model.local_inv_freq is not None:  # Gemma 3's local layers: their own base, no scaling
             q = rope(q, model.local_inv_freq, 1.0)
             k = rope(k, model.local_inv_freq, 1.0)
-        else:
+        elif rotates:
             q = rope(q, model.inv_freq, model.rope_attention_factor)
             k = rope(k, model.inv_freq, model.rope_attention_factor)
         # A sliding-window layer's query sees its own position and the window - 1 before it.

@@ -324,20 +324,44 @@ format::GgufLayout gguf_of(const format::GgufWriter& w) {
   return format::parse_gguf(bytes, "m.gguf");  // the layout copies what it keeps
 }
 
-// A Llama GGUF's shape keys (64 wide, 2 layers, 4 heads), the rest left to each test.
-format::GgufWriter small_llama_gguf() {
+// A GGUF's shape keys (64 wide, `layers` layers, 4 heads) for `arch`, the rest left to each test.
+format::GgufWriter small_gguf(const std::string& arch = "llama", std::uint32_t layers = 2) {
   format::GgufWriter w;
   using format::GgufValue;
-  w.add_metadata("general.architecture", GgufValue::string("llama"));
-  w.add_metadata("llama.embedding_length", GgufValue::scalar<std::uint32_t>(64));
-  w.add_metadata("llama.feed_forward_length", GgufValue::scalar<std::uint32_t>(128));
-  w.add_metadata("llama.block_count", GgufValue::scalar<std::uint32_t>(2));
-  w.add_metadata("llama.attention.head_count", GgufValue::scalar<std::uint32_t>(4));
+  w.add_metadata("general.architecture", GgufValue::string(arch));
+  w.add_metadata(arch + ".embedding_length", GgufValue::scalar<std::uint32_t>(64));
+  w.add_metadata(arch + ".feed_forward_length", GgufValue::scalar<std::uint32_t>(128));
+  w.add_metadata(arch + ".block_count", GgufValue::scalar<std::uint32_t>(layers));
+  w.add_metadata(arch + ".attention.head_count", GgufValue::scalar<std::uint32_t>(4));
   return w;
 }
 
+// SmolLM3: Llama's graph with no_rope_layers marking the layers that rotate (1) and those that do not (0);
+// SmolLM3Config's every fourth layer without where the file leaves the list out.
+TEST(ModelConfig, ReadsSmolLM3sLayersWithoutRope) {
+  const std::string base = R"({"architectures":["SmolLM3ForCausalLM"],"vocab_size":128256,"hidden_size":2048,
+    "intermediate_size":11008,"num_hidden_layers":4,"num_attention_heads":16,"num_key_value_heads":4,
+    "rope_theta":5000000.0,"hidden_act":"silu","tie_word_embeddings":true)";
+  const auto listed = parse_hf_config(base + R"(,"no_rope_layers":[0,1,1,0]})", "c");
+  EXPECT_EQ(listed.architecture, Architecture::SmolLM3);
+  EXPECT_EQ(listed.rope_layers, (std::vector<bool>{false, true, true, false}));
+  EXPECT_EQ(parse_hf_config(base + "}", "c").rope_layers, (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ(parse_hf_config(base + R"(,"no_rope_layer_interval":2})", "c").rope_layers,
+            (std::vector<bool>{true, false, true, false}));
+  EXPECT_THAT(error_of(base + R"(,"no_rope_layers":[1,1]})"),
+              HasSubstr("'no_rope_layers' must hold one 0 or 1 per layer (4)"));
+  EXPECT_THAT(error_of(base + R"(,"no_rope_layers":[1,2,1,1]})"),
+              HasSubstr("'no_rope_layers' holds something that is not 0 or 1"));
+  // llama.cpp's smollm3 files: permuted as a Llama's, every fourth layer without RoPE (no key says so).
+  format::GgufWriter w = small_gguf("smollm3", 8);
+  w.add_metadata("smollm3.vocab_size", format::GgufValue::scalar<std::uint32_t>(10));
+  const auto g = config_from_gguf(gguf_of(w), "m.gguf");
+  EXPECT_EQ(g.rope_pairing, RopePairing::Interleaved);
+  EXPECT_EQ(g.rope_layers, (std::vector<bool>{true, true, true, false, true, true, true, false}));
+}
+
 TEST(ModelConfig, ReadsGgufLlamaWithInterleavedRope) {
-  format::GgufWriter w = small_llama_gguf();
+  format::GgufWriter w = small_gguf();
   using format::GgufValue;
   w.add_metadata("llama.attention.head_count_kv", GgufValue::scalar<std::uint32_t>(2));
   w.add_metadata("llama.rope.freq_base", GgufValue::scalar<float>(500000.0f));
@@ -376,7 +400,7 @@ TEST(ModelConfig, GgufRefusals) {
 TEST(ModelConfig, GgufRopeScaling) {
   using format::GgufValue;
   const auto with = [](std::vector<std::pair<std::string, GgufValue>> keys) {
-    format::GgufWriter w = small_llama_gguf();
+    format::GgufWriter w = small_gguf();
     w.add_metadata("llama.vocab_size", GgufValue::scalar<std::uint32_t>(3));
     for (auto& [key, value] : keys) w.add_metadata(key, std::move(value));
     return gguf_of(w);
