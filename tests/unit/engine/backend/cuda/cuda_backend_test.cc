@@ -438,15 +438,21 @@ INSTANTIATE_TEST_SUITE_P(HeadDimAndCache, CudaAttentionTest,
                          ::testing::Combine(::testing::Values(std::size_t{64}, std::size_t{128}),
                                             ::testing::Values(WeightType::F32, WeightType::BF16), ::testing::Bool()));
 
+// A cache of 4 blocks of 16 positions, one kv head.
+KvCacheShape small_cache(std::size_t layers, std::size_t head_dim) {
+  KvCacheShape shape;
+  shape.num_layers = layers;
+  shape.num_kv_heads = 1;
+  shape.head_dim = head_dim;
+  shape.block_size = 16;
+  shape.num_blocks = 4;
+  return shape;
+}
+
 TEST(CudaBackend, RefusesAHeadDimItsAttentionCannotRun) {
   REQUIRE_GPU();
   auto gpu = make_cuda_backend({});
-  KvCacheShape shape;
-  shape.num_layers = 1;
-  shape.num_kv_heads = 1;
-  shape.head_dim = 72;
-  shape.block_size = 16;
-  shape.num_blocks = 4;
+  const KvCacheShape shape = small_cache(1, 72);
   RopeSpec rope;
   rope.inv_freq.assign(36, 1.0);
   try {
@@ -462,12 +468,7 @@ TEST(CudaBackend, RefusesAHeadDimItsAttentionCannotRun) {
 // (Gemma's windows and local RoPE, SmolLM3's layers without RoPE, Gemma 2's caps) is refused, naming the layer.
 TEST(CudaBackend, RefusesLayersItsKernelsCannotAttendWith) {
   REQUIRE_GPU();
-  KvCacheShape shape;
-  shape.num_layers = 2;
-  shape.num_kv_heads = 1;
-  shape.head_dim = 64;
-  shape.block_size = 16;
-  shape.num_blocks = 4;
+  const KvCacheShape shape = small_cache(2, 64);
   RopeSpec rope;
   rope.inv_freq.assign(32, 1.0);
   const auto refusal = [&](const AttentionPlan& plan) -> std::string {
