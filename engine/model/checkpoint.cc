@@ -320,15 +320,8 @@ void Checkpoint::load_directory() {
       model_prefix == "language_model.model." ? "language_model.lm_head.weight" : std::string("lm_head.weight");
   weights_ = WeightBinder(config_, find, files_->widened, path_.string())
                  .bind(hf_names(model_prefix, lm_head, config_.post_norms));
-  if (config_.embedding_scale && weights_.embed.type != WeightType::F32) {
-    // transformers multiplies by the scale rounded to the embedding's dtype (bf16: sqrt(1152) becomes 34).
-    const float exact = static_cast<float>(*config_.embedding_scale);
-    std::vector<std::byte> stored(*quant::row_bytes(weights_.embed.type, 1));
-    float rounded = 0;
-    quant::quantize_row(weights_.embed.type, std::span(&exact, 1), stored);
-    quant::dequantize_row(weights_.embed.type, stored, std::span(&rounded, 1));
-    config_.embedding_scale = rounded;
-  }
+  // transformers multiplies by the scale rounded to the embedding's dtype (GGUF files keep llama.cpp's exact one).
+  if (config_.embedding_scale) config_.embedding_scale = embedding_scale_in(weights_.embed.type, config_.hidden_size);
   tokenizer_ = tokenizer::Tokenizer::from_directory(path_);
   chat_template_ = directory_chat_template(path_, *tokenizer_);
 }

@@ -640,6 +640,15 @@ std::string_view rope_type_name(RopeType type) {
   return "unknown";
 }
 
+double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden_size) {
+  const auto exact = static_cast<float>(std::sqrt(static_cast<double>(hidden_size)));
+  switch (embedding_type) {
+    case quant::WeightType::BF16: return quant::bf16_to_f32(quant::f32_to_bf16(exact));
+    case quant::WeightType::F16: return quant::f16_to_f32(quant::f32_to_f16(exact));
+    default: return exact;
+  }
+}
+
 bool is_sliding_layer(const ModelConfig& config, std::size_t layer) {
   if (!config.sliding_window) return false;
   return config.sliding_layers.empty() || config.sliding_layers.at(layer);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/format/gguf.h"
+#include "engine/quant/quant.h"
 
 namespace engine::model {
 
@@ -126,6 +127,10 @@ GenerationDefaults read_generation_config(const std::filesystem::path& generatio
 // "{arch}.*" keys). GGUF llama files pair RoPE dimensions interleaved. Keys that change the arithmetic in a
 // way the engine does not implement are refused by name, as in config.json.
 ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name);
+
+// Gemma's embedding scale as transformers multiplies by it: sqrt(hidden_size) rounded to the embedding's
+// dtype (`embedding_type`: F16 or BF16 rounded to nearest even, F32 to float; sqrt(1152) is 34 in bf16).
+double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden_size);
 
 // Whether layer `layer` attends over the sliding window only.
 bool is_sliding_layer(const ModelConfig& config, std::size_t layer);

@@ -245,6 +245,14 @@ TEST(ModelConfig, ReadsGemma3WithItsSlidingWindowLayersAndLocalRope) {
   EXPECT_TRUE(is_sliding_layer(by_type, 5));
 }
 
+// transformers multiplies Gemma's embedding by sqrt(hidden_size) in the weights' dtype.
+TEST(ModelConfig, GemmasEmbeddingScaleIsRoundedToTheEmbeddingsDtype) {
+  EXPECT_EQ(embedding_scale_in(quant::WeightType::BF16, 1152), 34.0);
+  EXPECT_EQ(embedding_scale_in(quant::WeightType::F16, 1152), 33.9375);
+  EXPECT_EQ(embedding_scale_in(quant::WeightType::F32, 1152), static_cast<double>(std::sqrt(1152.0f)));
+  EXPECT_EQ(embedding_scale_in(quant::WeightType::BF16, 2560), 50.5);  // sqrt(2560) = 50.596
+}
+
 // Gemma3ForConditionalGeneration: the text model's config is text_config, which leaves most fields at
 // Gemma3TextConfig's defaults (gemma-3-4b-it's); the RoPE scaling is the global layers'.
 TEST(ModelConfig, ReadsTheTextConfigOfGemma3ForConditionalGeneration) {
