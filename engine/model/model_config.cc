@@ -656,7 +656,9 @@ bool is_sliding_layer(const ModelConfig& config, std::size_t layer) {
 
 std::uint64_t derived_max_model_len(const ModelConfig& config) {
   const auto& r = config.rope_scaling;
-  if (!r || r->type == RopeType::Llama3 || r->factor <= 1.0) return config.max_position_embeddings;
+  // Gemma 3's max_position_embeddings already counts its global layers' scaling (vLLM leaves it as it is).
+  if (!r || r->type == RopeType::Llama3 || r->factor <= 1.0 || config.architecture == Architecture::Gemma3)
+    return config.max_position_embeddings;
   const std::uint64_t base =
       r->type == RopeType::Yarn ? r->original_max_position_embeddings : config.max_position_embeddings;
   return static_cast<std::uint64_t>(static_cast<double>(base) * r->factor);

@@ -136,7 +136,8 @@ double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden
 bool is_sliding_layer(const ModelConfig& config, std::size_t layer);
 
 // The positions a config's model is made for: max_position_embeddings, times the factor of a linear, dynamic
-// or yarn scaling (yarn: of original_max_position_embeddings), as vLLM derives its default max_model_len.
+// or yarn scaling (yarn: of original_max_position_embeddings), as vLLM derives its default max_model_len (but
+// for Gemma 3, whose max_position_embeddings is the scaled length already).
 std::uint64_t derived_max_model_len(const ModelConfig& config);
 
 }  // namespace engine::model

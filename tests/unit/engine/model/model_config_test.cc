@@ -271,6 +271,7 @@ TEST(ModelConfig, ReadsTheTextConfigOfGemma3ForConditionalGeneration) {
   ASSERT_TRUE(c.rope_scaling);
   EXPECT_EQ(c.rope_scaling->type, RopeType::Linear);
   EXPECT_DOUBLE_EQ(c.rope_scaling->factor, 8.0);
+  EXPECT_EQ(derived_max_model_len(c), 131072u);  // already the scaled length, as vLLM takes it
   EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{1, 106}));
   EXPECT_THAT(error_of(R"({"architectures":["Gemma3ForConditionalGeneration"]})"),
               HasSubstr("config.json: 'text_config' must be the text model's configuration"));
