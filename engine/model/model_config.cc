@@ -243,9 +243,9 @@ Activation activation(const JsonFields& f, bool gemma) {
 // Fields that change the arithmetic in ways the graph does not implement, refused with their values.
 void refuse_unimplemented_fields(const JsonFields& f, Architecture arch) {
   for (const char* softcap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-    if (arch != Architecture::Gemma2 && f.find(softcap) != nullptr) {
+    if (!is_gemma(arch) && f.find(softcap) != nullptr) {
       f.fail("'" + std::string(softcap) + "' is " + std::to_string(f.number_or(softcap, 0)) + ": " +
-             std::string(architecture_name(arch)) + " does not soft-cap (Gemma2ForCausalLM does)");
+             std::string(architecture_name(arch)) + " does not soft-cap (Gemma2ForCausalLM and Gemma3ForCausalLM do)");
     }
   }
   if (f.flag_or("mlp_bias", false)) f.fail("'mlp_bias' is true: MLP biases are not implemented");
@@ -385,17 +385,20 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
     c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", gemma3 ? Gemma3Defaults::query_pre_attn_scalar
                                                                           : Gemma2Defaults::query_pre_attn_scalar);
   }
-  if (c.architecture == Architecture::Gemma2) {
-    // Gemma2Config's caps where the file leaves the key out; null turns a cap off.
-    const auto cap = [&](const char* key, double fallback) -> std::optional<double> {
+  if (gemma) {
+    // Gemma2Config's caps where the file leaves the key out (Gemma3TextConfig's: none); null turns a cap off.
+    const auto cap = [&](const char* key, std::optional<double> fallback) -> std::optional<double> {
       if (!text->HasMember(key)) return fallback;
       if (f.find(key) == nullptr) return std::nullopt;
-      const double value = f.number_or(key, fallback);
+      const double value = f.number_or(key, 0.0);
       if (!(value > 0)) f.fail("'" + std::string(key) + "' must be positive, not " + std::to_string(value));
       return value;
     };
-    c.attn_logit_softcapping = cap("attn_logit_softcapping", Gemma2Defaults::attn_logit_softcapping);
-    c.final_logit_softcapping = cap("final_logit_softcapping", Gemma2Defaults::final_logit_softcapping);
+    const bool gemma2 = c.architecture == Architecture::Gemma2;
+    c.attn_logit_softcapping =
+        cap("attn_logit_softcapping", gemma2 ? std::optional(Gemma2Defaults::attn_logit_softcapping) : std::nullopt);
+    c.final_logit_softcapping =
+        cap("final_logit_softcapping", gemma2 ? std::optional(Gemma2Defaults::final_logit_softcapping) : std::nullopt);
   }
   if (gemma3) {
     const double local_theta =
@@ -571,18 +574,19 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
     c.activation = Activation::GeluTanh;
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
     c.post_norms = true;
-    if (gemma3) c.sliding_rope_theta = Gemma3Defaults::rope_local_base_freq;
     const bool large = c.num_layers == (gemma3 ? 62u : 46u);
     c.query_pre_attn_scalar = static_cast<double>(large ? c.hidden_size / c.num_heads : c.head_dim);
-    if (!c.sliding_window) throw_config_error(name, p + "attention.sliding_window is missing");
-    const std::uint64_t pattern =
-        gemma3 ? Gemma3Defaults::sliding_window_pattern : Gemma2Defaults::sliding_window_pattern;
-    c.sliding_layers = every_layer_but_each(pattern, c.num_layers);
-    if (!gemma3) {
-      for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_logit_softcapping},
-                                     std::pair{p + "final_logit_softcapping", &c.final_logit_softcapping}}) {
-        if (gguf.find(key) != nullptr) *cap = float_key(key, 0.0);
-      }
+    // Gemma 2's loader needs the window; Gemma 3's runs a file without one on global layers alone.
+    if (!c.sliding_window && !gemma3) throw_config_error(name, p + "attention.sliding_window is missing");
+    if (c.sliding_window) {
+      if (gemma3) c.sliding_rope_theta = Gemma3Defaults::rope_local_base_freq;
+      const std::uint64_t pattern =
+          gemma3 ? Gemma3Defaults::sliding_window_pattern : Gemma2Defaults::sliding_window_pattern;
+      c.sliding_layers = every_layer_but_each(pattern, c.num_layers);
+    }
+    for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_logit_softcapping},
+                                   std::pair{p + "final_logit_softcapping", &c.final_logit_softcapping}}) {
+      if (gguf.find(key) != nullptr) *cap = float_key(key, 0.0);
     }
   }
   // Llama 3's scaling comes as the rope_freqs.weight tensor (Checkpoint reads it), as llama.cpp's converter

@@ -938,8 +938,9 @@ def hf_model(path, cache):
         qk_norm=arch in ("qwen3", "gemma3"),
         vocab=cfg["vocab_size"],
         gemma=gemma,
-        attn_softcap=cfg.get("attn_logit_softcapping"),
-        final_softcap=cfg.get("final_logit_softcapping"),
+        # Gemma2Config's caps where the file leaves them out.
+        attn_softcap=cfg.get("attn_logit_softcapping", 50.0 if arch == "gemma2" else None),
+        final_softcap=cfg.get("final_logit_softcapping", 30.0 if arch == "gemma2" else None),
         # SmolLM3's no_rope_layers: 1 where the layer rotates; by default every fourth does not.
         rope_layers=[bool(v) for v in cfg.get("no_rope_layers") or every_but_each(cfg["num_hidden_layers"], cfg.get(
             "no_rope_layer_interval", 4))] if arch == "smollm3" else None,
@@ -1057,9 +1058,9 @@ def gguf_model(path, cache):
         query_scale=(hidden // heads if layers == (62 if arch == "gemma3" else 46) else head_dim) ** -0.5 if gemma
         else 1 / math.sqrt(head_dim),
         window=int(meta[p + "attention.sliding_window"]) if p + "attention.sliding_window" in meta else None,
-        sliding=every_but_each(layers, 6 if arch == "gemma3" else 2) if gemma
-        else [True] * layers if p + "attention.sliding_window" in meta else None,
-        local_theta=10000.0 if arch == "gemma3" else None,
+        sliding=(every_but_each(layers, 6 if arch == "gemma3" else 2) if gemma else [True] * layers)
+        if p + "attention.sliding_window" in meta else None,
+        local_theta=10000.0 if arch == "gemma3" and p + "attention.sliding_window" in meta else None,
         attn_softcap=meta.get(p + "attn_logit_softcapping"),
         final_softcap=meta.get(p + "final_logit_softcapping"),
         rope_layers=every_but_each(layers, 4) if arch == "smollm3" else None,  # llama.cpp's fixed step

@@ -164,7 +164,7 @@ TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
                         "gelu_pytorch_tanh)"));
   EXPECT_THAT(error_of(llama_with(R"("final_logit_softcapping":30.0)")),
               HasSubstr("'final_logit_softcapping' is 30.000000: LlamaForCausalLM does not soft-cap "
-                        "(Gemma2ForCausalLM does)"));
+                        "(Gemma2ForCausalLM and Gemma3ForCausalLM do)"));
   EXPECT_THAT(error_of(llama_with(R"("attn_logit_softcapping":50.0)")), HasSubstr("'attn_logit_softcapping' is 50"));
   EXPECT_THAT(error_of(llama_with(R"("mlp_bias":true)")), HasSubstr("'mlp_bias' is true"));
   EXPECT_THAT(error_of(llama_with(R"("partial_rotary_factor":0.5)")),
@@ -272,6 +272,7 @@ TEST(ModelConfig, ReadsTheTextConfigOfGemma3ForConditionalGeneration) {
   EXPECT_EQ(c.rope_scaling->type, RopeType::Linear);
   EXPECT_DOUBLE_EQ(c.rope_scaling->factor, 8.0);
   EXPECT_EQ(derived_max_model_len(c), 131072u);  // already the scaled length, as vLLM takes it
+  EXPECT_FALSE(c.final_logit_softcapping);       // Gemma3TextConfig's default: none
   EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{1, 106}));
   EXPECT_THAT(error_of(R"({"architectures":["Gemma3ForConditionalGeneration"]})"),
               HasSubstr("config.json: 'text_config' must be the text model's configuration"));
@@ -495,11 +496,16 @@ TEST(ModelConfig, ReadsGgufGemmaAsLlamaCppsLoadersDo) {
   EXPECT_TRUE(is_sliding_layer(c, 4));
   EXPECT_FALSE(is_sliding_layer(c, 5));
   EXPECT_DOUBLE_EQ(*gemma("gemma3", 48, {window("gemma3")}).query_pre_attn_scalar, 128.0);
+  // Without a window llama.cpp runs Gemma 3 on global layers alone; Gemma 2's loader needs one.
+  const auto global = gemma("gemma3", 48, {});
+  EXPECT_FALSE(global.sliding_window);
+  EXPECT_FALSE(global.sliding_rope_theta);
+  EXPECT_FALSE(is_sliding_layer(global, 0));
   try {
-    gemma("gemma3", 48, {});
+    gemma("gemma2", 48, {});
     FAIL() << "read without a window";
   } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("gemma3.attention.sliding_window is missing"));
+    EXPECT_THAT(e.what(), HasSubstr("gemma2.attention.sliding_window is missing"));
   }
   // Gemma 2: the caps as keys, every other layer local, one RoPE; its 27B (46 layers) scales by hidden / heads.
   const auto g2 = gemma("gemma2", 46,
