@@ -351,10 +351,10 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   c.intermediate_size = size("intermediate_size", Gemma3Defaults::intermediate_size);
   c.num_layers = size("num_hidden_layers", Gemma3Defaults::layers);
   c.num_heads = size("num_attention_heads", Gemma3Defaults::heads);
-  c.num_kv_heads = f.positive_or("num_key_value_heads", gemma ? Gemma3Defaults::kv_heads : c.num_heads);
-  c.head_dim = f.positive_or("head_dim", gemma ? Gemma3Defaults::head_dim : c.hidden_size / c.num_heads);
+  c.num_kv_heads = f.positive_or("num_key_value_heads", gemma3 ? Gemma3Defaults::kv_heads : c.num_heads);
+  c.head_dim = f.positive_or("head_dim", gemma3 ? Gemma3Defaults::head_dim : c.hidden_size / c.num_heads);
   c.max_position_embeddings =
-      f.positive_or("max_position_embeddings", gemma ? Gemma3Defaults::max_position_embeddings : 4096);
+      f.positive_or("max_position_embeddings", gemma3 ? Gemma3Defaults::max_position_embeddings : 4096);
   c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
   // transformers 5 writes one rope_parameters object (rope_theta with the scaling keys) in place of
   // rope_theta and rope_scaling; older files keep the two keys, which then take precedence. Gemma 3's holds one
@@ -384,8 +384,6 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
     c.norm_weight_plus_one = true;
     c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", gemma3 ? Gemma3Defaults::query_pre_attn_scalar
                                                                           : Gemma2Defaults::query_pre_attn_scalar);
-  }
-  if (gemma) {
     // Gemma2Config's caps where the file leaves the key out (Gemma3TextConfig's: none); null turns a cap off.
     const auto cap = [&](const char* key, std::optional<double> fallback) -> std::optional<double> {
       if (!text->HasMember(key)) return fallback;

@@ -311,6 +311,10 @@ TEST(ModelConfig, ReadsGemma2WithItsSoftCapsAndAlternatingWindow) {
     "vocab_size":256000})";
   const auto c = parse_hf_config(kGemma2_2b, "c");
   EXPECT_EQ(c.architecture, Architecture::Gemma2);
+  // Gemma 3's defaults are not Gemma 2's: a file without num_key_value_heads has one per head.
+  std::string no_kv_heads(kGemma2_2b);
+  no_kv_heads.erase(no_kv_heads.find(R"("num_key_value_heads":4,)"), 24);
+  EXPECT_EQ(parse_hf_config(no_kv_heads, "c").num_kv_heads, 8u);
   EXPECT_EQ(c.activation, Activation::GeluTanh);
   EXPECT_FALSE(c.qk_norm);
   EXPECT_TRUE(c.post_norms);
