@@ -168,20 +168,23 @@ int next_pow2(int v) {
 // layers differ (Gemma's local and global layers, SmolLM3's layers without RoPE, Gemma 2's soft-capped
 // scores) is refused at load, naming the first layer that asks for more.
 void refuse_unimplemented_attention(const AttentionPlan& plan) {
-  const auto refuse = [](std::size_t layer, const std::string& what) {
-    throw std::invalid_argument("cuda backend: layer " + std::to_string(layer) + " " + what +
+  const auto refuse = [](const std::string& what) {
+    throw std::invalid_argument("cuda backend: " + what +
                                 ", which the CUDA kernels do not implement yet; run this model with --device cpu");
   };
   if (plan.ropes.size() != 1) {
-    refuse(0, "is one of layers with " + std::to_string(plan.ropes.size()) + " different rotary embeddings");
+    refuse("the layers rotate with " + std::to_string(plan.ropes.size()) + " different rotary embeddings");
   }
   for (std::size_t i = 0; i < plan.layers.size(); ++i) {
     const auto& layer = plan.layers[i];
-    if (!layer.rope) refuse(i, "has no rotary embedding");
+    const std::string name = "layer " + std::to_string(i);
+    if (!layer.rope) refuse(name + " has no rotary embedding");
     if (layer.sliding_window != 0) {
-      refuse(i, "attends over a sliding window of " + std::to_string(layer.sliding_window) + " positions");
+      refuse(name + " attends over a sliding window of " + std::to_string(layer.sliding_window) + " positions");
     }
-    if (layer.logit_softcap != 0) refuse(i, "soft-caps its attention scores at " + std::to_string(layer.logit_softcap));
+    if (layer.logit_softcap != 0) {
+      refuse(name + " soft-caps its attention scores at " + std::to_string(layer.logit_softcap));
+    }
   }
 }
 

@@ -483,7 +483,7 @@ TEST(CudaBackend, RefusesLayersItsKernelsCannotAttendWith) {
               testing::HasSubstr("layer 1 attends over a sliding window of 512 positions, which the CUDA kernels do "
                                  "not implement yet; run this model with --device cpu"));
   EXPECT_THAT(refusal({{rope, rope}, {LayerAttention{}, LayerAttention{.rope = 1}}}),
-              testing::HasSubstr("2 different rotary embeddings"));
+              testing::HasSubstr("the layers rotate with 2 different rotary embeddings"));
   EXPECT_THAT(refusal({{rope}, {LayerAttention{.rope = std::nullopt}, LayerAttention{}}}),
               testing::HasSubstr("layer 0 has no rotary embedding"));
   EXPECT_THAT(refusal({{rope}, {LayerAttention{}, LayerAttention{.logit_softcap = 50}}}),
