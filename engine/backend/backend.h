@@ -81,6 +81,21 @@ struct RopeSpec {
   bool interleaved = false;      // pairs (2i, 2i+1) instead of (i, i + head_dim / 2)
 };
 
+// How one layer attends. Gemma's local layers rotate with a base of their own and see only a window of the
+// latest positions, its global layers use the model's scaled RoPE over every position; SmolLM3 leaves RoPE
+// out of some layers; Gemma 2 caps the scores.
+struct LayerAttention {
+  std::optional<std::size_t> rope = 0;  // index into AttentionPlan::ropes; nullopt: no rotary embedding
+  std::size_t sliding_window = 0;       // a query sees its own and the sliding_window - 1 positions before; 0: all
+  float logit_softcap = 0;              // scores become cap * tanh(score / cap); 0: left as they are
+};
+
+// Every distinct rotary embedding of a model and which one each layer uses.
+struct AttentionPlan {
+  std::vector<RopeSpec> ropes;
+  std::vector<LayerAttention> layers;  // one per layer of the cache
+};
+
 // One product of matmul_group: out = x · weightᵀ (+ bias).
 struct Projection {
   const Weight* weight = nullptr;
@@ -92,6 +107,9 @@ struct Projection {
 // positions and names only blocks the cache has, the sequences' tokens add up to the step's, the logit rows
 // are among them. Throws std::invalid_argument naming the backend and the numbers that disagree.
 void check_step_layout(const StepLayout& layout, const KvCacheShape& shape, std::string_view backend);
+// Checks a plan against the cache: one entry per layer, rope indices among the plan's ropes, each rope
+// head_dim / 2 frequencies. Throws std::invalid_argument naming the layer or rope and its numbers.
+void check_attention_plan(const AttentionPlan& plan, const KvCacheShape& shape);
 
 class Backend {
  public:
@@ -107,8 +125,13 @@ class Backend {
   // the weights already added and room kept for a step's activations; nullopt for host memory.
   virtual std::optional<std::size_t> kv_cache_budget(double /*utilization*/) const { return std::nullopt; }
 
-  // Allocates the KV cache (once, after the weights, before the first step) and sets the rotary embedding.
-  virtual void init_cache(const KvCacheShape& shape, const RopeSpec& rope) = 0;
+  // Allocates the KV cache (once, after the weights, before the first step) and sets how each layer attends.
+  // A backend that lacks what a layer asks for refuses here (std::invalid_argument naming the layer and it).
+  virtual void init_cache(const KvCacheShape& shape, const AttentionPlan& plan) = 0;
+  // init_cache with one rotary embedding for every layer and full attention.
+  void init_cache(const KvCacheShape& shape, const RopeSpec& rope) {
+    init_cache(shape, AttentionPlan{{rope}, std::vector<LayerAttention>(shape.num_layers)});
+  }
   virtual const KvCacheShape& cache_shape() const = 0;
 
   // Starts a step: the workspace of the previous step is released, the layout (positions, where each new
@@ -142,16 +165,23 @@ class Backend {
     matmul(in, w, nullptr, product);
     add(x, product);
   }
-  // Rotates every head of q and k in place at each token's position.
-  virtual void rope(Tensor q, Tensor k, std::size_t head_dim) = 0;
+  // x *= factor, element-wise (Gemma's embedding times sqrt(hidden_size)).
+  virtual void scale(Tensor x, float factor) = 0;
+  // x = cap * tanh(x / cap), element-wise (Gemma 2's final logits).
+  virtual void softcap(Tensor x, float cap) = 0;
+  // Rotates every head of q and k in place at each token's position, with layer `layer`'s rotary embedding
+  // (none: left as they are).
+  virtual void rope(std::size_t layer, Tensor q, Tensor k, std::size_t head_dim) = 0;
   // Stores k and v for the step's tokens into layer `layer` of the cache.
   virtual void store_kv(std::size_t layer, Tensor k, Tensor v) = 0;
   // Causal attention of q over each sequence's cached positions in layer `layer`, this step's keys and
   // values included (stored before: a token attends to itself and to earlier tokens of the step).
-  // Grouped-query: q heads share kv heads evenly.
+  // Grouped-query: q heads share kv heads evenly. The layer's sliding window and soft-cap (init_cache) apply.
   virtual void attention(std::size_t layer, Tensor q, float scale, Tensor out) = 0;
   // out = silu(gate) * up, element-wise. out may be gate.
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;
+  // out = gelu_tanh(gate) * up, element-wise (GeGLU, Gemma's), GELU's tanh approximation. out may be gate.
+  virtual void gelu_tanh_mul(Tensor gate, Tensor up, Tensor out) = 0;
   // x += (silu(gate) * up) · wᵀ: SwiGLU's product through the down projection into the residual stream
   // (one kernel on a GPU for small batches). gate may be overwritten; `product` as for matmul_add.
   virtual void swiglu_matmul_add(Tensor gate, Tensor up, const Weight& w, Tensor product, Tensor x) {
@@ -166,7 +196,7 @@ class Backend {
                                   const Weight* k_norm, float eps, std::size_t head_dim) {
     if (q_norm) rms_norm(q, *q_norm, eps, q);
     if (k_norm) rms_norm(k, *k_norm, eps, k);
-    rope(q, k, head_dim);
+    rope(layer, q, k, head_dim);
     store_kv(layer, k, v);
   }
   // out[i] = x[layout.logit_rows[i]] for the step's layout.

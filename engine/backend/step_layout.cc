@@ -36,4 +36,24 @@ void check_step_layout(const StepLayout& layout, const KvCacheShape& shape, std:
   }
 }
 
+void check_attention_plan(const AttentionPlan& plan, const KvCacheShape& shape) {
+  if (plan.layers.size() != shape.num_layers) {
+    throw std::invalid_argument("an attention plan of " + std::to_string(plan.layers.size()) +
+                                " layers for a cache of " + std::to_string(shape.num_layers));
+  }
+  for (std::size_t r = 0; r < plan.ropes.size(); ++r) {
+    if (plan.ropes[r].inv_freq.size() != shape.head_dim / 2) {
+      throw std::invalid_argument("rotary embedding " + std::to_string(r) + " has " +
+                                  std::to_string(plan.ropes[r].inv_freq.size()) + " frequencies; heads of " +
+                                  std::to_string(shape.head_dim) + " need " + std::to_string(shape.head_dim / 2));
+    }
+  }
+  for (std::size_t i = 0; i < plan.layers.size(); ++i) {
+    if (const auto rope = plan.layers[i].rope; rope && *rope >= plan.ropes.size()) {
+      throw std::invalid_argument("layer " + std::to_string(i) + " uses rotary embedding " + std::to_string(*rope) +
+                                  " of the plan's " + std::to_string(plan.ropes.size()));
+    }
+  }
+}
+
 }  // namespace engine::backend

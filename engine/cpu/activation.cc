@@ -5,11 +5,23 @@
 
 namespace engine::cpu {
 
-void silu_mul(ThreadPool& pool, const float* gate, const float* up, std::size_t n, float* out) {
-  const kernels::SiluMulFn kernel = active_table().silu_mul;
+namespace {
+
+void spread(kernels::GatedMulFn kernel, ThreadPool& pool, const float* gate, const float* up, std::size_t n,
+            float* out) {
   pool.parallel_for(n, std::size_t{1} << 14, [&](std::size_t begin, std::size_t end) {
     kernel(gate + begin, up + begin, end - begin, out + begin);
   });
+}
+
+}  // namespace
+
+void silu_mul(ThreadPool& pool, const float* gate, const float* up, std::size_t n, float* out) {
+  spread(active_table().silu_mul, pool, gate, up, n, out);
+}
+
+void gelu_tanh_mul(ThreadPool& pool, const float* gate, const float* up, std::size_t n, float* out) {
+  spread(active_table().gelu_tanh_mul, pool, gate, up, n, out);
 }
 
 }  // namespace engine::cpu

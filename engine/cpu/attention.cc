@@ -116,6 +116,8 @@ void run_attention(const kernels::Table& table, ThreadPool& pool, const Attentio
           .out = batch.out + row * row_floats + head_floats,
           .out_stride = row_floats,
           .scale = batch.scale,
+          .window = batch.window,
+          .softcap = batch.softcap,
       };
       table.attention(task, scratch);
     }

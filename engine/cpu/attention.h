@@ -63,11 +63,13 @@ struct AttentionBatch {
   std::size_t num_q_heads = 0;
   float scale = 1.0f;
   std::span<const AttentionSequence> sequences;
+  std::size_t window = 0;  // sliding-window attention: a query sees its own and the window - 1 positions before
+  float softcap = 0;       // scores become softcap * tanh(score / softcap) before the softmax (Gemma 2)
 };
 
-// out = softmax(scale · q · kᵀ) · v per query and head, causally. Work is spread over the pool in pieces of
-// (sequence, kv head, block of queries); a query's result is the same bits whatever else is in the batch,
-// however its sequence's queries are split into calls, and with any number of threads.
+// out = softmax(scale · q · kᵀ) · v per query and head, causally (within the window, when there is one). Work is spread
+// over the pool in pieces of (sequence, kv head, block of queries); a query's result is the same bits whatever else is
+// in the batch, however its sequence's queries are split into calls, and with any number of threads.
 void attention(ThreadPool& pool, const AttentionBatch& batch);
 // The same at a given SIMD level (tests compare levels; std::invalid_argument for one the CPU does not run).
 void attention_at_level(std::string_view level, ThreadPool& pool, const AttentionBatch& batch);

@@ -32,6 +32,14 @@ alignas(64) constexpr float kKeepWindow[32] = {0,       0,       0,       0,    
                                                kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
 alignas(64) constexpr float kOneWindow[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
                                               0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+// Their mirror images: loadu(window + W - c) has c leading lanes of the second value and the rest of the first
+// (the keys before a sliding window's start).
+alignas(64) constexpr float kDropWindow[32] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf,
+                                               kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf,
+                                               0,       0,       0,       0,       0,       0,       0,       0,
+                                               0,       0,       0,       0,       0,       0,       0,       0};
+alignas(64) constexpr float kZeroWindow[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                               1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 // exp(x) for x <= 0 (softmax arguments), to about 2 ulp: x = n·ln2 + r with n = round(x / ln2) and
 // |r| <= ln2 / 2 (ln2 in two parts, Cody and Waite), e^r by a degree-7 polynomial (Cephes' expf
@@ -178,9 +186,17 @@ void tile_scores_left(std::size_t count, const float* q, std::size_t d, const st
   }
 }
 
-// One row's online-softmax step over the first n keys of its scores (in place: they become probabilities).
+// The lanes of vector v (keys v·W ..) that come before key `count` of the tile.
 template <class V>
-ENGINE_KERNEL_INLINE void softmax_step(float* s, std::size_t n, float& m, float& l, float& c) {
+ENGINE_KERNEL_INLINE int lanes_before(std::size_t count, int v) {
+  const std::size_t before = static_cast<std::size_t>(v) * V::W;
+  return count <= before ? 0 : static_cast<int>(min_size(count - before, V::W));
+}
+
+// One row's online-softmax step over keys [lo, n) of its scores (in place: they become probabilities; the
+// others exactly 0). lo is past 0 only where a sliding window starts within the tile.
+template <class V>
+ENGINE_KERNEL_INLINE void softmax_step(float* s, std::size_t lo, std::size_t n, float& m, float& l, float& c) {
   using F = typename V::F;
   constexpr int kVectors = kKeyTile / V::W;
   F x[kVectors];
@@ -188,8 +204,8 @@ ENGINE_KERNEL_INLINE void softmax_step(float* s, std::size_t n, float& m, float&
 #pragma GCC unroll 16
   for (int v = 0; v < kVectors; ++v) {
     const std::size_t before = static_cast<std::size_t>(v) * V::W;
-    const int lanes = n <= before ? 0 : static_cast<int>(min_size(n - before, V::W));
-    x[v] = V::add(V::loadu(s + before), V::loadu(kKeepWindow + 16 - lanes));
+    x[v] = V::add(V::loadu(s + before), V::loadu(kKeepWindow + 16 - lanes_before<V>(n, v)));
+    if (lo > 0) x[v] = V::add(x[v], V::loadu(kDropWindow + 16 - lanes_before<V>(lo, v)));
     top = V::max(top, x[v]);
   }
   const float tile_max = hmax<V>(top);
@@ -200,8 +216,8 @@ ENGINE_KERNEL_INLINE void softmax_step(float* s, std::size_t n, float& m, float&
 #pragma GCC unroll 16
   for (int v = 0; v < kVectors; ++v) {
     const std::size_t before = static_cast<std::size_t>(v) * V::W;
-    const int lanes = n <= before ? 0 : static_cast<int>(min_size(n - before, V::W));
-    const F p = V::mul(exp_nonpositive<V>(V::add(x[v], minus_m)), V::loadu(kOneWindow + 16 - lanes));
+    F p = V::mul(exp_nonpositive<V>(V::add(x[v], minus_m)), V::loadu(kOneWindow + 16 - lanes_before<V>(n, v)));
+    if (lo > 0) p = V::mul(p, V::loadu(kZeroWindow + 16 - lanes_before<V>(lo, v)));
     V::storeu(s + before, p);
     sum = V::add(sum, p);
   }
@@ -323,13 +339,23 @@ void attention_typed(const AttentionTask& t, std::byte* scratch_base) {
            static_cast<std::size_t>(t.block_table[position / bs]) * t.block_bytes;
   };
   const std::size_t keys = t.first_position + t.queries;  // positions 0 .. the last query's
-  for (std::size_t start = 0; start < keys; start += kKeyTile) {
+  // The first key a row's window holds (0 without a window). Rows are in position order, so it never falls.
+  const auto window_start = [&](std::size_t r) {
+    const std::size_t position = t.first_position + r / group;
+    return t.window == 0 || position < t.window ? 0 : position + 1 - t.window;
+  };
+  // Tiles wholly before every row's window are skipped; the others start at multiples of kKeyTile as without
+  // one, so a row meets the same tiles whatever else its task holds.
+  for (std::size_t start = window_start(0) / kKeyTile * kKeyTile; start < keys; start += kKeyTile) {
     const std::size_t tile_keys = min_size(kKeyTile, keys - start);
     if (start + kKeyTile < keys) {
       prefetch_tile<V, Type>(t, block_at, start + kKeyTile, min_size(kKeyTile, keys - start - kKeyTile));
     }
-    // Rows from here on reach this tile (their position is at least `start`).
+    // Rows from here on reach this tile (their position is at least `start`); rows from end_row on have
+    // windows that start past it.
     const std::size_t first_row = (start > t.first_position ? start - t.first_position : 0) * group;
+    std::size_t end_row = rows;
+    while (end_row > first_row && window_start(end_row - 1) >= start + tile_keys) --end_row;
     const std::uint8_t* key[kVectors];
     std::size_t key_stride;
     if (tile_keys == static_cast<std::size_t>(kKeyTile) && bs % W == 0) {
@@ -366,22 +392,29 @@ void attention_typed(const AttentionTask& t, std::byte* scratch_base) {
 
     constexpr std::size_t kRows = V::kScoreRows;
     std::size_t r = first_row;
-    for (; r + kRows <= rows; r += kRows) {
+    for (; r + kRows <= end_row; r += kRows) {
       tile_scores<V, Type, V::kScoreRows>(a.q + r * d, d, key, key_stride, a.s + r * kKeyTile);
     }
-    if (r < rows)
-      tile_scores_left<V, Type, V::kScoreRows - 1>(rows - r, a.q + r * d, d, key, key_stride, a.s + r * kKeyTile);
-
-    for (r = first_row; r < rows; ++r) {
-      const std::size_t position = t.first_position + r / group;
-      a.n[r] = static_cast<std::uint32_t>(min_size(tile_keys, position - start + 1));
-      softmax_step<V>(a.s + r * kKeyTile, a.n[r], a.m[r], a.l[r], a.c[r]);
+    if (r < end_row)
+      tile_scores_left<V, Type, V::kScoreRows - 1>(end_row - r, a.q + r * d, d, key, key_stride, a.s + r * kKeyTile);
+    if (t.softcap > 0) {
+      for (std::size_t j = first_row * kKeyTile; j < end_row * kKeyTile; ++j)
+        a.s[j] = t.softcap * __builtin_tanhf(a.s[j] / t.softcap);
     }
 
-    // Rows sharing n (all of them off the diagonal; the q heads of one query on it), a few at a time.
-    for (r = first_row; r < rows;) {
+    for (r = first_row; r < end_row; ++r) {
+      const std::size_t position = t.first_position + r / group;
+      const std::size_t lo = window_start(r);
+      a.n[r] = static_cast<std::uint32_t>(min_size(tile_keys, position - start + 1));
+      softmax_step<V>(a.s + r * kKeyTile, lo > start ? lo - start : 0, a.n[r], a.m[r], a.l[r], a.c[r]);
+    }
+
+    // Rows sharing n (all of them off the diagonal; the q heads of one query on it), a few at a time. Keys
+    // before a window's start have probability 0.
+    for (r = first_row; r < end_row;) {
       std::size_t count = 1;
-      while (count < static_cast<std::size_t>(V::kValueRows) && r + count < rows && a.n[r + count] == a.n[r]) ++count;
+      while (count < static_cast<std::size_t>(V::kValueRows) && r + count < end_row && a.n[r + count] == a.n[r])
+        ++count;
       rows_values<V, Type, V::kValueRows>(count, a.o + r * d, d, a.s + r * kKeyTile, a.c + r, a.n[r], a.values);
       r += count;
     }

@@ -70,12 +70,15 @@ struct AttentionTask {
   float* out;  // laid out as q
   std::size_t out_stride;
   float scale;
+  std::size_t window = 0;  // a query sees its own and the window - 1 positions before; 0: every earlier one
+  float softcap = 0;       // scores become softcap * tanh(score / softcap); 0: left as they are
 };
 using AttentionFn = void (*)(const AttentionTask& task, std::byte* scratch);
 // Bytes of scratch (64-byte aligned) AttentionFn needs for `rows` rows of `head_dim`.
 using AttentionScratchFn = std::size_t (*)(std::size_t head_dim, std::size_t rows);
-// out[i] = silu(gate[i]) * up[i] for i < n (SwiGLU's activation; out may be gate or up).
-using SiluMulFn = void (*)(const float* gate, const float* up, std::size_t n, float* out);
+// out[i] = act(gate[i]) * up[i] for i < n (a gated feed-forward's activation: SwiGLU's silu, GeGLU's
+// tanh-approximated GELU; out may be gate or up).
+using GatedMulFn = void (*)(const float* gate, const float* up, std::size_t n, float* out);
 
 struct Table {
   const char* name;
@@ -93,7 +96,8 @@ struct Table {
   ScratchFn quantized_token_bytes = nullptr;
   AttentionFn attention = nullptr;
   AttentionScratchFn attention_scratch_bytes = nullptr;
-  SiluMulFn silu_mul = nullptr;
+  GatedMulFn silu_mul = nullptr;
+  GatedMulFn gelu_tanh_mul = nullptr;
 };
 
 const Table& portable_table();

@@ -681,30 +681,55 @@ constexpr std::size_t batch_max_tokens(int type) {
 namespace engine::cpu::kernels {
 namespace {
 
-// silu(g) · u with silu(g) = g / (1 + e^-g), computed as (max(g, 0) + min(g, 0) · t) / (1 + t) with
-// t = e^-|g| (exp_nonpositive, about 2 ulp): one exp of a non-positive argument, so nothing overflows for
-// large |g| and the negative tail keeps its precision.
+// g · sigmoid(z) · u, with sigmoid(z) = e^min(z, 0) / (1 + e^-|z|): exponentials of non-positive arguments
+// only (exp_nonpositive, about 2 ulp), so nothing overflows for large |z| and either tail keeps its precision.
 template <class V>
-ENGINE_KERNEL_INLINE typename V::F silu_times(typename V::F g, typename V::F u) {
+ENGINE_KERNEL_INLINE typename V::F gated_sigmoid_times(typename V::F g, typename V::F z, typename V::F u) {
   using F = typename V::F;
   const F minus_one = V::set1(-1.0f);
-  const F positive = V::max(g, V::zero());
-  const F negative = V::fma(positive, minus_one, g);                      // min(g, 0)
-  const F t = exp_nonpositive<V>(V::fma(positive, minus_one, negative));  // e^-|g|
-  return V::mul(V::div(V::fma(negative, t, positive), V::add(t, V::set1(1.0f))), u);
+  const F positive = V::max(z, V::zero());
+  const F negative = V::fma(positive, minus_one, z);                      // min(z, 0)
+  const F t = exp_nonpositive<V>(V::fma(positive, minus_one, negative));  // e^-|z|
+  return V::mul(V::div(V::mul(g, exp_nonpositive<V>(negative)), V::add(t, V::set1(1.0f))), u);
 }
 
-template <class V>
-void silu_mul(const float* gate, const float* up, std::size_t n, float* out) {
+// silu(g) · u with silu(g) = g / (1 + e^-g), computed as (max(g, 0) + min(g, 0) · t) / (1 + t) with
+// t = e^-|g|: one exponential, since the sigmoid's argument is g itself.
+struct SiluTimes {
+  template <class V>
+  ENGINE_KERNEL_INLINE static typename V::F times(typename V::F g, typename V::F u) {
+    using F = typename V::F;
+    const F minus_one = V::set1(-1.0f);
+    const F positive = V::max(g, V::zero());
+    const F negative = V::fma(positive, minus_one, g);                      // min(g, 0)
+    const F t = exp_nonpositive<V>(V::fma(positive, minus_one, negative));  // e^-|g|
+    return V::mul(V::div(V::fma(negative, t, positive), V::add(t, V::set1(1.0f))), u);
+  }
+};
+
+// gelu_tanh(g) · u: GELU's tanh approximation 0.5 g (1 + tanh(√(2/π) (g + 0.044715 g³))) is g times the
+// sigmoid of twice tanh's argument, since (1 + tanh(a)) / 2 = sigmoid(2a).
+struct GeluTanhTimes {
+  template <class V>
+  ENGINE_KERNEL_INLINE static typename V::F times(typename V::F g, typename V::F u) {
+    constexpr float kTwiceSqrtTwoOverPi = 1.5957691216057308f;
+    const auto cubic = V::fma(V::mul(V::set1(0.044715f), V::mul(g, g)), g, g);  // g + 0.044715 g³
+    return gated_sigmoid_times<V>(g, V::mul(V::set1(kTwiceSqrtTwoOverPi), cubic), u);
+  }
+};
+
+// out = Act::times(gate, up) over n values: whole vectors, then the tail through a zero-padded vector.
+template <class V, class Act>
+void gated_mul(const float* gate, const float* up, std::size_t n, float* out) {
   std::size_t i = 0;
-  for (; i + V::W <= n; i += V::W) V::storeu(out + i, silu_times<V>(V::loadu(gate + i), V::loadu(up + i)));
+  for (; i + V::W <= n; i += V::W) V::storeu(out + i, Act::template times<V>(V::loadu(gate + i), V::loadu(up + i)));
   if (i == n) return;
   alignas(64) float g[V::W] = {}, u[V::W] = {}, o[V::W];
   for (std::size_t j = 0; i + j < n; ++j) {
     g[j] = gate[i + j];
     u[j] = up[i + j];
   }
-  V::storeu(o, silu_times<V>(V::loadu(g), V::loadu(u)));
+  V::storeu(o, Act::template times<V>(V::loadu(g), V::loadu(u)));
   for (std::size_t j = 0; i + j < n; ++j) out[i + j] = o[j];
 }
 
@@ -749,7 +774,8 @@ constexpr Table make_table(const char* name) {
       nullptr,
       attention_tile<V>,
       attention_scratch_bytes,
-      silu_mul<V>,
+      gated_mul<V, SiluTimes>,
+      gated_mul<V, GeluTanhTimes>,
   };
 #undef ENGINE_GEMV
 #undef ENGINE_GEMV_BATCH

@@ -39,16 +39,36 @@ struct RawTensor {
 using FindTensor = std::function<std::optional<RawTensor>(const std::string&)>;
 
 // The parts of a decoder layer, named per file kind.
-enum class Part { AttnNorm, Q, K, V, O, QBias, KBias, VBias, QNorm, KNorm, FfnNorm, Gate, Up, Down };
+enum class Part {
+  AttnNorm,
+  Q,
+  K,
+  V,
+  O,
+  QBias,
+  KBias,
+  VBias,
+  QNorm,
+  KNorm,
+  PostAttnNorm,
+  FfnNorm,
+  Gate,
+  Up,
+  Down,
+  PostFfnNorm
+};
 
 struct TensorNames {
   std::string embed, final_norm, lm_head;
   std::function<std::string(std::size_t layer, Part part)> layer;
 };
 
-TensorNames hf_names() {
-  return {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", [](std::size_t i, Part part) {
-            const std::string p = "model.layers." + std::to_string(i) + ".";
+// `model` is where the decoder's tensors live ("model.", or a vision-language checkpoint's text model),
+// `lm_head` the output matrix's name. Gemma names the norm before the feed-forward block
+// pre_feedforward_layernorm; its post_attention_layernorm is the attention output's norm.
+TensorNames hf_names(const std::string& model, const std::string& lm_head, bool post_norms) {
+  return {model + "embed_tokens.weight", model + "norm.weight", lm_head, [=](std::size_t i, Part part) {
+            const std::string p = model + "layers." + std::to_string(i) + ".";
             switch (part) {
               case Part::AttnNorm: return p + "input_layernorm.weight";
               case Part::Q: return p + "self_attn.q_proj.weight";
@@ -60,10 +80,13 @@ TensorNames hf_names() {
               case Part::VBias: return p + "self_attn.v_proj.bias";
               case Part::QNorm: return p + "self_attn.q_norm.weight";
               case Part::KNorm: return p + "self_attn.k_norm.weight";
-              case Part::FfnNorm: return p + "post_attention_layernorm.weight";
+              case Part::PostAttnNorm: return p + "post_attention_layernorm.weight";
+              case Part::FfnNorm:
+                return p + (post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
               case Part::Gate: return p + "mlp.gate_proj.weight";
               case Part::Up: return p + "mlp.up_proj.weight";
               case Part::Down: return p + "mlp.down_proj.weight";
+              case Part::PostFfnNorm: return p + "post_feedforward_layernorm.weight";
             }
             return std::string();
           }};
@@ -83,10 +106,12 @@ TensorNames gguf_names() {
               case Part::VBias: return p + "attn_v.bias";
               case Part::QNorm: return p + "attn_q_norm.weight";
               case Part::KNorm: return p + "attn_k_norm.weight";
+              case Part::PostAttnNorm: return p + "post_attention_norm.weight";
               case Part::FfnNorm: return p + "ffn_norm.weight";
               case Part::Gate: return p + "ffn_gate.weight";
               case Part::Up: return p + "ffn_up.weight";
               case Part::Down: return p + "ffn_down.weight";
+              case Part::PostFfnNorm: return p + "post_ffw_norm.weight";
             }
             return std::string();
           }};
@@ -111,7 +136,7 @@ class WeightBinder {
     const std::size_t kv_rows = c.num_kv_heads * c.head_dim;
     ModelWeights w;
     w.embed = matrix(names.embed, c.vocab_size, c.hidden_size);
-    w.final_norm = vector(names.final_norm, c.hidden_size);
+    w.final_norm = norm(names.final_norm, c.hidden_size);
     if (find_(names.lm_head)) {
       w.lm_head = matrix(names.lm_head, c.vocab_size, c.hidden_size);
     } else if (c.tie_word_embeddings || names.lm_head == "output.weight") {
@@ -122,7 +147,7 @@ class WeightBinder {
     for (std::size_t i = 0; i < c.num_layers; ++i) {
       const auto n = [&](Part part) { return names.layer(i, part); };
       LayerWeights l;
-      l.attn_norm = vector(n(Part::AttnNorm), c.hidden_size);
+      l.attn_norm = norm(n(Part::AttnNorm), c.hidden_size);
       l.q = matrix(n(Part::Q), q_rows, c.hidden_size);
       l.k = matrix(n(Part::K), kv_rows, c.hidden_size);
       l.v = matrix(n(Part::V), kv_rows, c.hidden_size);
@@ -133,10 +158,14 @@ class WeightBinder {
         l.v_bias = vector(n(Part::VBias), kv_rows);
       }
       if (c.qk_norm) {
-        l.q_norm = vector(n(Part::QNorm), c.head_dim);
-        l.k_norm = vector(n(Part::KNorm), c.head_dim);
+        l.q_norm = norm(n(Part::QNorm), c.head_dim);
+        l.k_norm = norm(n(Part::KNorm), c.head_dim);
       }
-      l.ffn_norm = vector(n(Part::FfnNorm), c.hidden_size);
+      if (c.post_norms) {
+        l.post_attn_norm = norm(n(Part::PostAttnNorm), c.hidden_size);
+        l.post_ffn_norm = norm(n(Part::PostFfnNorm), c.hidden_size);
+      }
+      l.ffn_norm = norm(n(Part::FfnNorm), c.hidden_size);
       l.gate = matrix(n(Part::Gate), c.intermediate_size, c.hidden_size);
       l.up = matrix(n(Part::Up), c.intermediate_size, c.hidden_size);
       l.down = matrix(n(Part::Down), c.hidden_size, c.intermediate_size);
@@ -177,13 +206,20 @@ class WeightBinder {
     return {*t.type, t.bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
   }
 
-  // Vectors (norms, biases) are small; the kernels take them as f32.
-  WeightSource vector(const std::string& name, std::uint64_t size) const {
+  // Vectors (norms, biases) are small; the kernels take them as f32. `plus` is added to every value (in f32,
+  // as transformers computes Gemma's 1 + w).
+  WeightSource vector(const std::string& name, std::uint64_t size, float plus = 0.0f) const {
     const auto t = require(name, {size});
-    if (*t.type == WeightType::F32) return {WeightType::F32, t.bytes, 1, static_cast<std::size_t>(size)};
+    if (*t.type == WeightType::F32 && plus == 0.0f)
+      return {WeightType::F32, t.bytes, 1, static_cast<std::size_t>(size)};
     auto& values = widened_.emplace_back(size);
     quant::dequantize_row(*t.type, t.bytes, values);
+    for (auto& v : values) v += plus;
     return {WeightType::F32, std::as_bytes(std::span<const float>(values)), 1, static_cast<std::size_t>(size)};
+  }
+  // A norm's weight as the norm multiplies by it: 1 + w where the file stores w (Gemma's checkpoints).
+  WeightSource norm(const std::string& name, std::uint64_t size) const {
+    return vector(name, size, config_.norm_weight_plus_one ? 1.0f : 0.0f);
   }
 
   const ModelConfig& config_;
@@ -276,7 +312,18 @@ void Checkpoint::load_directory() {
     return RawTensor{from_safetensors_dtype(t->dtype), std::string(format::dtype_name(t->dtype)), file.data(*t),
                      t->shape, file.path().filename().string()};
   };
-  weights_ = WeightBinder(config_, find, files_->widened, path_.string()).bind(hf_names());
+  // Vision-language checkpoints keep the text model under a prefix of their own (transformers wrote
+  // language_model.model., and writes model.language_model. since 4.52); their other towers are not read.
+  std::string model_prefix = "model.";
+  for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
+    if (where.contains(prefix + "embed_tokens.weight")) model_prefix = prefix;
+  }
+  const std::string lm_head =
+      model_prefix == "language_model.model." ? "language_model.lm_head.weight" : std::string("lm_head.weight");
+  weights_ = WeightBinder(config_, find, files_->widened, path_.string())
+                 .bind(hf_names(model_prefix, lm_head, config_.post_norms));
+  // transformers multiplies by the scale rounded to the embedding's dtype (GGUF files keep llama.cpp's exact one).
+  if (config_.embedding_scale) config_.embedding_scale = embedding_scale_in(weights_.embed.type, config_.hidden_size);
   tokenizer_ = tokenizer::Tokenizer::from_directory(path_);
   chat_template_ = directory_chat_template(path_, *tokenizer_);
 }
@@ -339,7 +386,7 @@ std::uint64_t Checkpoint::weight_bytes() const {
     for (const auto* w : {&l.attn_norm, &l.q, &l.k, &l.v, &l.o, &l.ffn_norm, &l.gate, &l.up, &l.down}) {
       total += w->bytes.size();
     }
-    for (const auto* w : {&l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm}) {
+    for (const auto* w : {&l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm}) {
       if (*w) total += (*w)->bytes.size();
     }
   }

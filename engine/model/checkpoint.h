@@ -22,8 +22,10 @@ namespace engine::model {
 struct LayerWeights {
   backend::WeightSource attn_norm, q, k, v, o;
   std::optional<backend::WeightSource> q_bias, k_bias, v_bias;  // Qwen2
-  std::optional<backend::WeightSource> q_norm, k_norm;          // Qwen3
+  std::optional<backend::WeightSource> q_norm, k_norm;          // Qwen3, Gemma 3
   backend::WeightSource ffn_norm, gate, up, down;
+  // Gemma's norms of the attention and feed-forward outputs, before each is added to the residual stream.
+  std::optional<backend::WeightSource> post_attn_norm, post_ffn_norm;
 };
 
 struct ModelWeights {

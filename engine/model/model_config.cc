@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -23,7 +24,43 @@ constexpr std::array kKnown = {
     Known{Architecture::Llama, "LlamaForCausalLM", "llama"},
     // llama.cpp's converter writes Mistral's checkpoints as general.architecture "llama".
     Known{Architecture::Mistral, "MistralForCausalLM", ""},
+    Known{Architecture::Gemma3, "Gemma3ForCausalLM", "gemma3"},
+    // The vision-language class: its text model (config.json's text_config) is Gemma3ForCausalLM.
+    Known{Architecture::Gemma3, "Gemma3ForConditionalGeneration", ""},
+    Known{Architecture::Gemma2, "Gemma2ForCausalLM", "gemma2"},
+    Known{Architecture::SmolLM3, "SmolLM3ForCausalLM", "smollm3"},
 };
+
+// SmolLM3Config's default and llama.cpp's fixed step: every fourth layer without RoPE.
+constexpr std::uint64_t kSmolLM3NoRopeLayerInterval = 4;
+
+// True for every layer but each interval-th (Gemma's sliding layers, SmolLM3's rotating ones).
+std::vector<bool> every_layer_but_each(std::uint64_t interval, std::uint64_t layers) {
+  std::vector<bool> kept(layers);
+  for (std::size_t i = 0; i < layers; ++i) kept[i] = (i + 1) % interval != 0;
+  return kept;
+}
+
+// Gemma3TextConfig's defaults, which Gemma 3's config.json files rely on (text_config of the 4B and larger
+// models leaves out the heads, head_dim, vocab_size and the RoPE bases).
+struct Gemma3Defaults {
+  static constexpr std::uint64_t vocab_size = 262208, hidden_size = 2304, intermediate_size = 9216, layers = 26,
+                                 heads = 8, kv_heads = 4, head_dim = 256, max_position_embeddings = 131072,
+                                 sliding_window = 4096, sliding_window_pattern = 6;
+  static constexpr double rope_theta = 1e6, rope_local_base_freq = 10000.0, query_pre_attn_scalar = 256.0;
+};
+
+// Gemma2Config's defaults for what Gemma 2 changes beside Gemma 3 (its other fields the files give).
+struct Gemma2Defaults {
+  static constexpr std::uint64_t sliding_window = 4096, sliding_window_pattern = 2;
+  static constexpr double query_pre_attn_scalar = 224.0, attn_logit_softcapping = 50.0, final_logit_softcapping = 30.0;
+};
+
+// The activations the feed-forward block computes, as config.json names them.
+constexpr std::array<std::pair<Activation, std::string_view>, 2> kActivations = {{
+    {Activation::Silu, "silu"},
+    {Activation::GeluTanh, "gelu_pytorch_tanh"},
+}};
 
 constexpr std::array<std::pair<RopeType, std::string_view>, 4> kRopeTypes = {{
     {RopeType::Linear, "linear"},
@@ -190,10 +227,26 @@ std::optional<RopeScaling> parse_rope_scaling(const rapidjson::Value& object, co
   return r;
 }
 
+// The feed-forward activation: Gemma's hidden_activation (gelu_pytorch_tanh by default), the others'
+// hidden_act (silu by default); another is refused with its value.
+Activation activation(const JsonFields& f, bool gemma) {
+  const char* key = f.find("hidden_activation") != nullptr || gemma ? "hidden_activation" : "hidden_act";
+  const std::string act = f.string_or(key, gemma ? "gelu_pytorch_tanh" : "silu");
+  std::string names;
+  for (const auto& [kind, name] : kActivations) {
+    if (name == act) return kind;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  f.fail("'" + std::string(key) + "' is '" + act + "', which the engine does not compute (it computes " + names + ")");
+}
+
 // Fields that change the arithmetic in ways the graph does not implement, refused with their values.
-void refuse_unimplemented_fields(const JsonFields& f, std::string_view hf_class) {
-  if (const std::string act = f.string_or("hidden_act", "silu"); act != "silu") {
-    f.fail("'hidden_act' is '" + act + "': " + std::string(hf_class) + " runs with silu (SwiGLU) only");
+void refuse_unimplemented_fields(const JsonFields& f, Architecture arch) {
+  for (const char* softcap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (!is_gemma(arch) && f.find(softcap) != nullptr) {
+      f.fail("'" + std::string(softcap) + "' is " + std::to_string(f.number_or(softcap, 0)) + ": " +
+             std::string(architecture_name(arch)) + " does not soft-cap (Gemma2ForCausalLM and Gemma3ForCausalLM do)");
+    }
   }
   if (f.flag_or("mlp_bias", false)) f.fail("'mlp_bias' is true: MLP biases are not implemented");
   const auto* rope_parameters = f.find("rope_parameters");
@@ -214,21 +267,45 @@ void refuse_unimplemented_fields(const JsonFields& f, std::string_view hf_class)
   }
 }
 
-// The window of sliding-window attention, where the config turns it on: Mistral's sliding_window, unless
-// use_sliding_window is false (Qwen2 and Qwen3 write a window they do not use) or transformers 5's
-// layer_types name no sliding layer.
-std::optional<std::uint64_t> sliding_window(const JsonFields& f) {
-  if (f.find("sliding_window") == nullptr || !f.flag_or("use_sliding_window", true)) return std::nullopt;
-  if (const auto* layer_types = f.find("layer_types"); layer_types != nullptr && layer_types->IsArray()) {
-    bool sliding = false;
-    for (const auto& t : layer_types->GetArray())
-      sliding = sliding || (t.IsString() && std::string_view(t.GetString()) == "sliding_attention");
-    if (!sliding) return std::nullopt;
+// The window of sliding-window attention and its layers, where the config turns it on: Mistral's
+// sliding_window on every layer, unless use_sliding_window is false (Qwen2 and Qwen3 write a window they do
+// not use); transformers 5's layer_types naming the sliding layers (none: no window); Gemma 3's every layer
+// but each sliding_window_pattern-th (its default window and pattern where the file has neither).
+void read_sliding_window(const JsonFields& f, ModelConfig& c) {
+  const bool gemma = is_gemma(c.architecture);
+  const bool gemma2 = c.architecture == Architecture::Gemma2;
+  if ((!gemma && f.find("sliding_window") == nullptr) || !f.flag_or("use_sliding_window", true)) return;
+  std::vector<bool> sliding(c.num_layers, true);
+  if (const auto* layer_types = f.find("layer_types"); layer_types != nullptr) {
+    if (!layer_types->IsArray() || layer_types->Size() != c.num_layers) {
+      f.fail("'layer_types' must list one type per layer (" + std::to_string(c.num_layers) + ")");
+    }
+    for (rapidjson::SizeType i = 0; i < layer_types->Size(); ++i) {
+      const auto& t = (*layer_types)[i];
+      const std::string_view type = t.IsString() ? std::string_view(t.GetString(), t.GetStringLength()) : "";
+      if (type != "sliding_attention" && type != "full_attention") {
+        f.fail("'layer_types' names layer " + std::to_string(i) + " '" + std::string(type) +
+               "'; the engine runs sliding_attention and full_attention layers");
+      }
+      sliding[i] = type == "sliding_attention";
+    }
+  } else if (gemma) {
+    // Gemma 2 alternates, local first.
+    const auto pattern = gemma2 ? Gemma2Defaults::sliding_window_pattern
+                                : f.positive_or("sliding_window_pattern", Gemma3Defaults::sliding_window_pattern);
+    sliding = every_layer_but_each(pattern, c.num_layers);
   }
-  return f.positive("sliding_window");
+  if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return;
+  c.sliding_window =
+      gemma ? f.positive_or("sliding_window", Gemma3Defaults::sliding_window) : f.positive("sliding_window");
+  if (std::find(sliding.begin(), sliding.end(), false) != sliding.end()) c.sliding_layers = std::move(sliding);
 }
 
 }  // namespace
+
+bool is_gemma(Architecture arch) {
+  return arch == Architecture::Gemma2 || arch == Architecture::Gemma3;
+}
 
 std::string_view architecture_name(Architecture arch) {
   for (const auto& k : kKnown) {
@@ -239,11 +316,11 @@ std::string_view architecture_name(Architecture arch) {
 
 ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   const auto doc = parse_json_object(json, name);
-  const JsonFields f(doc, name);
+  const JsonFields top(doc, name);
 
-  const auto* archs = f.find("architectures");
+  const auto* archs = top.find("architectures");
   if (archs == nullptr || !archs->IsArray() || archs->Empty() || !(*archs)[0].IsString()) {
-    f.fail("'architectures' names no model class; this engine runs " + supported_list());
+    top.fail("'architectures' names no model class; this engine runs " + supported_list());
   }
   const std::string_view hf_class((*archs)[0].GetString(), (*archs)[0].GetStringLength());
   ModelConfig c;
@@ -255,36 +332,109 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
     }
   }
   if (!known)
-    f.fail("the architecture " + std::string(hf_class) + " is not supported; this engine runs " + supported_list());
+    top.fail("the architecture " + std::string(hf_class) + " is not supported; this engine runs " + supported_list());
+  // A vision-language checkpoint's text model is configured in its text_config (the vision tower is not run).
+  const bool multimodal = hf_class == "Gemma3ForConditionalGeneration";
+  const std::string text_name = std::string(name) + (multimodal ? " text_config" : "");
+  const auto* text = multimodal ? top.find("text_config") : &static_cast<const rapidjson::Value&>(doc);
+  if (text == nullptr || !text->IsObject()) top.fail("'text_config' must be the text model's configuration");
+  const JsonFields f(*text, text_name);
 
-  c.vocab_size = f.positive("vocab_size");
-  c.hidden_size = f.positive("hidden_size");
-  c.intermediate_size = f.positive("intermediate_size");
-  c.num_layers = f.positive("num_hidden_layers");
-  c.num_heads = f.positive("num_attention_heads");
-  c.num_kv_heads = f.positive_or("num_key_value_heads", c.num_heads);
-  c.head_dim = f.positive_or("head_dim", c.hidden_size / c.num_heads);
-  c.max_position_embeddings = f.positive_or("max_position_embeddings", 4096);
+  const bool gemma = is_gemma(c.architecture);
+  const bool gemma3 = c.architecture == Architecture::Gemma3;
+  // Gemma 3's files leave fields at Gemma3TextConfig's defaults; the others must give them.
+  const auto size = [&](const char* key, std::uint64_t gemma_default) {
+    return gemma3 ? f.positive_or(key, gemma_default) : f.positive(key);
+  };
+  c.vocab_size = size("vocab_size", Gemma3Defaults::vocab_size);
+  c.hidden_size = size("hidden_size", Gemma3Defaults::hidden_size);
+  c.intermediate_size = size("intermediate_size", Gemma3Defaults::intermediate_size);
+  c.num_layers = size("num_hidden_layers", Gemma3Defaults::layers);
+  c.num_heads = size("num_attention_heads", Gemma3Defaults::heads);
+  c.num_kv_heads = f.positive_or("num_key_value_heads", gemma3 ? Gemma3Defaults::kv_heads : c.num_heads);
+  c.head_dim = f.positive_or("head_dim", gemma3 ? Gemma3Defaults::head_dim : c.hidden_size / c.num_heads);
+  c.max_position_embeddings =
+      f.positive_or("max_position_embeddings", gemma3 ? Gemma3Defaults::max_position_embeddings : 4096);
   c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
   // transformers 5 writes one rope_parameters object (rope_theta with the scaling keys) in place of
-  // rope_theta and rope_scaling; older files keep the two keys, which then take precedence.
+  // rope_theta and rope_scaling; older files keep the two keys, which then take precedence. Gemma 3's holds one
+  // object per layer type (full_attention, sliding_attention).
   const auto* rope_parameters = f.find("rope_parameters");
   if (rope_parameters != nullptr && !rope_parameters->IsObject()) f.fail("'rope_parameters' must be an object");
-  const double theta =
-      rope_parameters != nullptr ? JsonFields(*rope_parameters, name).number_or("rope_theta", 10000.0) : 10000.0;
+  const rapidjson::Value* sliding_rope = nullptr;
+  if (rope_parameters != nullptr && rope_parameters->HasMember("full_attention")) {
+    sliding_rope = JsonFields(*rope_parameters, text_name).find("sliding_attention");
+    rope_parameters = JsonFields(*rope_parameters, text_name).find("full_attention");
+    if (rope_parameters == nullptr || !rope_parameters->IsObject() ||
+        (sliding_rope != nullptr && !sliding_rope->IsObject()))
+      f.fail("'rope_parameters' must hold an object for each layer type");
+  }
+  const double default_theta = gemma3 ? Gemma3Defaults::rope_theta : 10000.0;
+  const double theta = rope_parameters != nullptr
+                           ? JsonFields(*rope_parameters, text_name).number_or("rope_theta", default_theta)
+                           : default_theta;
   c.rope_theta = f.number_or("rope_theta", theta);
-  c.tie_word_embeddings = f.flag_or("tie_word_embeddings", false);
-  c.qk_norm = c.architecture == Architecture::Qwen3;
+  c.tie_word_embeddings = f.flag_or("tie_word_embeddings", top.flag_or("tie_word_embeddings", gemma));
+  c.qk_norm = c.architecture == Architecture::Qwen3 || gemma3;
   c.attention_bias = f.flag_or("attention_bias", c.architecture == Architecture::Qwen2);
+  c.activation = activation(f, gemma);
+  if (gemma) {
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    c.post_norms = true;
+    c.norm_weight_plus_one = true;
+    c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", gemma3 ? Gemma3Defaults::query_pre_attn_scalar
+                                                                          : Gemma2Defaults::query_pre_attn_scalar);
+    // Gemma2Config's caps where the file leaves the key out (Gemma3TextConfig's: none); null turns a cap off.
+    const auto cap = [&](const char* key, std::optional<double> fallback) -> std::optional<double> {
+      if (!text->HasMember(key)) return fallback;
+      if (f.find(key) == nullptr) return std::nullopt;
+      const double value = f.number_or(key, 0.0);
+      if (!(value > 0)) f.fail("'" + std::string(key) + "' must be positive, not " + std::to_string(value));
+      return value;
+    };
+    const bool gemma2 = c.architecture == Architecture::Gemma2;
+    c.attn_logit_softcapping =
+        cap("attn_logit_softcapping", gemma2 ? std::optional(Gemma2Defaults::attn_logit_softcapping) : std::nullopt);
+    c.final_logit_softcapping =
+        cap("final_logit_softcapping", gemma2 ? std::optional(Gemma2Defaults::final_logit_softcapping) : std::nullopt);
+  }
+  if (gemma3) {
+    const double local_theta =
+        sliding_rope != nullptr
+            ? JsonFields(*sliding_rope, text_name).number_or("rope_theta", Gemma3Defaults::rope_local_base_freq)
+            : Gemma3Defaults::rope_local_base_freq;
+    c.sliding_rope_theta = f.number_or("rope_local_base_freq", local_theta);
+    if (sliding_rope != nullptr && parse_rope_scaling(*sliding_rope, "rope_parameters.sliding_attention", c, text_name))
+      f.fail("rope_parameters.sliding_attention scales its RoPE, which Gemma 3's local layers do not");
+  }
   c.eos_token_ids = f.ids("eos_token_id");
-  if (const auto bos = f.ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
+  if (c.eos_token_ids.empty()) c.eos_token_ids = top.ids("eos_token_id");
+  if (auto bos = f.ids("bos_token_id"); !bos.empty() || !(bos = top.ids("bos_token_id")).empty())
+    c.bos_token_id = bos.front();
 
-  refuse_unimplemented_fields(f, hf_class);
-  c.sliding_window = sliding_window(f);
+  refuse_unimplemented_fields(f, c.architecture);
+  if (multimodal) refuse_unimplemented_fields(top, c.architecture);
+  if (c.architecture == Architecture::SmolLM3) {
+    // no_rope_layers: 1 where a layer rotates, 0 where it does not (its name notwithstanding).
+    if (const auto* listed = f.find("no_rope_layers")) {
+      if (!listed->IsArray() || listed->Size() != c.num_layers) {
+        f.fail("'no_rope_layers' must hold one 0 or 1 per layer (" + std::to_string(c.num_layers) + ")");
+      }
+      for (const auto& v : listed->GetArray()) {
+        if (!v.IsUint() || v.GetUint() > 1) f.fail("'no_rope_layers' holds something that is not 0 or 1");
+        c.rope_layers.push_back(v.GetUint() == 1);
+      }
+    } else {
+      c.rope_layers =
+          every_layer_but_each(f.positive_or("no_rope_layer_interval", kSmolLM3NoRopeLayerInterval), c.num_layers);
+    }
+  }
+  read_sliding_window(f, c);
   const std::string scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
-  if (const auto* scaling = f.find(scaling_key.c_str())) {
+  const auto* scaling = f.find("rope_scaling") != nullptr ? f.find("rope_scaling") : rope_parameters;
+  if (scaling != nullptr) {
     if (!scaling->IsObject()) f.fail("'" + scaling_key + "' must be an object");
-    c.rope_scaling = parse_rope_scaling(*scaling, scaling_key, c, name);
+    c.rope_scaling = parse_rope_scaling(*scaling, scaling_key, c, text_name);
   }
   check_shape(c, name);
   return c;
@@ -351,7 +501,9 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   }
   if (!known) {
     std::string list;
-    for (const auto& k : kKnown) list += (list.empty() ? "" : ", ") + std::string(k.gguf_name);
+    for (const auto& k : kKnown) {
+      if (!k.gguf_name.empty()) list += (list.empty() ? "" : ", ") + std::string(k.gguf_name);
+    }
     throw_config_error(name, "general.architecture '" + arch + "' is not supported; this engine runs " + list);
   }
   const auto uint_key = [&](const std::string& key, std::optional<std::uint64_t> fallback) -> std::uint64_t {
@@ -383,7 +535,11 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   c.rope_theta = float_key(p + "rope.freq_base", 10000.0);
   c.qk_norm = c.architecture == Architecture::Qwen3;
   c.attention_bias = c.architecture == Architecture::Qwen2;
-  c.rope_pairing = c.architecture == Architecture::Llama ? RopePairing::Interleaved : RopePairing::HalfSplit;
+  // llama.cpp's converter permutes Llama's Q and K rows (SmolLM3's too, a Llama to it).
+  const bool permuted = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3;
+  c.rope_pairing = permuted ? RopePairing::Interleaved : RopePairing::HalfSplit;
+  if (c.architecture == Architecture::SmolLM3)
+    c.rope_layers = every_layer_but_each(kSmolLM3NoRopeLayerInterval, c.num_layers);
   if (const auto* tokens = gguf.find("tokenizer.ggml.tokens"); tokens != nullptr && tokens->strings() != nullptr) {
     c.vocab_size = tokens->strings()->size();
   }
@@ -402,6 +558,31 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   }
   if (gguf.find(p + "attention.sliding_window") != nullptr)
     c.sliding_window = uint_key(p + "attention.sliding_window", 0);
+  if (is_gemma(c.architecture)) {
+    // What llama.cpp's gemma2 and gemma3 loaders fix rather than read: Gemma 3's every sixth layer global, the
+    // others sliding with RoPE base 10000 unscaled; Gemma 2's every other layer global; q scaled by
+    // head_dim^-0.5 but for the 27B models (Gemma 2's 46 layers, Gemma 3's 62), whose query_pre_attn_scalar
+    // is hidden_size / heads. The norm weights are stored as w + 1 already. Gemma 2's caps are keys.
+    const bool gemma3 = c.architecture == Architecture::Gemma3;
+    c.qk_norm = gemma3;
+    c.activation = Activation::GeluTanh;
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    c.post_norms = true;
+    const bool large = c.num_layers == (gemma3 ? 62u : 46u);
+    c.query_pre_attn_scalar = static_cast<double>(large ? c.hidden_size / c.num_heads : c.head_dim);
+    // Gemma 2's loader needs the window; Gemma 3's runs a file without one on global layers alone.
+    if (!c.sliding_window && !gemma3) throw_config_error(name, p + "attention.sliding_window is missing");
+    if (c.sliding_window) {
+      if (gemma3) c.sliding_rope_theta = Gemma3Defaults::rope_local_base_freq;
+      const std::uint64_t pattern =
+          gemma3 ? Gemma3Defaults::sliding_window_pattern : Gemma2Defaults::sliding_window_pattern;
+      c.sliding_layers = every_layer_but_each(pattern, c.num_layers);
+    }
+    for (const auto& [key, cap] : {std::pair{p + "attn_logit_softcapping", &c.attn_logit_softcapping},
+                                   std::pair{p + "final_logit_softcapping", &c.final_logit_softcapping}}) {
+      if (gguf.find(key) != nullptr) *cap = float_key(key, 0.0);
+    }
+  }
   // Llama 3's scaling comes as the rope_freqs.weight tensor (Checkpoint reads it), as llama.cpp's converter
   // writes it; linear and yarn as keys (the converter's names), older files' linear as rope.scale_linear.
   const auto* scaling = gguf.find(p + "rope.scaling.type");
@@ -457,9 +638,25 @@ std::string_view rope_type_name(RopeType type) {
   return "unknown";
 }
 
+double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden_size) {
+  const auto exact = static_cast<float>(std::sqrt(static_cast<double>(hidden_size)));
+  switch (embedding_type) {
+    case quant::WeightType::BF16: return quant::bf16_to_f32(quant::f32_to_bf16(exact));
+    case quant::WeightType::F16: return quant::f16_to_f32(quant::f32_to_f16(exact));
+    default: return exact;
+  }
+}
+
+bool is_sliding_layer(const ModelConfig& config, std::size_t layer) {
+  if (!config.sliding_window) return false;
+  return config.sliding_layers.empty() || config.sliding_layers.at(layer);
+}
+
 std::uint64_t derived_max_model_len(const ModelConfig& config) {
   const auto& r = config.rope_scaling;
-  if (!r || r->type == RopeType::Llama3 || r->factor <= 1.0) return config.max_position_embeddings;
+  // Gemma 3's max_position_embeddings already counts its global layers' scaling (vLLM leaves it as it is).
+  if (!r || r->type == RopeType::Llama3 || r->factor <= 1.0 || config.architecture == Architecture::Gemma3)
+    return config.max_position_embeddings;
   const std::uint64_t base =
       r->type == RopeType::Yarn ? r->original_max_position_embeddings : config.max_position_embeddings;
   return static_cast<std::uint64_t>(static_cast<double>(base) * r->factor);

@@ -9,12 +9,18 @@
 #include <vector>
 
 #include "engine/format/gguf.h"
+#include "engine/quant/quant.h"
 
 namespace engine::model {
 
 // The architectures the engine runs; each is one model graph written once against the backend interface.
-// Mistral is Llama's graph under its own name (and, where its config sets one, a sliding window).
-enum class Architecture { Qwen3, Qwen2, Llama, Mistral };
+// Mistral is Llama's graph under its own name (and, where its config sets one, a sliding window). Gemma 2 and
+// 3 are the same graph with Gemma's data: GeGLU, norms after each sub-block too, interleaved sliding-window
+// layers (Gemma 2: soft-capped scores and logits; Gemma 3: q/k norms, a RoPE of their own on local layers).
+// SmolLM3 is Llama's graph with RoPE left out of every fourth layer.
+enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2, SmolLM3 };
+// Gemma 2 or 3: Gemma's norms, embedding scale and GeGLU.
+bool is_gemma(Architecture arch);
 std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
 
 // The RoPE scalings transformers defines for these families (config.json "rope_type"; GGUF
@@ -42,6 +48,10 @@ struct RopeScaling {
 // files, whose Q/K weights were permuted by the converter).
 enum class RopePairing { HalfSplit, Interleaved };
 
+// The gated feed-forward's activation: SwiGLU's silu, or GeGLU's GELU in its tanh approximation
+// (hidden_activation gelu_pytorch_tanh).
+enum class Activation { Silu, GeluTanh };
+
 // Everything the model graph needs to know, from config.json or from GGUF metadata.
 struct ModelConfig {
   Architecture architecture = Architecture::Llama;
@@ -62,10 +72,29 @@ struct ModelConfig {
   std::vector<double> rope_freq_factors;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
-  bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
-  // Attention over the last `sliding_window` positions only (Mistral v0.1); the engine does not implement
-  // it yet, so it refuses a max_model_len past the window (within it the window changes nothing).
+  bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3)
+  Activation activation = Activation::Silu;
+  // Gemma: the embedding is multiplied by sqrt(hidden_size) (transformers rounds it to the weights' dtype
+  // first, which Checkpoint does for safetensors; llama.cpp multiplies by it unrounded), each sub-block's
+  // output goes through a norm of its own before the residual add (post_attention_layernorm,
+  // post_feedforward_layernorm), and q·k is scaled by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5.
+  std::optional<double> embedding_scale;
+  bool post_norms = false;
+  std::optional<double> query_pre_attn_scalar;
+  // The file stores each norm weight as w for a norm that multiplies by (1 + w): Gemma's Hugging Face
+  // checkpoints (llama.cpp's converter writes w + 1 into GGUF files, which are read as they are).
+  bool norm_weight_plus_one = false;
+  // Attention over the last `sliding_window` positions only: Mistral v0.1's on every layer, Gemma 3's on the
+  // layers `sliding_layers` marks (empty: every layer).
   std::optional<std::uint64_t> sliding_window;
+  std::vector<bool> sliding_layers;
+  // The RoPE base of the sliding-window layers, which then rotate without scaling (Gemma 3's
+  // rope_local_base_freq); unset: they rotate as the other layers.
+  std::optional<double> sliding_rope_theta;
+  // The layers that rotate q and k (SmolLM3's no_rope_layers, 1 for those that do); empty: every layer.
+  std::vector<bool> rope_layers;
+  // Gemma 2: attention scores become cap * tanh(score / cap) on every layer, and so do the final logits.
+  std::optional<double> attn_logit_softcapping, final_logit_softcapping;
   std::vector<std::int64_t> eos_token_ids;
   std::optional<std::int64_t> bos_token_id;
 };
@@ -101,8 +130,16 @@ GenerationDefaults read_generation_config(const std::filesystem::path& generatio
 // way the engine does not implement are refused by name, as in config.json.
 ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name);
 
+// Gemma's embedding scale as transformers multiplies by it: sqrt(hidden_size) rounded to the embedding's
+// dtype (`embedding_type`: F16 or BF16 rounded to nearest even, F32 to float; sqrt(1152) is 34 in bf16).
+double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden_size);
+
+// Whether layer `layer` attends over the sliding window only.
+bool is_sliding_layer(const ModelConfig& config, std::size_t layer);
+
 // The positions a config's model is made for: max_position_embeddings, times the factor of a linear, dynamic
-// or yarn scaling (yarn: of original_max_position_embeddings), as vLLM derives its default max_model_len.
+// or yarn scaling (yarn: of original_max_position_embeddings), as vLLM derives its default max_model_len (but
+// for Gemma 3, whose max_position_embeddings is the scaled length already).
 std::uint64_t derived_max_model_len(const ModelConfig& config);
 
 }  // namespace engine::model

@@ -102,6 +102,29 @@ double rope_attention_factor(const ModelConfig& config) {
   return magnitude(1.0);
 }
 
+backend::AttentionPlan attention_plan(const ModelConfig& config, std::size_t max_model_len) {
+  backend::AttentionPlan plan;
+  plan.ropes.push_back(rope_spec(config));
+  std::optional<std::size_t> local_rope;
+  if (config.sliding_rope_theta) {
+    ModelConfig local = config;
+    local.rope_theta = *config.sliding_rope_theta;
+    local.rope_scaling.reset();
+    local.rope_freq_factors.clear();
+    local_rope = plan.ropes.size();
+    plan.ropes.push_back(rope_spec(local));
+  }
+  for (std::size_t i = 0; i < config.num_layers; ++i) {
+    backend::LayerAttention& layer = plan.layers.emplace_back();
+    layer.logit_softcap = static_cast<float>(config.attn_logit_softcapping.value_or(0.0));
+    if (!config.rope_layers.empty() && !config.rope_layers[i]) layer.rope.reset();
+    if (!is_sliding_layer(config, i)) continue;
+    if (local_rope && layer.rope) layer.rope = local_rope;
+    if (*config.sliding_window < max_model_len) layer.sliding_window = *config.sliding_window;
+  }
+  return plan;
+}
+
 Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, backend::Backend& backend)
     : config_(config), backend_(backend) {
   auto add = [&](const backend::WeightSource& source) { return backend_.add_weight(source); };
@@ -115,7 +138,8 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   for (const auto& l : weights.layers) {
     layers_.push_back(Layer{add(l.attn_norm), add(l.q), add(l.k), add(l.v), add(l.o), add(l.ffn_norm), add(l.gate),
                             add(l.up), add(l.down), add_optional(l.q_bias), add_optional(l.k_bias),
-                            add_optional(l.v_bias), add_optional(l.q_norm), add_optional(l.k_norm)});
+                            add_optional(l.v_bias), add_optional(l.q_norm), add_optional(l.k_norm),
+                            add_optional(l.post_attn_norm), add_optional(l.post_ffn_norm)});
   }
 }
 
@@ -143,6 +167,17 @@ void Transformer::forward_hidden(const backend::StepLayout& layout, std::span<fl
   read_rows(*this, backend_, layout, Head::HiddenStates, config_.hidden_size, hidden, "Transformer::forward_hidden");
 }
 
+void Transformer::add_output(Tensor in, const backend::Weight& w, const std::optional<backend::Weight>& post_norm,
+                             Tensor product, Tensor x) {
+  if (!post_norm) {
+    backend_.matmul_add(in, w, product, x);
+    return;
+  }
+  backend_.matmul(in, w, nullptr, product);
+  backend_.rms_norm(product, *post_norm, static_cast<float>(config_.rms_norm_eps), product);
+  backend_.add(x, product);
+}
+
 Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
   const auto& c = config_;
   const auto& logit_rows = layout.logit_rows;
@@ -158,8 +193,8 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
   const std::size_t kv_width = c.num_kv_heads * c.head_dim;
   // YaRN scales cos and sin by its attention factor, so q·k by its square: folded into the softmax scale.
   const double attention_factor = rope_attention_factor(c);
-  const float scale =
-      static_cast<float>(attention_factor * attention_factor) / std::sqrt(static_cast<float>(c.head_dim));
+  const float scale = static_cast<float>(attention_factor * attention_factor) /
+                      std::sqrt(static_cast<float>(c.query_pre_attn_scalar.value_or(static_cast<double>(c.head_dim))));
 
   // One set of buffers serves every layer.
   const Tensor x = backend_.alloc(tokens, c.hidden_size);
@@ -172,6 +207,7 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
   const Tensor up = backend_.alloc(tokens, c.intermediate_size);
 
   backend_.embed(embed_, x);
+  if (c.embedding_scale) backend_.scale(x, static_cast<float>(*c.embedding_scale));
   // x is the residual stream: each sub-block reads it through its norm and adds its output projection back.
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
@@ -182,11 +218,20 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
     backend_.qk_norm_rope_store(i, q, k, v, l.q_norm ? &*l.q_norm : nullptr, l.k_norm ? &*l.k_norm : nullptr, eps,
                                 c.head_dim);
     backend_.attention(i, q, scale, attn);
-    backend_.matmul_add(attn, l.o, h, x);
+    add_output(attn, l.o, l.post_attn_norm, h, x);
 
     const backend::Projection gate_up[] = {{&l.gate, nullptr, gate}, {&l.up, nullptr, up}};
     backend_.norm_matmul_group(x, l.ffn_norm, eps, h, gate_up);
-    backend_.swiglu_matmul_add(gate, up, l.down, h, x);
+    if (c.activation == Activation::Silu && !l.post_ffn_norm) {
+      backend_.swiglu_matmul_add(gate, up, l.down, h, x);  // one kernel on a GPU
+    } else {
+      if (c.activation == Activation::Silu) {
+        backend_.silu_mul(gate, up, gate);
+      } else {
+        backend_.gelu_tanh_mul(gate, up, gate);
+      }
+      add_output(gate, l.down, l.post_ffn_norm, h, x);
+    }
   }
   if (logit_rows.empty()) return {};
   const Tensor last = backend_.alloc(logit_rows.size(), c.hidden_size);
@@ -195,6 +240,7 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
   if (head == Head::HiddenStates) return last;
   const Tensor out = backend_.alloc(logit_rows.size(), c.vocab_size);
   backend_.matmul(last, lm_head_, nullptr, out);
+  if (c.final_logit_softcapping) backend_.softcap(out, static_cast<float>(*c.final_logit_softcapping));
   return out;
 }
 

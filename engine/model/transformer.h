@@ -1,7 +1,8 @@
 #pragma once
 
-// The decoder-only transformer shared by Qwen3, Qwen2 and Llama, written once against the backend
-// interface: the differences are data (biases, q/k norms, RoPE frequencies and pairing), not code paths.
+// The decoder-only transformer shared by Qwen3, Qwen2, Llama, Mistral and Gemma 3, written once against the
+// backend interface: the differences are data (biases, q/k norms, post norms, the activation, the embedding
+// scale, each layer's RoPE and window), not code paths.
 
 #include <cstddef>
 #include <span>
@@ -17,6 +18,10 @@ namespace engine::model {
 backend::RopeSpec rope_spec(const ModelConfig& config);
 // The factor RoPE's scaling puts on cos and sin (YaRN's; 1 for the others).
 double rope_attention_factor(const ModelConfig& config);
+// How each layer attends: the model's rotary embeddings (rope_spec's, and Gemma 3's unscaled local one for
+// its sliding-window layers) and each layer's window, left out where it is at least `max_model_len` (a
+// window no sequence outgrows changes nothing).
+backend::AttentionPlan attention_plan(const ModelConfig& config, std::size_t max_model_len);
 
 class Transformer {
  public:
@@ -39,8 +44,12 @@ class Transformer {
  private:
   struct Layer {
     backend::Weight attn_norm, q, k, v, o, ffn_norm, gate, up, down;
-    std::optional<backend::Weight> q_bias, k_bias, v_bias, q_norm, k_norm;
+    std::optional<backend::Weight> q_bias, k_bias, v_bias, q_norm, k_norm, post_attn_norm, post_ffn_norm;
   };
+
+  // x += in · wᵀ, through the layer's post norm first where it has one (Gemma).
+  void add_output(backend::Tensor in, const backend::Weight& w, const std::optional<backend::Weight>& post_norm,
+                  backend::Tensor product, backend::Tensor x);
 
   const ModelConfig config_;
   backend::Backend& backend_;

@@ -34,6 +34,13 @@ std::string_view arch_flag(Architecture arch) {
   return "?";
 }
 
+std::string arch_flag_list() {
+  std::string out;
+  for (std::size_t i = 0; i < kArchs.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == kArchs.size() ? " or " : ", ") + std::string(kArchs[i].flag);
+  return out;
+}
+
 bool is_float_type(WeightType type) {
   return type == WeightType::F32 || type == WeightType::F16 || type == WeightType::BF16;
 }
@@ -119,18 +126,22 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
   const auto matrix_std = [&](std::uint64_t fan_in) {
     return s.matrix > 0 ? s.matrix : 1.0f / std::sqrt(static_cast<float>(fan_in));
   };
-  const bool llama = c.architecture == Architecture::Llama;
+  // llama.cpp's converter permutes Llama's Q and K rows for its interleaved RoPE, SmolLM3's as a Llama's.
+  const bool llama = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3;
   const std::uint64_t q_rows = c.num_heads * c.head_dim, kv_rows = c.num_kv_heads * c.head_dim;
   std::vector<TensorSpec> out;
   const auto add = [&](std::string hf, std::string gguf, std::vector<std::uint64_t> shape, Init init, float mean,
                        float stddev, std::uint64_t permute = 0) {
     out.push_back({std::move(hf), std::move(gguf), std::move(shape), init, mean, stddev, permute});
   };
+  // Norm weights around 1; Gemma's files store them as w around 0 for its (1 + w), GGUF as w + 1.
+  const auto add_norm = [&](std::string hf, std::string gguf, std::uint64_t size) {
+    add(std::move(hf), std::move(gguf), {size}, Init::NormWeight, c.norm_weight_plus_one ? 0.0f : 1.0f, s.norm_noise);
+    if (c.norm_weight_plus_one) out.back().gguf_plus = 1.0f;
+  };
   if (llama && c.rope_scaling && c.rope_scaling->type == model::RopeType::Llama3) {
-    // llama.cpp's converter stores Llama 3's per-frequency divisors as a tensor beside the metadata.
     add("", "rope_freqs.weight", {c.head_dim / 2}, Init::RopeFreqs, 0, 0);
   }
-  // A scripted model's layers add nothing to the residual stream; its embedding and lm_head form the chain.
   const Init embed = scripted ? Init::ScriptEmbedding : Init::Normal;
   const Init output_projection = scripted ? Init::Zero : Init::Normal;
   add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, embed, 0, s.embed);
@@ -138,7 +149,7 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
     const std::string hf = "model.layers." + std::to_string(l) + ".";
     const std::string gg = "blk." + std::to_string(l) + ".";
     const float h_std = matrix_std(c.hidden_size);
-    add(hf + "input_layernorm.weight", gg + "attn_norm.weight", {c.hidden_size}, Init::NormWeight, 1, s.norm_noise);
+    add_norm(hf + "input_layernorm.weight", gg + "attn_norm.weight", c.hidden_size);
     add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q_rows, c.hidden_size}, Init::Normal, 0, h_std,
         llama ? c.num_heads : 0);
     add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv_rows, c.hidden_size}, Init::Normal, 0, h_std,
@@ -150,20 +161,27 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
       add(hf + "self_attn.v_proj.bias", gg + "attn_v.bias", {kv_rows}, Init::Normal, 0, s.bias);
     }
     if (c.qk_norm) {
-      add(hf + "self_attn.q_norm.weight", gg + "attn_q_norm.weight", {c.head_dim}, Init::NormWeight, 1, s.norm_noise);
-      add(hf + "self_attn.k_norm.weight", gg + "attn_k_norm.weight", {c.head_dim}, Init::NormWeight, 1, s.norm_noise);
+      add_norm(hf + "self_attn.q_norm.weight", gg + "attn_q_norm.weight", c.head_dim);
+      add_norm(hf + "self_attn.k_norm.weight", gg + "attn_k_norm.weight", c.head_dim);
     }
     add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {c.hidden_size, q_rows}, output_projection, 0,
         matrix_std(q_rows));
-    add(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {c.hidden_size}, Init::NormWeight, 1,
-        s.norm_noise);
+    // Gemma's post_attention_layernorm is the attention output's norm, its pre_feedforward_layernorm the
+    // feed-forward input's (the others' post_attention_layernorm).
+    if (c.post_norms) {
+      add_norm(hf + "post_attention_layernorm.weight", gg + "post_attention_norm.weight", c.hidden_size);
+      add_norm(hf + "pre_feedforward_layernorm.weight", gg + "ffn_norm.weight", c.hidden_size);
+    } else {
+      add_norm(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", c.hidden_size);
+    }
     add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0,
         h_std);
     add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0, h_std);
     add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {c.hidden_size, c.intermediate_size}, output_projection, 0,
         matrix_std(c.intermediate_size));
+    if (c.post_norms) add_norm(hf + "post_feedforward_layernorm.weight", gg + "post_ffw_norm.weight", c.hidden_size);
   }
-  add("model.norm.weight", "output_norm.weight", {c.hidden_size}, Init::NormWeight, 1, s.norm_noise);
+  add_norm("model.norm.weight", "output_norm.weight", c.hidden_size);
   if (!c.tie_word_embeddings) {
     add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, scripted ? Init::ScriptHead : Init::Normal, 0,
         s.lm_head);
@@ -171,8 +189,6 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
   return out;
 }
 
-// Llama 3's divisor of each RoPE frequency (1 for high frequencies, `factor` for low ones, a smooth blend
-// between), as llama.cpp's converter computes rope_freqs.
 std::vector<float> llama3_rope_divisors(const model::ModelConfig& c) {
   const auto& r = *c.rope_scaling;
   const double low_wavelen = static_cast<double>(r.original_max_position_embeddings) / r.low_freq_factor;
@@ -430,6 +446,11 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
         if (gguf_next[g] >= out.tensors.size() || out.tensors[gguf_next[g]].spec != &t) continue;
         const auto& plan = out.tensors[gguf_next[g]];
         std::span<const float> source = values;
+        if (t.gguf_plus != 0.0f) {
+          permuted.resize(n);
+          std::transform(values.begin(), values.end(), permuted.begin(), [&](float v) { return v + t.gguf_plus; });
+          source = permuted;
+        }
         if (t.permute_heads > 0) {
           permuted.resize(n);
           permute_rows(values, permuted, t.permute_heads, rows, cols);
@@ -507,7 +528,10 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.vocab_size = round_up(tokenizer_size, 64);
   c.hidden_size = 256;
   c.intermediate_size = 512;
-  c.num_layers = arch == Architecture::Llama ? 3 : 2;
+  c.num_layers = arch == Architecture::Llama                                     ? 3
+                 : arch == Architecture::Gemma3                                  ? 6
+                 : arch == Architecture::Gemma2 || arch == Architecture::SmolLM3 ? 4
+                                                                                 : 2;
   c.num_heads = 4;
   c.num_kv_heads = 2;
   c.head_dim = arch == Architecture::Qwen3 ? 128 : 64;  // Qwen3's head_dim is not hidden / heads
@@ -515,8 +539,37 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.rms_norm_eps = arch == Architecture::Llama ? 1e-5 : 1e-6;
   c.rope_theta = arch == Architecture::Llama ? 5e5 : 1e6;
   // Qwen3 tiny has its own lm_head and Qwen2 tiny ties it, so both paths get exercised.
-  c.tie_word_embeddings = arch == Architecture::Qwen2;
+  c.tie_word_embeddings = arch == Architecture::Qwen2 || model::is_gemma(arch) || arch == Architecture::SmolLM3;
+  // SmolLM3: the fourth layer without RoPE, as llama.cpp fixes it for GGUF files.
+  if (arch == Architecture::SmolLM3) {
+    for (std::uint64_t i = 0; i < c.num_layers; ++i) c.rope_layers.push_back((i + 1) % 4 != 0);
+  }
   if (arch == Architecture::Llama) c.rope_scaling = preset_rope_scaling(model::RopeType::Llama3, c);
+  if (model::is_gemma(arch)) {
+    // Gemma's data on that shape. Gemma 3: six layers so that the sixth is global (llama.cpp's fixed
+    // pattern), the others over a window of 16 positions that the tests' sequences outgrow with their own
+    // RoPE base, linear scaling 8 on the global layer as the 4B+ models have it. Gemma 2: every other layer
+    // global, caps low enough that the tiny model's scores and logits reach them.
+    const bool gemma3 = arch == Architecture::Gemma3;
+    c.qk_norm = gemma3;
+    c.activation = model::Activation::GeluTanh;
+    c.post_norms = true;
+    c.norm_weight_plus_one = true;
+    c.query_pre_attn_scalar = 64.0;  // = head_dim, as llama.cpp assumes for GGUF files (but Gemma 3 27B's)
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    c.sliding_window = 16;
+    const std::uint64_t pattern = gemma3 ? 6 : 2;
+    for (std::uint64_t i = 0; i < c.num_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
+    if (gemma3) {
+      c.sliding_rope_theta = 10000.0;
+      c.rope_scaling = preset_rope_scaling(model::RopeType::Linear, c);
+      c.rope_scaling->factor = 8.0;
+    } else {
+      c.rope_theta = 10000.0;
+      c.attn_logit_softcapping = 4.0;
+      c.final_logit_softcapping = 30.0;  // Gemma 2's own
+    }
+  }
   return c;
 }
 

@@ -124,6 +124,9 @@ GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, co
   u32(arch + ".rope.dimension_count", config.head_dim);
   f32(arch + ".rope.freq_base", config.rope_theta);
   f32(arch + ".attention.layer_norm_rms_epsilon", config.rms_norm_eps);
+  if (config.sliding_window) u32(arch + ".attention.sliding_window", *config.sliding_window);
+  if (config.attn_logit_softcapping) f32(arch + ".attn_logit_softcapping", *config.attn_logit_softcapping);
+  if (config.final_logit_softcapping) f32(arch + ".final_logit_softcapping", *config.final_logit_softcapping);
   // Llama 3's rope scaling is no key: llama.cpp's converter stores it only as the rope_freqs.weight tensor
   // (model_writer.cc adds it), and llama.cpp refuses a rope.scaling.type it does not know, such as "llama3".
   // Linear and yarn are keys, as the converter writes them (model_writer.cc refuses dynamic with GGUF).

@@ -38,8 +38,13 @@ struct ArchNames {
   Architecture arch;
   std::string_view flag;  // --arch value, model_type and general.architecture
 };
-inline constexpr std::array kArchs = {ArchNames{Architecture::Qwen3, "qwen3"}, ArchNames{Architecture::Qwen2, "qwen2"},
-                                      ArchNames{Architecture::Llama, "llama"}};
+inline constexpr std::array kArchs = {
+    ArchNames{Architecture::Qwen3, "qwen3"},   ArchNames{Architecture::Qwen2, "qwen2"},
+    ArchNames{Architecture::Llama, "llama"},   ArchNames{Architecture::Gemma3, "gemma3"},
+    ArchNames{Architecture::Gemma2, "gemma2"}, ArchNames{Architecture::SmolLM3, "smollm3"}};
+
+// "qwen3, qwen2, llama or gemma3": the --arch values, for help and refusals.
+std::string arch_flag_list();
 
 // The --arch value of `arch` ("?" for none).
 std::string_view arch_flag(Architecture arch);
@@ -62,6 +67,9 @@ struct TensorSpec {
   float mean = 0.0f;
   float stddev = 0.0f;
   std::uint64_t permute_heads = 0;  // GGUF llama Q/K: rows reordered within each of these heads
+  // Added to the values written into GGUF: Gemma's norms, stored as w in safetensors for a norm that
+  // multiplies by 1 + w, are w + 1 in llama.cpp's files.
+  float gguf_plus = 0.0f;
 
   std::uint64_t elements() const {
     std::uint64_t n = 1;

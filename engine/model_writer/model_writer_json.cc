@@ -60,7 +60,8 @@ namespace detail {
 
 // config.json with the fields transformers writes for each family (sorted, as save_pretrained does).
 std::string config_json(const model::ModelConfig& c, WeightType dtype) {
-  const bool qwen = c.architecture != Architecture::Llama;
+  const bool qwen = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen3;
+  const bool gemma = model::is_gemma(c.architecture);
   rapidjson::StringBuffer buffer;
   Json json(buffer);
   json.SetIndent(' ', 2);
@@ -83,8 +84,8 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     key(json, "head_dim");
     json.Uint64(c.head_dim);
   }
-  key(json, "hidden_act");
-  string(json, "silu");
+  key(json, gemma ? "hidden_activation" : "hidden_act");
+  string(json, c.activation == model::Activation::GeluTanh ? "gelu_pytorch_tanh" : "silu");
   key(json, "hidden_size");
   json.Uint64(c.hidden_size);
   key(json, "initializer_range");
@@ -93,6 +94,47 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   json.Uint64(c.intermediate_size);
   key(json, "max_position_embeddings");
   json.Uint64(c.max_position_embeddings);
+  if (gemma) {
+    // Gemma's own fields: the soft-caps (Gemma 2's; null in Gemma 3), the window's layers as the layer_types
+    // list newer transformers write (which the engine reads first) and, for Gemma 3, as 4.5x's pattern too,
+    // and its local layers' RoPE base.
+    const auto cap = [&](const char* name, const std::optional<double>& value) {
+      key(json, name);
+      if (value) {
+        json.Double(*value);
+      } else {
+        json.Null();
+      }
+    };
+    cap("attn_logit_softcapping", c.attn_logit_softcapping);
+    cap("final_logit_softcapping", c.final_logit_softcapping);
+    key(json, "layer_types");
+    json.StartArray();
+    for (const bool sliding : c.sliding_layers) string(json, sliding ? "sliding_attention" : "full_attention");
+    json.EndArray();
+    key(json, "query_pre_attn_scalar");
+    json.Double(*c.query_pre_attn_scalar);
+    if (c.sliding_rope_theta) {
+      key(json, "rope_local_base_freq");
+      json.Double(*c.sliding_rope_theta);
+    }
+    key(json, "sliding_window");
+    json.Uint64(*c.sliding_window);
+    if (c.architecture == Architecture::Gemma3) {
+      key(json, "sliding_window_pattern");
+      json.Uint64(6);
+    }
+  } else if (!c.rope_layers.empty()) {
+    // SmolLM3: 1 for the layers that rotate, 0 for those that do not.
+    key(json, "no_rope_layer_interval");
+    json.Uint64(4);
+    key(json, "no_rope_layers");
+    json.SetFormatOptions(rapidjson::kFormatSingleLineArray);
+    json.StartArray();
+    for (const bool rotates : c.rope_layers) json.Uint(rotates ? 1 : 0);
+    json.EndArray();
+    json.SetFormatOptions(rapidjson::kFormatDefault);
+  }
   if (qwen) {
     key(json, "max_window_layers");
     json.Uint64(c.num_layers);
@@ -101,14 +143,14 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     json.Bool(false);
   }
   key(json, "model_type");
-  string(json, arch_flag(c.architecture));
+  string(json, c.architecture == Architecture::Gemma3 ? "gemma3_text" : arch_flag(c.architecture));
   key(json, "num_attention_heads");
   json.Uint64(c.num_heads);
   key(json, "num_hidden_layers");
   json.Uint64(c.num_layers);
   key(json, "num_key_value_heads");
   json.Uint64(c.num_kv_heads);
-  if (!qwen) {
+  if (!qwen && !gemma) {
     key(json, "pretraining_tp");
     json.Int(1);
   }

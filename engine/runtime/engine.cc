@@ -77,14 +77,6 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   engine->checkpoint_ = model::Checkpoint::open(model);
   const auto& c = engine->checkpoint_->config();
   const std::size_t wanted_len = options.max_model_len ? options.max_model_len : model::derived_max_model_len(c);
-  if (c.sliding_window && wanted_len > *c.sliding_window) {
-    // Within the window, sliding-window attention is full attention; past it the engine would be wrong.
-    throw model::ConfigError(std::string(model::architecture_name(c.architecture)) +
-                             " attends over a sliding window of " + std::to_string(*c.sliding_window) +
-                             " positions, which the engine does not implement yet; max_model_len " +
-                             std::to_string(wanted_len) + " is longer: pass --max-model-len " +
-                             std::to_string(*c.sliding_window) + " or less");
-  }
   engine->backend_ = make_backend(options);
   // Weights first: on a GPU the KV cache takes what they leave.
   engine->transformer_ = std::make_unique<model::Transformer>(c, engine->checkpoint_->weights(), *engine->backend_);
@@ -118,7 +110,13 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
                              std::to_string(cache_bytes) + " bytes holds; lower --max-model-len or " + more_memory);
   }
   engine->max_model_len_ = std::min(wanted_len, cache_positions);
-  engine->backend_->init_cache(shape, model::rope_spec(c));
+  try {
+    engine->backend_->init_cache(shape, model::attention_plan(c, engine->max_model_len_));
+  } catch (const std::invalid_argument& e) {
+    // A backend that lacks what a layer needs refuses the model: say which model.
+    throw std::invalid_argument(std::string(model::architecture_name(c.architecture)) + " on the " +
+                                std::string(engine->backend_->name()) + " backend: " + e.what());
+  }
   engine->kv_cache_ = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size);
   return engine;
 }

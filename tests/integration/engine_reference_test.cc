@@ -163,7 +163,9 @@ std::string arch_name(const testing::TestParamInfo<Architecture>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, EngineReference,
-                         testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama), arch_name);
+                         testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama,
+                                         Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3),
+                         arch_name);
 
 TEST_P(EngineReference, F32ShardedCheckpointMatchesWithin1em4) {
   TempDir dir;
@@ -537,9 +539,9 @@ TEST_P(EngineRopeScaling, MatchesTheReferenceFromConfigJsonAndGguf) {
   }
 }
 
-// Mistral is Llama's graph under its own name; its sliding window changes nothing within the window, and
-// a max_model_len past it (which would need the window) is refused with what to pass instead.
-TEST(EngineLoad, MistralRunsLlamasGraphWithinItsSlidingWindow) {
+// Mistral is Llama's graph under its own name, attending over its sliding window on every layer: a window
+// shorter than the test's sequences, so that it changes their logits, and no limit on max_model_len.
+TEST(EngineLoad, MistralAttendsOverItsSlidingWindowOnEveryLayer) {
   TempDir dir;
   write_tiny(Architecture::Llama, dir.path(), WeightType::F32);
   const auto bytes = testing_support::read_file(dir / "config.json");
@@ -550,39 +552,74 @@ TEST(EngineLoad, MistralRunsLlamasGraphWithinItsSlidingWindow) {
     ASSERT_NE(at, std::string::npos) << from;
     config.replace(at, from.size(), to);
   }
-  config.insert(config.rfind('}'), ", \"sliding_window\": 4096");
+  const auto full_attention = testing_support::reference_logits(dir.path(), kSequences);
+  config.insert(config.rfind('}'), ", \"sliding_window\": 8");
   testing_support::write_file(dir / "config.json", config);
-
-  auto engine = load(dir.path());
-  EXPECT_EQ(engine->config().architecture, Architecture::Mistral);
-  EXPECT_LE(worst_relative_error(engine_logits(*engine, kSequences),
-                                 testing_support::reference_logits(dir.path(), kSequences)),
-            1e-4);
 
   engine::runtime::EngineOptions options;
   options.threads = 2;
   options.max_model_len = 8192;
-  try {
-    Engine::load(dir.path(), options);
-    FAIL() << "loaded past the sliding window";
-  } catch (const engine::model::ConfigError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("MistralForCausalLM attends over a sliding window of 4096 positions"));
-    EXPECT_THAT(e.what(), testing::HasSubstr("max_model_len 8192 is longer: pass --max-model-len 4096 or less"));
+  options.kv_cache_dtype = KvCacheDtype::Float32;  // the 1e-4 check needs it
+  auto engine = Engine::load(dir.path(), options);
+  EXPECT_EQ(engine->config().architecture, Architecture::Mistral);
+  const auto logits = engine_logits(*engine, kSequences);
+  EXPECT_GT(worst_relative_error(logits, full_attention), 1e-2) << "the window changes nothing in this test";
+  EXPECT_LE(worst_relative_error(logits, testing_support::reference_logits(dir.path(), kSequences)), 1e-4);
+}
+
+std::string replace_all(std::string text, std::string_view from, std::string_view to) {
+  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
   }
+  return text;
+}
+
+// Gemma3ForConditionalGeneration as transformers 4.52+ saves it: the text model's config under text_config
+// beside a vision tower's, its tensors under model.language_model.; the engine runs the same text model.
+TEST(EngineLoad, Gemma3ForConditionalGenerationRunsItsTextModel) {
+  TempDir dir;
+  write_tiny(Architecture::Gemma3, dir.path(), WeightType::F32);
+  const auto text_model = engine_logits(*load(dir.path()), kSequences);
+  const auto text = [&](const char* name) {
+    const auto bytes = testing_support::read_file(dir / name);
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  };
+  testing_support::write_file(dir / "config.json",
+                              R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                                  "vision_config": {"model_type": "siglip_vision_model"}, "text_config": )" +
+                                  text("config.json") + "}");
+  const std::string nested = "\"model.language_model.";
+  testing_support::write_file(dir / "model.safetensors.index.json",
+                              replace_all(text("model.safetensors.index.json"), "\"model.", nested));
+  for (const auto& shard : {engine::tools::shard_file_name(1, 2), engine::tools::shard_file_name(2, 2)}) {
+    const std::string file = text(shard.c_str());
+    std::uint64_t length = 0;
+    std::memcpy(&length, file.data(), sizeof length);  // little-endian, as this machine
+    std::string header = replace_all(file.substr(8, length), "\"model.", nested);
+    header.resize((header.size() + 7) / 8 * 8, ' ');
+    std::string rewritten(8, '\0');
+    const std::uint64_t new_length = header.size();
+    std::memcpy(rewritten.data(), &new_length, sizeof new_length);
+    testing_support::write_file(dir / shard, rewritten + header + file.substr(8 + length));
+  }
+  auto engine = load(dir.path());
+  EXPECT_EQ(engine->config().architecture, Architecture::Gemma3);
+  EXPECT_EQ(engine_logits(*engine, kSequences), text_model);
 }
 
 TEST(EngineLoad, UnsupportedArchitectureIsRefusedByName) {
   TempDir dir;
   write_tiny(Architecture::Qwen2, dir.path(), WeightType::F32);
   testing_support::write_file(dir / "config.json",
-                              R"({"architectures": ["Gemma3ForCausalLM"], "vocab_size": 10, "hidden_size": 8})");
+                              R"({"architectures": ["Phi3ForCausalLM"], "vocab_size": 10, "hidden_size": 8})");
   try {
     load(dir.path());
     FAIL() << "loaded";
   } catch (const engine::model::ConfigError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("Gemma3ForCausalLM is not supported"));
+    EXPECT_THAT(e.what(), testing::HasSubstr("Phi3ForCausalLM is not supported"));
     EXPECT_THAT(e.what(),
-                testing::HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"));
+                testing::HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM, "
+                                   "Gemma3ForCausalLM, Gemma3ForConditionalGeneration"));
   }
 }
 

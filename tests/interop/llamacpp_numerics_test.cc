@@ -187,7 +187,9 @@ std::string arch_name(const testing::TestParamInfo<Architecture>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LlamaCppNumerics,
-                         testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama), arch_name);
+                         testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama,
+                                         Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3),
+                         arch_name);
 
 TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFile) {
   TempDir dir;

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""An independent float64 reference for the engine's decoder-only models (Qwen3, Qwen2, Llama).
+"""An independent float64 reference for the engine's decoder-only models (Qwen3, Qwen2, Llama, Gemma 2 and 3,
+SmolLM3).
 
 Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
 Hugging Face model directory (config.json and safetensors, one file or shards listed by
@@ -815,6 +816,27 @@ def rope_frequencies(c):
     return inv_freq, 1.0
 
 
+def local_inv_freq(c):
+    """Gemma 3's sliding-window layers: the default rotary embedding with their own base, never scaled."""
+    return c.local_theta ** (-np.arange(0, c.head_dim, 2, dtype=F64) / c.head_dim)
+
+
+def rounded_to_dtype(value, dtype):
+    """`value` as a tensor of safetensors dtype `dtype` holds it (bf16: float32 rounded to nearest even)."""
+    if dtype == "BF16":
+        bits = int(np.array(value, dtype="<f4").view("<u4"))
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+        return float(np.array(bits, dtype="<u4").view("<f4"))
+    if dtype == "F16":
+        return float(np.float16(value))
+    return float(np.float32(value)) if dtype == "F32" else value
+
+
+def every_but_each(count, pattern):
+    """Every layer but each pattern-th: Gemma's sliding layers, SmolLM3's rotating ones."""
+    return [(i + 1) % pattern != 0 for i in range(count)]
+
+
 def hf_rope_scaling(cfg, path):
     """config.json's rope_scaling (or transformers 5 rope_parameters) as a dict with rope_type, or None."""
     scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters")
@@ -839,6 +861,7 @@ class Model:
         self.fetch = fetch
         self.cache = {} if cache else None
         self.inv_freq, self.rope_attention_factor = rope_frequencies(config)
+        self.local_inv_freq = local_inv_freq(config) if getattr(config, "local_theta", None) else None
 
     def weight(self, name):
         if self.cache is None:
@@ -848,32 +871,40 @@ class Model:
         return self.cache[name]
 
 
+GEMMA3_DEFAULTS = {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                   "rope_theta": 1e6, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
+                   "sliding_window": 4096, "sliding_window_pattern": 6, "rms_norm_eps": 1e-6,
+                   "tie_word_embeddings": True}
+
+
 def hf_model(path, cache):
     with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
-    # Mistral is Llama's graph; its sliding window is left to the engine to refuse past the window.
+    # Mistral is Llama's graph, with its sliding window (where use_sliding_window does not turn it off) on
+    # every layer, or on those transformers 5's layer_types name.
+    top_class = cfg["architectures"][0]
     arch = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama",
-            "MistralForCausalLM": "llama"}.get(cfg["architectures"][0])
+            "MistralForCausalLM": "llama", "Gemma3ForCausalLM": "gemma3",
+            "Gemma3ForConditionalGeneration": "gemma3", "Gemma2ForCausalLM": "gemma2",
+            "SmolLM3ForCausalLM": "smollm3"}.get(top_class)
     if arch is None:
-        raise ValueError(f"{path}: architecture {cfg['architectures'][0]} is not supported")
+        raise ValueError(f"{path}: architecture {top_class} is not supported")
+    gemma = arch in ("gemma2", "gemma3")
+    if top_class == "Gemma3ForConditionalGeneration":
+        cfg = cfg["text_config"]
+    if arch == "gemma3":
+        cfg = dict(GEMMA3_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None})
     heads = cfg["num_attention_heads"]
     scaling = hf_rope_scaling(cfg, path)
-    config = Config(
-        arch=arch,
-        hidden=cfg["hidden_size"],
-        layers=cfg["num_hidden_layers"],
-        heads=heads,
-        kv_heads=cfg.get("num_key_value_heads", heads),
-        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-        eps=cfg.get("rms_norm_eps", 1e-6),
-        rope_theta=cfg.get("rope_theta", 10000.0),
-        rope_scaling=scaling,
-        rope_divisors=None,
-        tied=cfg.get("tie_word_embeddings", False),
-        bias=arch == "qwen2" or cfg.get("attention_bias", False),
-        qk_norm=arch == "qwen3",
-        vocab=cfg["vocab_size"],
-    )
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+    sliding = None
+    if "layer_types" in cfg:
+        sliding = [t == "sliding_attention" for t in cfg["layer_types"]]
+    elif gemma:  # Gemma 2 alternates, local first
+        sliding = every_but_each(cfg["num_hidden_layers"], cfg.get("sliding_window_pattern", 2))
+    elif window:
+        sliding = [True] * cfg["num_hidden_layers"]
     index_path = os.path.join(path, "model.safetensors.index.json")
     files = {}
     if os.path.exists(index_path):
@@ -887,8 +918,51 @@ def hf_model(path, cache):
     else:
         single = SafetensorsFile(os.path.join(path, "model.safetensors"))
         where = {name: single for name in single.header}
+    # A vision-language checkpoint's text model lives under a prefix of its own.
+    prefix = next((p for p in ("language_model.model.", "model.language_model.") if p + "embed_tokens.weight" in where),
+                  "model.")
+    embed_name = prefix + "embed_tokens.weight"
+    config = Config(
+        arch=arch,
+        hidden=cfg["hidden_size"],
+        layers=cfg["num_hidden_layers"],
+        heads=heads,
+        kv_heads=cfg.get("num_key_value_heads", heads),
+        head_dim=head_dim,
+        eps=cfg.get("rms_norm_eps", 1e-6),
+        rope_theta=cfg.get("rope_theta", 10000.0),
+        rope_scaling=scaling,
+        rope_divisors=None,
+        tied=cfg.get("tie_word_embeddings", False),
+        bias=arch == "qwen2" or cfg.get("attention_bias", False),
+        qk_norm=arch in ("qwen3", "gemma3"),
+        vocab=cfg["vocab_size"],
+        gemma=gemma,
+        # Gemma2Config's caps where the file leaves them out.
+        attn_softcap=cfg.get("attn_logit_softcapping", 50.0 if arch == "gemma2" else None),
+        final_softcap=cfg.get("final_logit_softcapping", 30.0 if arch == "gemma2" else None),
+        # SmolLM3's no_rope_layers: 1 where the layer rotates; by default every fourth does not.
+        rope_layers=[bool(v) for v in cfg.get("no_rope_layers") or every_but_each(cfg["num_hidden_layers"], cfg.get(
+            "no_rope_layer_interval", 4))] if arch == "smollm3" else None,
+        # transformers' Gemma3RMSNorm multiplies by (1 + w); the embedding scale is rounded to the weights' dtype.
+        norm_plus_one=gemma,
+        embed_scale=rounded_to_dtype(math.sqrt(cfg["hidden_size"]), where[embed_name].header[embed_name]["dtype"])
+        if gemma else None,
+        query_scale=cfg["query_pre_attn_scalar"] ** -0.5 if gemma else 1 / math.sqrt(head_dim),
+        window=window,
+        sliding=sliding if window else None,
+        local_theta=cfg.get("rope_local_base_freq") if gemma else None,
+    )
     count = sum(int(np.prod(f.header[n]["shape"])) for f in set(where.values()) for n in f.header)
-    return Model(config, lambda name: where[name].tensor(name), cache=cache or count < 50_000_000)
+
+    def fetch(name):
+        if name.startswith("model."):
+            name = prefix + name[len("model."):]
+        elif name == "lm_head.weight" and prefix == "language_model.model.":
+            name = "language_model.lm_head.weight"
+        return where[name].tensor(name)
+
+    return Model(config, fetch, cache=cache or count < 50_000_000)
 
 
 # Hugging Face name → GGUF name, per layer and global.
@@ -908,6 +982,12 @@ GGUF_LAYER_NAMES = {
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
 }
+# Gemma's norms after the attention and the feed-forward block, and its norm before the latter.
+GGUF_GEMMA3_LAYER_NAMES = dict(GGUF_LAYER_NAMES, **{
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+})
 GGUF_GLOBAL_NAMES = {
     "model.embed_tokens.weight": "token_embd.weight",
     "model.norm.weight": "output_norm.weight",
@@ -925,9 +1005,11 @@ def gguf_model(path, cache):
     g = GgufFile(path)
     meta = g.metadata
     arch = meta["general.architecture"]
-    if arch not in ("qwen3", "qwen2", "llama"):
+    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3", "smollm3"):
         raise ValueError(f"{path}: general.architecture {arch} is not supported")
+    gemma = arch in ("gemma2", "gemma3")
     p = arch + "."
+    layers = int(meta[p + "block_count"])
     hidden = int(meta[p + "embedding_length"])
     heads = int(meta[p + "attention.head_count"])
     kv_heads = int(meta.get(p + "attention.head_count_kv", heads))
@@ -954,7 +1036,7 @@ def gguf_model(path, cache):
     config = Config(
         arch=arch,
         hidden=hidden,
-        layers=int(meta[p + "block_count"]),
+        layers=layers,
         heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
@@ -966,18 +1048,36 @@ def gguf_model(path, cache):
         bias=g.has("blk.0.attn_q.bias"),
         qk_norm=g.has("blk.0.attn_q_norm.weight"),
         vocab=int(embed_dims[1]),
+        gemma=gemma,
+        # What llama.cpp's gemma2 and gemma3 loaders fix: norms stored as w + 1 already, the embedding times
+        # sqrt(hidden) unrounded, q scaled by head_dim^-0.5 (hidden / heads for the 27B models: 46 layers in
+        # Gemma 2, 62 in Gemma 3), Gemma 3's every sixth layer global and the others over the window with RoPE
+        # base 10000, Gemma 2's every other layer; Gemma 2's caps as keys.
+        norm_plus_one=False,
+        embed_scale=math.sqrt(hidden) if gemma else None,
+        query_scale=(hidden // heads if layers == (62 if arch == "gemma3" else 46) else head_dim) ** -0.5 if gemma
+        else 1 / math.sqrt(head_dim),
+        window=int(meta[p + "attention.sliding_window"]) if p + "attention.sliding_window" in meta else None,
+        sliding=(every_but_each(layers, 6 if arch == "gemma3" else 2) if gemma else [True] * layers)
+        if p + "attention.sliding_window" in meta else None,
+        local_theta=10000.0 if arch == "gemma3" and p + "attention.sliding_window" in meta else None,
+        attn_softcap=meta.get(p + "attn_logit_softcapping"),
+        final_softcap=meta.get(p + "final_logit_softcapping"),
+        rope_layers=every_but_each(layers, 4) if arch == "smollm3" else None,  # llama.cpp's fixed step
     )
+    layer_names = GGUF_GEMMA3_LAYER_NAMES if gemma else GGUF_LAYER_NAMES
 
     def fetch(name):
         if name.startswith("model.layers."):
             _, _, layer, rest = name.split(".", 3)
-            gguf_name = f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}"
+            gguf_name = f"blk.{layer}.{layer_names[rest]}"
         else:
             gguf_name = GGUF_GLOBAL_NAMES[name]
         w = g.tensor(gguf_name)
-        if arch == "llama" and rest_is(name, "self_attn.q_proj.weight"):
+        permuted = arch in ("llama", "smollm3")  # the converter permutes SmolLM3 as a Llama
+        if permuted and rest_is(name, "self_attn.q_proj.weight"):
             w = unpermute(w, heads)
-        elif arch == "llama" and rest_is(name, "self_attn.k_proj.weight"):
+        elif permuted and rest_is(name, "self_attn.k_proj.weight"):
             w = unpermute(w, kv_heads)
         return w
 
@@ -1018,22 +1118,39 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def gelu_tanh(x):
+    """GELU's tanh approximation (transformers' gelu_pytorch_tanh)."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
 def forward(model, tokens, hidden=False):
     """Logits (T, vocab) at every position of one sequence; with hidden, the final hidden states (T, hidden)
     they are computed from, after the last norm."""
     c = model.config
     w = model.weight
+    gemma = getattr(c, "gemma", False)
+
+    def norm(x, name):
+        weight = w(name)
+        return rms_norm(x, 1.0 + weight if c.norm_plus_one else weight, c.eps)
+
     tokens = np.asarray(tokens, dtype=np.int64)
     T = tokens.size
     embed = w("model.embed_tokens.weight")
     if tokens.min() < 0 or tokens.max() >= embed.shape[0]:
         raise ValueError(f"token ids must be below {embed.shape[0]}")
     x = embed[tokens].astype(F64)
+    if gemma:
+        x = x * c.embed_scale
     group = c.heads // c.kv_heads
-    causal = np.triu(np.ones((T, T), dtype=bool), k=1)
+    positions = np.arange(T)
+    distance = positions[:, None] - positions[None, :]  # query position minus key position
+    causal = distance < 0
+    scale = c.query_scale if gemma else 1 / math.sqrt(c.head_dim)
     for layer in range(c.layers):
         p = f"model.layers.{layer}."
-        h = rms_norm(x, w(p + "input_layernorm.weight"), c.eps)
+        sliding = c.sliding is not None and c.sliding[layer]
+        h = norm(x, p + "input_layernorm.weight")
         q = h @ w(p + "self_attn.q_proj.weight").T
         k = h @ w(p + "self_attn.k_proj.weight").T
         v = h @ w(p + "self_attn.v_proj.weight").T
@@ -1044,30 +1161,48 @@ def forward(model, tokens, hidden=False):
         q = q.reshape(T, c.heads, c.head_dim)
         k = k.reshape(T, c.kv_heads, c.head_dim)
         v = v.reshape(T, c.kv_heads, c.head_dim)
-        if c.qk_norm:  # Qwen3: RMSNorm over each head's vector, before RoPE
-            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), c.eps)
-            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), c.eps)
-        q = rope(q, model.inv_freq, model.rope_attention_factor)
-        k = rope(k, model.inv_freq, model.rope_attention_factor)
+        if c.qk_norm:  # Qwen3, Gemma 3: RMSNorm over each head's vector, before RoPE
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
+        rotates = not getattr(c, "rope_layers", None) or c.rope_layers[layer]  # SmolLM3 leaves some layers out
+        if sliding and model.local_inv_freq is not None:  # Gemma 3's local layers: their own base, no scaling
+            q = rope(q, model.local_inv_freq, 1.0)
+            k = rope(k, model.local_inv_freq, 1.0)
+        elif rotates:
+            q = rope(q, model.inv_freq, model.rope_attention_factor)
+            k = rope(k, model.inv_freq, model.rope_attention_factor)
+        # A sliding-window layer's query sees its own position and the window - 1 before it.
+        masked = causal | (distance >= c.window) if sliding else causal
         out = np.empty((T, c.heads, c.head_dim), dtype=F64)
         for head in range(c.heads):
             kv = head // group  # grouped-query attention: consecutive query heads share a KV head
-            scores = q[:, head, :] @ k[:, kv, :].T / math.sqrt(c.head_dim)
-            scores[causal] = -np.inf
+            scores = q[:, head, :] @ k[:, kv, :].T * scale
+            if getattr(c, "attn_softcap", None):  # Gemma 2
+                scores = c.attn_softcap * np.tanh(scores / c.attn_softcap)
+            scores[masked] = -np.inf
             scores -= scores.max(axis=-1, keepdims=True)
             probs = np.exp(scores)
             probs /= probs.sum(axis=-1, keepdims=True)
             out[:, head, :] = probs @ v[:, kv, :]
-        x = x + out.reshape(T, c.heads * c.head_dim) @ w(p + "self_attn.o_proj.weight").T
-        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), c.eps)
+        attn = out.reshape(T, c.heads * c.head_dim) @ w(p + "self_attn.o_proj.weight").T
+        if gemma:  # Gemma's norms around each sub-block: its output is normed before the residual add
+            x = x + norm(attn, p + "post_attention_layernorm.weight")
+            h = norm(x, p + "pre_feedforward_layernorm.weight")
+        else:
+            x = x + attn
+            h = norm(x, p + "post_attention_layernorm.weight")
         gate = h @ w(p + "mlp.gate_proj.weight").T
         up = h @ w(p + "mlp.up_proj.weight").T
-        x = x + (silu(gate) * up) @ w(p + "mlp.down_proj.weight").T
-    x = rms_norm(x, w("model.norm.weight"), c.eps)
+        mlp = ((gelu_tanh(gate) if gemma else silu(gate)) * up) @ w(p + "mlp.down_proj.weight").T
+        x = x + (norm(mlp, p + "post_feedforward_layernorm.weight") if gemma else mlp)
+    x = norm(x, "model.norm.weight")
     if hidden:
         return x
     head = embed if c.tied else w("lm_head.weight")
-    return x @ head.T
+    logits = x @ head.T
+    if getattr(c, "final_softcap", None):  # Gemma 2
+        logits = c.final_softcap * np.tanh(logits / c.final_softcap)
+    return logits
 
 
 # ---- commands -----------------------------------------------------------------------------------------

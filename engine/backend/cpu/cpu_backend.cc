@@ -95,7 +95,8 @@ class CpuBackend final : public Backend {
     return Weight{source.type, source.rows, source.cols, &m};
   }
 
-  void init_cache(const KvCacheShape& shape, const RopeSpec& rope) override {
+  using Backend::init_cache;
+  void init_cache(const KvCacheShape& shape, const AttentionPlan& plan) override {
     if (shape.num_blocks == 0 || shape.block_size == 0 || shape.block_size > kMaxBlockSize) {
       throw std::invalid_argument("cpu backend: a KV cache of " + std::to_string(shape.num_blocks) + " blocks of " +
                                   std::to_string(shape.block_size) + " positions (1 to " +
@@ -107,8 +108,9 @@ class CpuBackend final : public Backend {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("cpu backend: ") + e.what());
     }
+    check_attention_plan(plan, shape);
     shape_ = shape;
-    rope_ = rope;
+    plan_ = plan;
     // Pages are only touched as blocks are first written: a large cache costs memory as it fills.
     const std::size_t bytes = std::max<std::size_t>(64, (layout_.block_bytes() * shape.num_blocks + 63) / 64 * 64);
     cache_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
@@ -137,15 +139,19 @@ class CpuBackend final : public Backend {
       attention_sequences_.push_back({first_row, seq.start_position, seq.num_tokens, seq.block_table});
       first_row += seq.num_tokens;
     }
-    // cos/sin of every token's angles, computed in double so long positions keep their precision.
-    const std::size_t half = rope_.inv_freq.size();
-    cos_ = workspace_.take(places_.size() * half);
-    sin_ = workspace_.take(places_.size() * half);
-    for (std::size_t t = 0; t < places_.size(); ++t) {
-      for (std::size_t i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(places_[t].position) * rope_.inv_freq[i];
-        cos_[t * half + i] = static_cast<float>(std::cos(angle));
-        sin_[t * half + i] = static_cast<float>(std::sin(angle));
+    // cos/sin of every token's angles for each of the model's rotary embeddings, computed in double so long
+    // positions keep their precision.
+    angles_.clear();
+    for (const auto& rope : plan_.ropes) {
+      const std::size_t half = rope.inv_freq.size();
+      RopeAngles& a = angles_.emplace_back(
+          RopeAngles{workspace_.take(places_.size() * half), workspace_.take(places_.size() * half)});
+      for (std::size_t t = 0; t < places_.size(); ++t) {
+        for (std::size_t i = 0; i < half; ++i) {
+          const double angle = static_cast<double>(places_[t].position) * rope.inv_freq[i];
+          a.cos[t * half + i] = static_cast<float>(std::cos(angle));
+          a.sin[t * half + i] = static_cast<float>(std::sin(angle));
+        }
       }
     }
   }
@@ -193,15 +199,28 @@ class CpuBackend final : public Backend {
     cpu::matmul_group(pool_, targets, x.data, x.rows);
   }
 
-  void rope(Tensor q, Tensor k, std::size_t head_dim) override {
+  void scale(Tensor x, float factor) override {
+    const std::size_t n = x.rows * x.cols;
+    for (std::size_t i = 0; i < n; ++i) x.data[i] *= factor;
+  }
+
+  void softcap(Tensor x, float cap) override {
+    const std::size_t n = x.rows * x.cols;
+    for (std::size_t i = 0; i < n; ++i) x.data[i] = cap * std::tanh(x.data[i] / cap);
+  }
+
+  void rope(std::size_t layer, Tensor q, Tensor k, std::size_t head_dim) override {
+    const auto which = plan_.layers.at(layer).rope;
+    if (!which) return;
     const std::size_t half = head_dim / 2;
-    const bool interleaved = rope_.interleaved;
+    const bool interleaved = plan_.ropes[*which].interleaved;
+    const RopeAngles& angles = angles_[*which];
     auto rotate = [&](Tensor x) {
       const std::size_t heads = x.cols / head_dim;
       pool_.parallel_for(x.rows, grain(x.cols), [&](std::size_t begin, std::size_t end) {
         for (std::size_t t = begin; t < end; ++t) {
-          const float* c = cos_ + t * half;
-          const float* s = sin_ + t * half;
+          const float* c = angles.cos + t * half;
+          const float* s = angles.sin + t * half;
           for (std::size_t h = 0; h < heads; ++h) {
             float* v = x.data + t * x.cols + h * head_dim;
             for (std::size_t i = 0; i < half; ++i) {
@@ -238,11 +257,17 @@ class CpuBackend final : public Backend {
                            .out = out.data,
                            .num_q_heads = q.cols / shape_.head_dim,
                            .scale = scale,
-                           .sequences = attention_sequences_});
+                           .sequences = attention_sequences_,
+                           .window = plan_.layers.at(layer).sliding_window,
+                           .softcap = plan_.layers.at(layer).logit_softcap});
   }
 
   void silu_mul(Tensor gate, Tensor up, Tensor out) override {
     cpu::silu_mul(pool_, gate.data, up.data, gate.rows * gate.cols, out.data);
+  }
+
+  void gelu_tanh_mul(Tensor gate, Tensor up, Tensor out) override {
+    cpu::gelu_tanh_mul(pool_, gate.data, up.data, gate.rows * gate.cols, out.data);
   }
 
   void add(Tensor x, Tensor y) override {
@@ -270,8 +295,14 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   std::deque<cpu::WeightMatrix> weights_;
+  // One rotary embedding's cos and sin for the step's tokens, token after token (head_dim / 2 each).
+  struct RopeAngles {
+    float* cos;
+    float* sin;
+  };
+
   KvCacheShape shape_;
-  RopeSpec rope_;
+  AttentionPlan plan_;
   cpu::KvCacheLayout layout_;
   std::unique_ptr<std::byte, AlignedFree> cache_;
   Workspace workspace_;
@@ -280,8 +311,7 @@ class CpuBackend final : public Backend {
   std::vector<std::size_t> logit_rows_;
   std::vector<StepSequence> sequences_;
   std::vector<cpu::AttentionSequence> attention_sequences_;
-  float* cos_ = nullptr;
-  float* sin_ = nullptr;
+  std::vector<RopeAngles> angles_;  // by AttentionPlan::ropes
 };
 
 }  // namespace

@@ -164,6 +164,30 @@ int next_pow2(int v) {
   return p;
 }
 
+// The CUDA kernels rotate every layer with one RoPE and attend over every earlier position: a model whose
+// layers differ (Gemma's local and global layers, SmolLM3's layers without RoPE, Gemma 2's soft-capped
+// scores) is refused at load, naming the first layer that asks for more.
+void refuse_unimplemented_attention(const AttentionPlan& plan) {
+  const auto refuse = [](const std::string& what) {
+    throw std::invalid_argument("cuda backend: " + what +
+                                ", which the CUDA kernels do not implement yet; run this model with --device cpu");
+  };
+  if (plan.ropes.size() != 1) {
+    refuse("the layers rotate with " + std::to_string(plan.ropes.size()) + " different rotary embeddings");
+  }
+  for (std::size_t i = 0; i < plan.layers.size(); ++i) {
+    const auto& layer = plan.layers[i];
+    const std::string name = "layer " + std::to_string(i);
+    if (!layer.rope) refuse(name + " has no rotary embedding");
+    if (layer.sliding_window != 0) {
+      refuse(name + " attends over a sliding window of " + std::to_string(layer.sliding_window) + " positions");
+    }
+    if (layer.logit_softcap != 0) {
+      refuse(name + " soft-caps its attention scores at " + std::to_string(layer.logit_softcap));
+    }
+  }
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {
@@ -241,7 +265,11 @@ class CudaBackend final : public Backend {
     return static_cast<std::size_t>(allowed - taken);
   }
 
-  void init_cache(const KvCacheShape& shape, const RopeSpec& rope) override {
+  using Backend::init_cache;
+  void init_cache(const KvCacheShape& shape, const AttentionPlan& plan) override {
+    check_attention_plan(plan, shape);
+    refuse_unimplemented_attention(plan);
+    const RopeSpec& rope = plan.ropes.front();
     if (shape.kv_type != WeightType::F32 && shape.kv_type != WeightType::BF16) {
       // The attention kernels read keys and values as f32 or bf16 only.
       throw std::invalid_argument("cuda backend: a " + std::string(quant::weight_type_name(shape.kv_type)) +
@@ -371,7 +399,19 @@ class CudaBackend final : public Backend {
     cuda::weight_gemv_group(w.type, std::span(&output, 1), w.cols, {.x = gate.data, .up = up.data}, gate.rows, queue_);
   }
 
-  void rope(Tensor q, Tensor k, std::size_t head_dim) override {
+  // The kernels the CUDA backend does not have yet; init_cache refuses the models that need them
+  // (refuse_unimplemented_attention: every such model has a layer whose attention the kernels lack).
+  void scale(Tensor /*x*/, float /*factor*/) override {
+    throw std::logic_error("cuda backend: scale (Gemma's embedding scale) is not implemented on CUDA");
+  }
+  void softcap(Tensor /*x*/, float /*cap*/) override {
+    throw std::logic_error("cuda backend: softcap (Gemma 2's final logits) is not implemented on CUDA");
+  }
+  void gelu_tanh_mul(Tensor /*gate*/, Tensor /*up*/, Tensor /*out*/) override {
+    throw std::logic_error("cuda backend: gelu_tanh_mul (GeGLU) is not implemented on CUDA");
+  }
+
+  void rope(std::size_t /*layer*/, Tensor q, Tensor k, std::size_t head_dim) override {
     if (skip()) return;
     norm_rope(q, k, nullptr, 0, nullptr, nullptr, 0.0f, head_dim);
   }

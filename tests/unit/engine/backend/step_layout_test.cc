@@ -65,5 +65,30 @@ TEST(StepLayout, TheCpuBackendRefusesAKvCacheTypeItCannotStore) {
   cpu->init_cache(bf16, rope);  // a bf16 cache is the CPU's default since --kv-cache-dtype
 }
 
+// An attention plan names a RoPE for each layer of the cache among its own, each with a frequency per pair of
+// dimensions; the CPU backend refuses one that does not, naming the layer or the rope.
+TEST(StepLayout, AnAttentionPlanIsCheckedAgainstTheCache) {
+  auto cpu = make_cpu_backend(1);
+  const auto refusal_of = [&](const AttentionPlan& plan) -> std::string {
+    try {
+      cpu->init_cache(shape(), plan);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  RopeSpec rope;
+  rope.inv_freq.assign(32, 1.0);
+  EXPECT_THAT(refusal_of({{rope}, {LayerAttention{}, LayerAttention{}}}),
+              HasSubstr("an attention plan of 2 layers for a cache of 1"));
+  EXPECT_THAT(refusal_of({{rope}, {LayerAttention{.rope = 1}}}),
+              HasSubstr("layer 0 uses rotary embedding 1 of the plan's 1"));
+  RopeSpec short_rope;
+  short_rope.inv_freq.assign(16, 1.0);
+  EXPECT_THAT(refusal_of({{rope, short_rope}, {LayerAttention{}}}),
+              HasSubstr("rotary embedding 1 has 16 frequencies; heads of 64 need 32"));
+  EXPECT_EQ(refusal_of({{rope}, {LayerAttention{.rope = std::nullopt, .sliding_window = 4}}}), "");
+}
+
 }  // namespace
 }  // namespace engine::backend

@@ -126,7 +126,8 @@ class Sequence {
     std::vector<double> out;
     std::vector<double> bound;
   };
-  Reference reference(WeightType type, double u) const {
+  // `window` and `softcap` as AttentionBatch's (0: none).
+  Reference reference(WeightType type, double u, std::size_t window = 0, double softcap = 0) const {
     const std::size_t d = shape_.head_dim, kv = shape_.kv_heads * d, qw = q_width(shape_);
     const double scale = scale_of(shape_);
     Reference r{std::vector<double>(length_ * qw), std::vector<double>(length_ * qw)};
@@ -136,23 +137,24 @@ class Sequence {
         const std::size_t g = h / shape_.group;
         const float* q = queries_.data() + p * qw + h * d;
         double top = -INFINITY, delta = 0, vmax = 0;
-        for (std::size_t j = 0; j <= p; ++j) {
+        const std::size_t first = window == 0 || p < window ? 0 : p + 1 - window;
+        for (std::size_t j = first; j <= p; ++j) {
           double dot = 0, magnitude = 0;
           for (std::size_t i = 0; i < d; ++i) {
             const double k = stored(type, keys_[j * kv + g * d + i]);
             dot += static_cast<double>(q[i]) * k;
             magnitude += std::abs(static_cast<double>(q[i]) * k);
           }
-          s[j] = dot * scale;
+          s[j] = softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale;  // tanh' <= 1: same bound
           top = std::max(top, s[j]);
           delta = std::max(delta, u * magnitude * scale);
           for (std::size_t i = 0; i < d; ++i) vmax = std::max(vmax, std::abs(double{values_[j * kv + g * d + i]}));
         }
         double sum = 0;
-        for (std::size_t j = 0; j <= p; ++j) sum += std::exp(s[j] - top);
+        for (std::size_t j = first; j <= p; ++j) sum += std::exp(s[j] - top);
         for (std::size_t i = 0; i < d; ++i) {
           double o = 0;
-          for (std::size_t j = 0; j <= p; ++j) {
+          for (std::size_t j = first; j <= p; ++j) {
             o += std::exp(s[j] - top) / sum * stored(type, values_[j * kv + g * d + i]);
           }
           r.out[p * qw + h * d + i] = o;
@@ -177,10 +179,12 @@ class Sequence {
 
 // The output of one attention call over `q` (every row the pieces name), unwritten rows -1.
 std::vector<float> run(std::string_view level, engine::cpu::ThreadPool& pool, const Shape& shape, const Cache& cache,
-                       const std::vector<float>& q, const std::vector<AttentionSequence>& pieces) {
+                       const std::vector<float>& q, const std::vector<AttentionSequence>& pieces,
+                       std::size_t window = 0, float softcap = 0) {
   std::vector<float> out(q.size(), -1.0f);
-  engine::cpu::attention_at_level(
-      level, pool, {&cache.layout(), cache.data(), 1, q.data(), out.data(), q_heads(shape), scale_of(shape), pieces});
+  engine::cpu::attention_at_level(level, pool,
+                                  {&cache.layout(), cache.data(), 1, q.data(), out.data(), q_heads(shape),
+                                   scale_of(shape), pieces, window, softcap});
   return out;
 }
 
@@ -265,6 +269,64 @@ TEST_P(Attention, AQueryGivesTheSameBitsAloneInChunksBesideOthersAndOnAnyThreads
     EXPECT_EQ(std::memcmp(whole.data(), ours.data(), whole.size() * sizeof(float)), 0);
   }
 }
+
+// A sliding window (Gemma 3's local layers, Mistral) and soft-capped scores (Gemma 2): against float64 over
+// the window's keys alone, and the same bits in decode steps and in chunks, as without them.
+struct Windowed {
+  Shape shape;
+  std::size_t window;
+  float softcap;
+};
+
+class WindowedAttention : public testing::TestWithParam<Windowed> {};
+
+TEST_P(WindowedAttention, MatchesFloat64OverTheWindowAndKeepsItsBitsInDecodeAndChunks) {
+  const auto [shape, window, softcap] = GetParam();
+  const std::size_t n = shape.length, width = q_width(shape);
+  Cache cache(shape, blocks_for(shape, n));
+  const Sequence seq(shape, cache, 9, n);
+  const auto over_stored = seq.reference(shape.type, 0, window, softcap);
+  const auto full = seq.reference(shape.type, 0);
+  const double arithmetic = kArithmetic * seq.max_value();
+  const auto& q = seq.queries();
+  engine::cpu::ThreadPool two(2);
+  for (const auto level : engine::cpu::supported_simd_levels()) {
+    SCOPED_TRACE(std::string(level));
+    const auto whole = run(level, two, shape, cache, q, {seq.piece(0, 0, n)}, window, softcap);
+    double worst = 0, from_full = 0;
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(whole[i])) << "element " << i;
+      worst = std::max(worst, std::abs(whole[i] - over_stored.out[i]));
+      from_full = std::max(from_full, std::abs(whole[i] - full.out[i]));
+    }
+    EXPECT_LE(worst, arithmetic);
+    EXPECT_GT(from_full, 100 * arithmetic) << "the window and cap changed nothing";
+    std::vector<float> decoded(whole.size()), chunked(whole.size());
+    for (std::size_t p = 0; p < n; ++p) {
+      copy_rows(run(level, two, shape, cache, q, {seq.piece(p, p, 1)}, window, softcap), p, decoded, p, 1, width);
+    }
+    EXPECT_EQ(std::memcmp(whole.data(), decoded.data(), whole.size() * sizeof(float)), 0);
+    for (std::size_t start = 0; start < n; start += 23) {
+      const std::size_t count = std::min<std::size_t>(23, n - start);
+      copy_rows(run(level, two, shape, cache, q, {seq.piece(start, start, count)}, window, softcap), start, chunked,
+                start, count, width);
+    }
+    EXPECT_EQ(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(float)), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, WindowedAttention,
+                         testing::Values(Windowed{Shape{WeightType::F32, 128, 16, 2, 2, 150}, 40, 0},
+                                         Windowed{Shape{WeightType::F32, 64, 1, 1, 1, 40}, 7, 0},
+                                         Windowed{Shape{WeightType::BF16, 64, 8, 2, 4, 70}, 1, 0},
+                                         Windowed{Shape{WeightType::F16, 80, 32, 1, 2, 200}, 130, 0},
+                                         Windowed{Shape{WeightType::F32, 72, 128, 2, 1, 130}, 0, 2.0f},
+                                         Windowed{Shape{WeightType::BF16, 128, 16, 2, 2, 150}, 33, 3.0f}),
+                         [](const testing::TestParamInfo<Windowed>& windowed) {
+                           return shape_name({windowed.param.shape, windowed.index}) + "_w" +
+                                  std::to_string(windowed.param.window) + "_cap" +
+                                  std::to_string(static_cast<int>(windowed.param.softcap));
+                         });
 
 TEST(AttentionLayout, RefusesWhatItCannotStoreByName) {
   KvCacheLayout layout{WeightType::Q8_0, 2, 2, 64, 16};

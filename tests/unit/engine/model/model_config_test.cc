@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/format/gguf_writer.h"
 
 namespace engine::model {
@@ -88,9 +90,10 @@ TEST(ModelConfig, Transformers5RopeParameters) {
 }
 
 TEST(ModelConfig, RefusesWhatTheEngineCannotRunByName) {
-  const auto e = error_of(R"({"architectures":["Gemma3ForCausalLM"],"vocab_size":1})");
-  EXPECT_THAT(e, HasSubstr("the architecture Gemma3ForCausalLM is not supported"));
-  EXPECT_THAT(e, HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"));
+  const auto e = error_of(R"({"architectures":["Phi3ForCausalLM"],"vocab_size":1})");
+  EXPECT_THAT(e, HasSubstr("the architecture Phi3ForCausalLM is not supported"));
+  EXPECT_THAT(e, HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM, "
+                           "Gemma3ForCausalLM, Gemma3ForConditionalGeneration"));
   EXPECT_THAT(error_of(R"({"vocab_size":1})"), HasSubstr("'architectures' names no model class"));
   EXPECT_THAT(error_of(R"({"architectures":["LlamaForCausalLM"],"vocab_size":1,"hidden_size":64})"),
               HasSubstr("'intermediate_size' is missing"));
@@ -156,8 +159,13 @@ TEST(ModelConfig, RefusesRopeScalingFieldsItWouldIgnore) {
 
 // Fields that change the arithmetic are refused with their values, never ignored.
 TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
-  EXPECT_THAT(error_of(llama_with(R"("hidden_act":"gelu_pytorch_tanh")")),
-              HasSubstr("'hidden_act' is 'gelu_pytorch_tanh': LlamaForCausalLM runs with silu (SwiGLU) only"));
+  EXPECT_THAT(error_of(llama_with(R"("hidden_act":"gelu")")),
+              HasSubstr("'hidden_act' is 'gelu', which the engine does not compute (it computes silu, "
+                        "gelu_pytorch_tanh)"));
+  EXPECT_THAT(error_of(llama_with(R"("final_logit_softcapping":30.0)")),
+              HasSubstr("'final_logit_softcapping' is 30.000000: LlamaForCausalLM does not soft-cap "
+                        "(Gemma2ForCausalLM and Gemma3ForCausalLM do)"));
+  EXPECT_THAT(error_of(llama_with(R"("attn_logit_softcapping":50.0)")), HasSubstr("'attn_logit_softcapping' is 50"));
   EXPECT_THAT(error_of(llama_with(R"("mlp_bias":true)")), HasSubstr("'mlp_bias' is true"));
   EXPECT_THAT(error_of(llama_with(R"("partial_rotary_factor":0.5)")),
               HasSubstr("'partial_rotary_factor' is 0.500000: rotary embeddings over part of a head"));
@@ -200,25 +208,174 @@ TEST(ModelConfig, MistralIsLlamasGraphWithItsSlidingWindow) {
   EXPECT_FALSE(parse_hf_config(qwen, "c").sliding_window);
 }
 
+// Gemma 3 1B's config.json as Google ships it (transformers 4.50): the window's layers by pattern.
+constexpr const char* kGemma3_1b = R"({"architectures":["Gemma3ForCausalLM"],"attention_bias":false,
+  "attn_logit_softcapping":null,"bos_token_id":2,"eos_token_id":[1,106],"final_logit_softcapping":null,
+  "head_dim":256,"hidden_activation":"gelu_pytorch_tanh","hidden_size":1152,"intermediate_size":6912,
+  "max_position_embeddings":32768,"model_type":"gemma3_text","num_attention_heads":4,"num_hidden_layers":26,
+  "num_key_value_heads":1,"query_pre_attn_scalar":256,"rms_norm_eps":1e-06,"rope_local_base_freq":10000,
+  "rope_scaling":null,"rope_theta":1000000,"sliding_window":512,"sliding_window_pattern":6,"vocab_size":262144})";
+
+TEST(ModelConfig, ReadsGemma3WithItsSlidingWindowLayersAndLocalRope) {
+  const auto c = parse_hf_config(kGemma3_1b, "c");
+  EXPECT_EQ(c.architecture, Architecture::Gemma3);
+  EXPECT_EQ(architecture_name(c.architecture), "Gemma3ForCausalLM");
+  EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.post_norms);
+  EXPECT_TRUE(c.norm_weight_plus_one);
+  EXPECT_TRUE(c.tie_word_embeddings);  // Gemma3TextConfig's default
+  EXPECT_DOUBLE_EQ(*c.embedding_scale, std::sqrt(1152.0));
+  EXPECT_DOUBLE_EQ(*c.query_pre_attn_scalar, 256.0);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(*c.sliding_rope_theta, 10000.0);
+  EXPECT_EQ(c.sliding_window, 512u);
+  ASSERT_EQ(c.sliding_layers.size(), 26u);
+  for (std::size_t i = 0; i < 26; ++i) EXPECT_EQ(is_sliding_layer(c, i), i % 6 != 5) << "layer " << i;
+  EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{1, 106}));
+  EXPECT_FALSE(c.rope_scaling);
+  // transformers 5's layer_types decides over the pattern.
+  std::string listed(kGemma3_1b);
+  std::string types = R"("layer_types":[)";
+  for (int i = 0; i < 26; ++i)
+    types += std::string(i ? "," : "") + (i == 0 ? "\"full_attention\"" : "\"sliding_attention\"");
+  listed.insert(1, types + "],");
+  const auto by_type = parse_hf_config(listed, "c");
+  EXPECT_FALSE(is_sliding_layer(by_type, 0));
+  EXPECT_TRUE(is_sliding_layer(by_type, 5));
+}
+
+// transformers multiplies Gemma's embedding by sqrt(hidden_size) in the weights' dtype.
+TEST(ModelConfig, GemmasEmbeddingScaleIsRoundedToTheEmbeddingsDtype) {
+  EXPECT_EQ(embedding_scale_in(quant::WeightType::BF16, 1152), 34.0);
+  EXPECT_EQ(embedding_scale_in(quant::WeightType::F16, 1152), 33.9375);
+  EXPECT_EQ(embedding_scale_in(quant::WeightType::F32, 1152), static_cast<double>(std::sqrt(1152.0f)));
+  EXPECT_EQ(embedding_scale_in(quant::WeightType::BF16, 2560), 50.5);  // sqrt(2560) = 50.596
+}
+
+// Gemma3ForConditionalGeneration: the text model's config is text_config, which leaves most fields at
+// Gemma3TextConfig's defaults (gemma-3-4b-it's); the RoPE scaling is the global layers'.
+TEST(ModelConfig, ReadsTheTextConfigOfGemma3ForConditionalGeneration) {
+  const auto c = parse_hf_config(R"({"architectures":["Gemma3ForConditionalGeneration"],"eos_token_id":[1,106],
+    "text_config":{"hidden_size":2560,"intermediate_size":10240,"model_type":"gemma3_text","num_hidden_layers":34,
+    "rope_scaling":{"factor":8.0,"rope_type":"linear"},"sliding_window":1024},
+    "vision_config":{"hidden_size":1152,"model_type":"siglip_vision_model"}})",
+                                 "c");
+  EXPECT_EQ(c.architecture, Architecture::Gemma3);
+  EXPECT_EQ(c.num_heads, 8u);
+  EXPECT_EQ(c.num_kv_heads, 4u);
+  EXPECT_EQ(c.head_dim, 256u);
+  EXPECT_EQ(c.vocab_size, 262208u);
+  EXPECT_EQ(c.max_position_embeddings, 131072u);
+  EXPECT_EQ(c.sliding_window, 1024u);
+  ASSERT_TRUE(c.rope_scaling);
+  EXPECT_EQ(c.rope_scaling->type, RopeType::Linear);
+  EXPECT_DOUBLE_EQ(c.rope_scaling->factor, 8.0);
+  EXPECT_EQ(derived_max_model_len(c), 131072u);  // already the scaled length, as vLLM takes it
+  EXPECT_FALSE(c.final_logit_softcapping);       // Gemma3TextConfig's default: none
+  EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{1, 106}));
+  EXPECT_THAT(error_of(R"({"architectures":["Gemma3ForConditionalGeneration"]})"),
+              HasSubstr("config.json: 'text_config' must be the text model's configuration"));
+}
+
+// transformers 5 nests Gemma 3's RoPE per layer type.
+TEST(ModelConfig, ReadsGemma3RopeParametersPerLayerType) {
+  std::string config(kGemma3_1b);
+  for (const char* key : {R"("rope_local_base_freq":10000,)", R"("rope_scaling":null,"rope_theta":1000000,)"}) {
+    config.erase(config.find(key), std::string_view(key).size());
+  }
+  config.insert(1, R"("rope_parameters":{"full_attention":{"rope_type":"linear","factor":8.0,"rope_theta":500000},
+    "sliding_attention":{"rope_type":"default","rope_theta":20000}},)");
+  const auto c = parse_hf_config(config, "c");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_DOUBLE_EQ(*c.sliding_rope_theta, 20000.0);
+  ASSERT_TRUE(c.rope_scaling);
+  EXPECT_DOUBLE_EQ(c.rope_scaling->factor, 8.0);
+  std::string scaled_local(kGemma3_1b);
+  scaled_local.insert(1, R"("rope_parameters":{"full_attention":{"rope_type":"default"},
+    "sliding_attention":{"rope_type":"linear","factor":2.0}},)");
+  EXPECT_THAT(error_of(scaled_local), HasSubstr("rope_parameters.sliding_attention scales its RoPE"));
+  std::string exact_gelu(kGemma3_1b);
+  exact_gelu.replace(exact_gelu.find("gelu_pytorch_tanh"), 17, "gelu");
+  EXPECT_THAT(error_of(exact_gelu), HasSubstr("'hidden_activation' is 'gelu', which the engine does not compute"));
+}
+
+// Gemma 2 2B's config.json: soft-capped scores and logits, every other layer local, one RoPE; Gemma2Config's
+// caps where the file leaves them out, none where it writes null.
+TEST(ModelConfig, ReadsGemma2WithItsSoftCapsAndAlternatingWindow) {
+  constexpr const char* kGemma2_2b = R"({"architectures":["Gemma2ForCausalLM"],"attention_bias":false,
+    "attn_logit_softcapping":50.0,"final_logit_softcapping":30.0,"head_dim":256,"hidden_act":"gelu_pytorch_tanh",
+    "hidden_activation":"gelu_pytorch_tanh","hidden_size":2304,"intermediate_size":9216,
+    "max_position_embeddings":8192,"num_attention_heads":8,"num_hidden_layers":26,"num_key_value_heads":4,
+    "query_pre_attn_scalar":256,"rms_norm_eps":1e-06,"rope_theta":10000.0,"sliding_window":4096,
+    "vocab_size":256000})";
+  const auto c = parse_hf_config(kGemma2_2b, "c");
+  EXPECT_EQ(c.architecture, Architecture::Gemma2);
+  // Gemma 3's defaults are not Gemma 2's: a file without num_key_value_heads has one per head.
+  std::string no_kv_heads(kGemma2_2b);
+  no_kv_heads.erase(no_kv_heads.find(R"("num_key_value_heads":4,)"), 24);
+  EXPECT_EQ(parse_hf_config(no_kv_heads, "c").num_kv_heads, 8u);
+  EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.post_norms);
+  EXPECT_TRUE(c.norm_weight_plus_one);
+  EXPECT_DOUBLE_EQ(*c.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(*c.final_logit_softcapping, 30.0);
+  EXPECT_FALSE(c.sliding_rope_theta);
+  EXPECT_TRUE(is_sliding_layer(c, 0));
+  EXPECT_FALSE(is_sliding_layer(c, 1));
+  EXPECT_TRUE(is_sliding_layer(c, 24));
+  std::string uncapped(kGemma2_2b);
+  uncapped.replace(uncapped.find("50.0"), 4, "null");
+  uncapped.erase(uncapped.find(R"("final_logit_softcapping":30.0,)"), 31);
+  const auto defaults = parse_hf_config(uncapped, "c");
+  EXPECT_FALSE(defaults.attn_logit_softcapping);
+  EXPECT_DOUBLE_EQ(*defaults.final_logit_softcapping, 30.0);  // Gemma2Config's default
+}
+
 format::GgufLayout gguf_of(const format::GgufWriter& w) {
   const auto bytes = w.serialize();
   return format::parse_gguf(bytes, "m.gguf");  // the layout copies what it keeps
 }
 
-// A Llama GGUF's shape keys (64 wide, 2 layers, 4 heads), the rest left to each test.
-format::GgufWriter small_llama_gguf() {
+// A GGUF's shape keys (64 wide, `layers` layers, 4 heads) for `arch`, the rest left to each test.
+format::GgufWriter small_gguf(const std::string& arch = "llama", std::uint32_t layers = 2) {
   format::GgufWriter w;
   using format::GgufValue;
-  w.add_metadata("general.architecture", GgufValue::string("llama"));
-  w.add_metadata("llama.embedding_length", GgufValue::scalar<std::uint32_t>(64));
-  w.add_metadata("llama.feed_forward_length", GgufValue::scalar<std::uint32_t>(128));
-  w.add_metadata("llama.block_count", GgufValue::scalar<std::uint32_t>(2));
-  w.add_metadata("llama.attention.head_count", GgufValue::scalar<std::uint32_t>(4));
+  w.add_metadata("general.architecture", GgufValue::string(arch));
+  w.add_metadata(arch + ".embedding_length", GgufValue::scalar<std::uint32_t>(64));
+  w.add_metadata(arch + ".feed_forward_length", GgufValue::scalar<std::uint32_t>(128));
+  w.add_metadata(arch + ".block_count", GgufValue::scalar<std::uint32_t>(layers));
+  w.add_metadata(arch + ".attention.head_count", GgufValue::scalar<std::uint32_t>(4));
   return w;
 }
 
+// SmolLM3: Llama's graph with no_rope_layers marking the layers that rotate (1) and those that do not (0);
+// SmolLM3Config's every fourth layer without where the file leaves the list out.
+TEST(ModelConfig, ReadsSmolLM3sLayersWithoutRope) {
+  const std::string base = R"({"architectures":["SmolLM3ForCausalLM"],"vocab_size":128256,"hidden_size":2048,
+    "intermediate_size":11008,"num_hidden_layers":4,"num_attention_heads":16,"num_key_value_heads":4,
+    "rope_theta":5000000.0,"hidden_act":"silu","tie_word_embeddings":true)";
+  const auto listed = parse_hf_config(base + R"(,"no_rope_layers":[0,1,1,0]})", "c");
+  EXPECT_EQ(listed.architecture, Architecture::SmolLM3);
+  EXPECT_EQ(listed.rope_layers, (std::vector<bool>{false, true, true, false}));
+  EXPECT_EQ(parse_hf_config(base + "}", "c").rope_layers, (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ(parse_hf_config(base + R"(,"no_rope_layer_interval":2})", "c").rope_layers,
+            (std::vector<bool>{true, false, true, false}));
+  EXPECT_THAT(error_of(base + R"(,"no_rope_layers":[1,1]})"),
+              HasSubstr("'no_rope_layers' must hold one 0 or 1 per layer (4)"));
+  EXPECT_THAT(error_of(base + R"(,"no_rope_layers":[1,2,1,1]})"),
+              HasSubstr("'no_rope_layers' holds something that is not 0 or 1"));
+  // llama.cpp's smollm3 files: permuted as a Llama's, every fourth layer without RoPE (no key says so).
+  format::GgufWriter w = small_gguf("smollm3", 8);
+  w.add_metadata("smollm3.vocab_size", format::GgufValue::scalar<std::uint32_t>(10));
+  const auto g = config_from_gguf(gguf_of(w), "m.gguf");
+  EXPECT_EQ(g.rope_pairing, RopePairing::Interleaved);
+  EXPECT_EQ(g.rope_layers, (std::vector<bool>{true, true, true, false, true, true, true, false}));
+}
+
 TEST(ModelConfig, ReadsGgufLlamaWithInterleavedRope) {
-  format::GgufWriter w = small_llama_gguf();
+  format::GgufWriter w = small_gguf();
   using format::GgufValue;
   w.add_metadata("llama.attention.head_count_kv", GgufValue::scalar<std::uint32_t>(2));
   w.add_metadata("llama.rope.freq_base", GgufValue::scalar<float>(500000.0f));
@@ -238,13 +395,13 @@ TEST(ModelConfig, ReadsGgufLlamaWithInterleavedRope) {
 
 TEST(ModelConfig, GgufRefusals) {
   format::GgufWriter w;
-  w.add_metadata("general.architecture", format::GgufValue::string("gemma3"));
+  w.add_metadata("general.architecture", format::GgufValue::string("phi3"));
   try {
     config_from_gguf(gguf_of(w), "m.gguf");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(),
-                HasSubstr("general.architecture 'gemma3' is not supported; this engine runs qwen3, qwen2, llama"));
+    EXPECT_THAT(e.what(), HasSubstr("general.architecture 'phi3' is not supported; this engine runs qwen3, qwen2, "
+                                    "llama, gemma3"));
   }
   format::GgufWriter q;
   q.add_metadata("general.architecture", format::GgufValue::string("qwen3"));
@@ -257,7 +414,7 @@ TEST(ModelConfig, GgufRefusals) {
 TEST(ModelConfig, GgufRopeScaling) {
   using format::GgufValue;
   const auto with = [](std::vector<std::pair<std::string, GgufValue>> keys) {
-    format::GgufWriter w = small_llama_gguf();
+    format::GgufWriter w = small_gguf();
     w.add_metadata("llama.vocab_size", GgufValue::scalar<std::uint32_t>(3));
     for (auto& [key, value] : keys) w.add_metadata(key, std::move(value));
     return gguf_of(w);
@@ -307,6 +464,66 @@ TEST(ModelConfig, GgufRopeScaling) {
   const auto window =
       config_from_gguf(with({{"llama.attention.sliding_window", GgufValue::scalar<std::uint32_t>(4096)}}), "m.gguf");
   EXPECT_EQ(window.sliding_window, 4096u);
+}
+
+// llama.cpp's gemma3 files: the window from attention.sliding_window, every sixth layer global, the local
+// RoPE base 10000, q scaled by head_dim^-0.5 (hidden / heads for the 62-layer 27B).
+TEST(ModelConfig, ReadsGgufGemmaAsLlamaCppsLoadersDo) {
+  using format::GgufValue;
+  const auto gemma = [](const std::string& arch, std::uint32_t layers,
+                        std::vector<std::pair<std::string, GgufValue>> extra) {
+    format::GgufWriter w;
+    w.add_metadata("general.architecture", GgufValue::string(arch));
+    w.add_metadata(arch + ".embedding_length", GgufValue::scalar<std::uint32_t>(5376));
+    w.add_metadata(arch + ".feed_forward_length", GgufValue::scalar<std::uint32_t>(21504));
+    w.add_metadata(arch + ".block_count", GgufValue::scalar<std::uint32_t>(layers));
+    w.add_metadata(arch + ".attention.head_count", GgufValue::scalar<std::uint32_t>(32));
+    w.add_metadata(arch + ".attention.head_count_kv", GgufValue::scalar<std::uint32_t>(16));
+    w.add_metadata(arch + ".attention.key_length", GgufValue::scalar<std::uint32_t>(128));
+    w.add_metadata(arch + ".vocab_size", GgufValue::scalar<std::uint32_t>(262208));
+    for (auto& [key, value] : extra) w.add_metadata(key, std::move(value));
+    return config_from_gguf(gguf_of(w), "m.gguf");
+  };
+  const auto window = [](const std::string& arch) {
+    return std::pair{arch + ".attention.sliding_window", GgufValue::scalar<std::uint32_t>(1024)};
+  };
+  const auto c = gemma("gemma3", 62, {window("gemma3")});
+  EXPECT_EQ(c.architecture, Architecture::Gemma3);
+  EXPECT_EQ(c.rope_pairing, RopePairing::HalfSplit);
+  EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.norm_weight_plus_one);  // stored as w + 1
+  EXPECT_DOUBLE_EQ(*c.query_pre_attn_scalar, 168.0);
+  EXPECT_DOUBLE_EQ(*c.embedding_scale, std::sqrt(5376.0));
+  EXPECT_DOUBLE_EQ(*c.sliding_rope_theta, 10000.0);
+  EXPECT_EQ(c.sliding_window, 1024u);
+  EXPECT_TRUE(is_sliding_layer(c, 4));
+  EXPECT_FALSE(is_sliding_layer(c, 5));
+  EXPECT_DOUBLE_EQ(*gemma("gemma3", 48, {window("gemma3")}).query_pre_attn_scalar, 128.0);
+  // Without a window llama.cpp runs Gemma 3 on global layers alone; Gemma 2's loader needs one.
+  const auto global = gemma("gemma3", 48, {});
+  EXPECT_FALSE(global.sliding_window);
+  EXPECT_FALSE(global.sliding_rope_theta);
+  EXPECT_FALSE(is_sliding_layer(global, 0));
+  try {
+    gemma("gemma2", 48, {});
+    FAIL() << "read without a window";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("gemma2.attention.sliding_window is missing"));
+  }
+  // Gemma 2: the caps as keys, every other layer local, one RoPE; its 27B (46 layers) scales by hidden / heads.
+  const auto g2 = gemma("gemma2", 46,
+                        {window("gemma2"),
+                         {"gemma2.attn_logit_softcapping", GgufValue::scalar<float>(50.0f)},
+                         {"gemma2.final_logit_softcapping", GgufValue::scalar<float>(30.0f)}});
+  EXPECT_EQ(g2.architecture, Architecture::Gemma2);
+  EXPECT_FALSE(g2.qk_norm);
+  EXPECT_FALSE(g2.sliding_rope_theta);
+  EXPECT_DOUBLE_EQ(*g2.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(*g2.final_logit_softcapping, 30.0);
+  EXPECT_DOUBLE_EQ(*g2.query_pre_attn_scalar, 168.0);
+  EXPECT_TRUE(is_sliding_layer(g2, 0));
+  EXPECT_FALSE(is_sliding_layer(g2, 1));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -293,8 +294,8 @@ TEST_F(CudaBackendTest, QkNormAndRopeMatchTheCpuAtLongPositions) {
                                with_norms ? &k_norm.second : nullptr, 1e-6f, 128);
       EXPECT_LT(error(q), 1e-5) << "q, interleaved " << interleaved << ", norms " << with_norms;
       EXPECT_LT(error(k), 1e-5) << "k, interleaved " << interleaved << ", norms " << with_norms;
-      cpu_->rope(q.first, k.first, 128);
-      gpu_->rope(q.second, k.second, 128);
+      cpu_->rope(0, q.first, k.first, 128);
+      gpu_->rope(0, q.second, k.second, 128);
       EXPECT_LT(error(q), 1e-5) << "q rotated again, interleaved " << interleaved;
       EXPECT_LT(error(k), 1e-5) << "k rotated again, interleaved " << interleaved;
     }
@@ -437,15 +438,21 @@ INSTANTIATE_TEST_SUITE_P(HeadDimAndCache, CudaAttentionTest,
                          ::testing::Combine(::testing::Values(std::size_t{64}, std::size_t{128}),
                                             ::testing::Values(WeightType::F32, WeightType::BF16), ::testing::Bool()));
 
+// A cache of 4 blocks of 16 positions, one kv head.
+KvCacheShape small_cache(std::size_t layers, std::size_t head_dim) {
+  KvCacheShape shape;
+  shape.num_layers = layers;
+  shape.num_kv_heads = 1;
+  shape.head_dim = head_dim;
+  shape.block_size = 16;
+  shape.num_blocks = 4;
+  return shape;
+}
+
 TEST(CudaBackend, RefusesAHeadDimItsAttentionCannotRun) {
   REQUIRE_GPU();
   auto gpu = make_cuda_backend({});
-  KvCacheShape shape;
-  shape.num_layers = 1;
-  shape.num_kv_heads = 1;
-  shape.head_dim = 72;
-  shape.block_size = 16;
-  shape.num_blocks = 4;
+  const KvCacheShape shape = small_cache(1, 72);
   RopeSpec rope;
   rope.inv_freq.assign(36, 1.0);
   try {
@@ -455,6 +462,33 @@ TEST(CudaBackend, RefusesAHeadDimItsAttentionCannotRun) {
     EXPECT_NE(std::string(e.what()).find("head_dim 72 is not"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
   }
+}
+
+// The CUDA kernels rotate every layer with one RoPE over every position: a plan with a layer that needs more
+// (Gemma's windows and local RoPE, SmolLM3's layers without RoPE, Gemma 2's caps) is refused, naming the layer.
+TEST(CudaBackend, RefusesLayersItsKernelsCannotAttendWith) {
+  REQUIRE_GPU();
+  const KvCacheShape shape = small_cache(2, 64);
+  RopeSpec rope;
+  rope.inv_freq.assign(32, 1.0);
+  const auto refusal = [&](const AttentionPlan& plan) -> std::string {
+    try {
+      make_cuda_backend({})->init_cache(shape, plan);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_THAT(refusal({{rope}, {LayerAttention{}, LayerAttention{.sliding_window = 512}}}),
+              testing::HasSubstr("layer 1 attends over a sliding window of 512 positions, which the CUDA kernels do "
+                                 "not implement yet; run this model with --device cpu"));
+  EXPECT_THAT(refusal({{rope, rope}, {LayerAttention{}, LayerAttention{.rope = 1}}}),
+              testing::HasSubstr("the layers rotate with 2 different rotary embeddings"));
+  EXPECT_THAT(refusal({{rope}, {LayerAttention{.rope = std::nullopt}, LayerAttention{}}}),
+              testing::HasSubstr("layer 0 has no rotary embedding"));
+  EXPECT_THAT(refusal({{rope}, {LayerAttention{}, LayerAttention{.logit_softcap = 50}}}),
+              testing::HasSubstr("layer 1 soft-caps its attention scores"));
+  EXPECT_EQ(refusal({{rope}, {LayerAttention{}, LayerAttention{}}}), "");
 }
 
 TEST(CudaBackend, ABadDeviceIndexIsRefusedByName) {
