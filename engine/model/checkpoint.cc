@@ -265,10 +265,12 @@ void Checkpoint::load_directory() {
   if (!fs::exists(config_json, ec)) {
     throw ConfigError(path_.string() + ": no config.json; a Hugging Face model directory needs one");
   }
-  config_ = read_hf_config(config_json);
+  // Read once: the model's config and, from the same text, whether its embeddings may be cut short.
+  const std::string config_text = read_small_json(config_json);
+  config_ = parse_hf_config(config_text, config_json.string());
   generation_ = read_generation_config(path_ / "generation_config.json");
   pooling_ = read_sentence_transformers(path_);
-  matryoshka_ = parse_matryoshka(read_small_json(config_json), config_json.string());
+  matryoshka_ = parse_matryoshka(config_text, config_json.string());
 
   // Shards: the index when there is one, else the single file.
   std::map<std::string, std::size_t, std::less<>> where;  // tensor name → shard

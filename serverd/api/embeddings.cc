@@ -64,9 +64,8 @@ PoolingRequest plan_pooling(const EmbeddingRequest& request, const ModelInfo& mo
   }
   const auto& allowed = model.matryoshka.dimensions;
   if (!allowed.empty()) {
-    if (std::find(allowed.begin(), allowed.end(), static_cast<std::size_t>(std::max<std::int64_t>(dimensions, 0))) ==
-            allowed.end() ||
-        dimensions < 1) {
+    if (dimensions < 1 ||
+        std::find(allowed.begin(), allowed.end(), static_cast<std::size_t>(dimensions)) == allowed.end()) {
       std::string list;
       for (const auto d : allowed) list += (list.empty() ? "" : ", ") + std::to_string(d);
       throw_bad_request(name + " only supports [" + list +

@@ -32,6 +32,10 @@ struct Scheduler::Sequence {
   bool pools_every_position() const {
     return request.pooling && request.pooling->config.type != engine::model::PoolingType::Last;
   }
+  // Whether a chunk of `count` positions from `cache.cached` ends a last-token-pooled prompt.
+  bool pools_last_row(std::size_t count) const {
+    return request.pooling && !pools_every_position() && cache.cached + count == tokens.size();
+  }
   // Of the `count` positions this step computes from `cache.cached`, the first one scored and how many are.
   std::size_t first_scored() const { return std::max(cache.cached, next_scored - 1); }
   std::size_t scored_in(std::size_t count) const {
@@ -264,8 +268,10 @@ void Scheduler::execute(std::vector<Planned>& plan) {
   for (const auto& p : plan) {
     Sequence& seq = *p.seq;
     const std::span<const std::int32_t> tokens(seq.tokens.data() + seq.cache.cached, p.count);
-    // An embedding takes the hidden state of every position it computes (PooledState keeps what it pools).
-    engine::runtime::StepInput input{&seq.cache, tokens, seq.pooled.has_value(), !p.logits && !seq.pooled};
+    // Mean and first-token pooling take the hidden state of every position computed; last-token pooling only
+    // the prompt's last, in its last chunk.
+    engine::runtime::StepInput input{&seq.cache, tokens, seq.pools_every_position(),
+                                     !p.logits && !seq.pools_every_position() && !seq.pools_last_row(p.count)};
     if (p.scored > 0) {
       // The row of position q scores prompt token q + 1.
       const std::size_t first = seq.first_scored();
@@ -306,9 +312,11 @@ void Scheduler::execute(std::vector<Planned>& plan) {
   for (const auto& p : plan) {
     Sequence& seq = *p.seq;
     if (seq.pooled) {
-      seq.pooled->add(seq.cache.cached - p.count,
-                      std::span(hidden_).subspan(hidden_row * hidden_size, p.count * hidden_size));
-      hidden_row += p.count;
+      // The step advanced cached past this chunk: its rows are the chunk's, or (last-token pooling) its last.
+      const std::size_t rows = seq.pools_every_position() ? p.count : (seq.cache.cached == seq.tokens.size() ? 1 : 0);
+      seq.pooled->add(seq.cache.cached - rows,
+                      std::span(hidden_).subspan(hidden_row * hidden_size, rows * hidden_size));
+      hidden_row += rows;
     }
     if (p.scored > 0) {
       seq.sink->on_prompt_logprobs(std::span(scored_).subspan(scored_row, p.scored));

@@ -46,13 +46,18 @@ int run_openai_client(std::uint16_t port, const std::string& model, const std::s
                                       output);
 }
 
-TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
-  TempDir dir;
+// The tiny random Qwen3 model the tests serve, written to `out`.
+void write_tiny_qwen3(const std::filesystem::path& out, std::uint64_t seed) {
   engine::tools::ModelWriterOptions model;
   model.arch = engine::model::Architecture::Qwen3;
-  model.out_dir = dir / "model";
-  model.seed = 21;
+  model.out_dir = out;
+  model.seed = seed;
   engine::tools::write_model(model);
+}
+
+TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
+  TempDir dir;
+  write_tiny_qwen3(dir / "model", 21);
 
   testing_support::TestHub hub;
   hub.set_store_lfs_as_xet(true);
@@ -86,11 +91,7 @@ TEST(ServerdOpenAiClient, HubModelThroughFetchdChildServesTheOpenAiClient) {
 // A model with sentence-transformers files serves embeddings under --runner auto, to the official client.
 TEST(ServerdOpenAiClient, ASentenceTransformersModelServesEmbeddingsToTheOpenAiClient) {
   TempDir dir;
-  engine::tools::ModelWriterOptions model;
-  model.arch = engine::model::Architecture::Qwen3;
-  model.out_dir = dir / "model";
-  model.seed = 23;
-  engine::tools::write_model(model);
+  write_tiny_qwen3(dir / "model", 23);
   std::ofstream(dir / "model" / "modules.json")
       << R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
              {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
@@ -121,11 +122,7 @@ TEST(ServerdOpenAiClient, ASentenceTransformersModelServesEmbeddingsToTheOpenAiC
 // message) and chat replies through the parsers, in the shapes the official client reads.
 TEST(ServerdOpenAiClient, ToolCallAndReasoningParsersServeTheOpenAiClient) {
   TempDir dir;
-  engine::tools::ModelWriterOptions model;
-  model.arch = engine::model::Architecture::Qwen3;
-  model.out_dir = dir / "model";
-  model.seed = 22;
-  engine::tools::write_model(model);
+  write_tiny_qwen3(dir / "model", 22);
   testing_support::TestHub hub;
   hub.add_repository_from_folder("demo/tiny", dir / "model");
 
