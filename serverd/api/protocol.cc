@@ -505,6 +505,13 @@ EmbeddingRequest parse_embedding_request(const Value& body, const ParseLimits& l
       throw_bad_request("encoding_format must be 'float' or 'base64', got '" + *format + "'", "encoding_format");
     }
   }
+  // vLLM's base64 variants: serverd writes float32, little-endian (this machine's order) only.
+  if (const auto dtype = string_field(body, "embed_dtype"); dtype && *dtype != "float32") {
+    unsupported("embed_dtype", "embeddings are float32");
+  }
+  if (const auto order = string_field(body, "endianness"); order && *order != "native" && *order != "little") {
+    unsupported("endianness", "base64 embeddings are little-endian");
+  }
   if (const auto dimensions = int_field(body, "dimensions")) r.dimensions = dimensions;
   r.truncate_prompt_tokens = truncate_prompt_tokens(body);
   r.add_special_tokens = bool_field(body, "add_special_tokens").value_or(true);

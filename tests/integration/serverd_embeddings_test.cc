@@ -135,6 +135,10 @@ TEST_F(EmbeddingsApiTest, BadRequestsAreRefusedByName) {
   serve_pooling();
   serverd_test::expect_error(post("/v1/embeddings", R"({"input": "ab", "encoding_format": "bytes"})"), 400,
                              "BadRequestError", "encoding_format", "encoding_format must be 'float' or 'base64'");
+  serverd_test::expect_error(post("/v1/embeddings", R"({"input": "ab", "embed_dtype": "float16"})"), 400,
+                             "BadRequestError", "embed_dtype", "'embed_dtype' is not supported by this server");
+  serverd_test::expect_error(post("/v1/embeddings", R"({"input": "ab", "endianness": "big"})"), 400, "BadRequestError",
+                             "endianness", "'endianness' is not supported by this server");
   serverd_test::expect_error(post("/v1/embeddings", R"({"input": ""})"), 400, "BadRequestError", "input",
                              "'input' must be provided and non-empty.");
   serverd_test::expect_error(post("/v1/embeddings", R"({"input": [[1, 999999]]})"), 400, "BadRequestError", "input",
@@ -144,6 +148,8 @@ TEST_F(EmbeddingsApiTest, BadRequestsAreRefusedByName) {
   serverd_test::expect_error(post("/v1/embeddings", R"({"input": "ab", "model": "other"})"), 404, "NotFoundError",
                              "model", "The model `other` does not exist.");
   EXPECT_EQ(generator_.submitted_count(), 0u);
+  // The defaults of both base64 variants are what serverd writes.
+  EXPECT_EQ(post("/v1/embeddings", R"({"input": "ab", "embed_dtype": "float32", "endianness": "little"})").status, 200);
 }
 
 TEST_F(EmbeddingsApiTest, APoolingModelGeneratesNothing) {
