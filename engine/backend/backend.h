@@ -75,10 +75,13 @@ struct StepLayout {
   std::vector<std::size_t> logit_rows;  // the tokens (indices into `tokens`) whose logits the step returns
 };
 
-// Rotary embedding: the inverse frequency of each pair of dimensions and how dimensions pair up.
+// Rotary embedding: the inverse frequency of each pair of rotated dimensions, how they pair up, and the factor
+// on cos and sin. It rotates the first 2 inv_freq.size() dimensions of each head (all of them, or Phi-3's
+// partial rotary); the rest pass through.
 struct RopeSpec {
-  std::vector<double> inv_freq;  // head_dim / 2 values, scaling already applied
-  bool interleaved = false;      // pairs (2i, 2i+1) instead of (i, i + head_dim / 2)
+  std::vector<double> inv_freq;   // rotated dimensions / 2 values, scaling already applied
+  bool interleaved = false;       // pairs (2i, 2i+1) instead of (i, i + rotated / 2)
+  double attention_factor = 1.0;  // YaRN's and LongRoPE's: rotated values times it (so their q·k times its square)
 };
 
 // How one layer attends. Gemma's local layers rotate with a base of their own and see only a window of the
@@ -108,7 +111,8 @@ struct Projection {
 // are among them. Throws std::invalid_argument naming the backend and the numbers that disagree.
 void check_step_layout(const StepLayout& layout, const KvCacheShape& shape, std::string_view backend);
 // Checks a plan against the cache: one entry per layer, rope indices among the plan's ropes, each rope
-// head_dim / 2 frequencies. Throws std::invalid_argument naming the layer or rope and its numbers.
+// 1 to head_dim / 2 frequencies and a positive attention factor. Throws std::invalid_argument naming the layer or rope
+// and its numbers.
 void check_attention_plan(const AttentionPlan& plan, const KvCacheShape& shape);
 
 class Backend {

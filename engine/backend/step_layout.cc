@@ -42,10 +42,15 @@ void check_attention_plan(const AttentionPlan& plan, const KvCacheShape& shape) 
                                 " layers for a cache of " + std::to_string(shape.num_layers));
   }
   for (std::size_t r = 0; r < plan.ropes.size(); ++r) {
-    if (plan.ropes[r].inv_freq.size() != shape.head_dim / 2) {
-      throw std::invalid_argument("rotary embedding " + std::to_string(r) + " has " +
-                                  std::to_string(plan.ropes[r].inv_freq.size()) + " frequencies; heads of " +
-                                  std::to_string(shape.head_dim) + " need " + std::to_string(shape.head_dim / 2));
+    const std::size_t frequencies = plan.ropes[r].inv_freq.size();
+    if (frequencies == 0 || frequencies > shape.head_dim / 2) {
+      throw std::invalid_argument("rotary embedding " + std::to_string(r) + " has " + std::to_string(frequencies) +
+                                  " frequencies; heads of " + std::to_string(shape.head_dim) + " take 1 to " +
+                                  std::to_string(shape.head_dim / 2));
+    }
+    if (!(plan.ropes[r].attention_factor > 0)) {
+      throw std::invalid_argument("rotary embedding " + std::to_string(r) + " has an attention factor of " +
+                                  std::to_string(plan.ropes[r].attention_factor) + "; it must be positive");
     }
   }
   for (std::size_t i = 0; i < plan.layers.size(); ++i) {

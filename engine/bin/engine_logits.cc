@@ -28,6 +28,7 @@ struct Options {
   std::string out;
   std::uint64_t threads = 0;
   std::uint64_t kv_cache_mib = 256;
+  std::uint64_t max_model_len = 0;  // 0: the sequence's length
   std::string kv_cache_dtype = "auto";
 };
 
@@ -53,7 +54,12 @@ int run(const Options& o) {
   engine::runtime::EngineOptions eo;
   eo.device = *engine::runtime::parse_device(o.device);
   eo.threads = o.threads;
-  eo.max_model_len = tokens.size();
+  // As a server started with --max-model-len would run (LongRoPE picks its factors from it).
+  if (o.max_model_len != 0 && o.max_model_len < tokens.size()) {
+    throw base::UsageError("--max-model-len " + std::to_string(o.max_model_len) + " is shorter than the " +
+                           std::to_string(tokens.size()) + " tokens");
+  }
+  eo.max_model_len = o.max_model_len != 0 ? o.max_model_len : tokens.size();
   // A small explicit cache: one short sequence needs little, and on a GPU the default (a share of the
   // device's memory) would compete with whatever else the comparison has running there.
   eo.kv_cache_bytes = o.kv_cache_mib << 20;
@@ -95,6 +101,9 @@ int main(int argc, char** argv) {
   flags.add_string("out", "FILE", "receives tokens x vocab float32 values, little-endian, position-major", &o.out);
   flags.add_uint("threads", "N", "CPU threads (default: one per CPU this process may run on)", &o.threads);
   flags.add_uint("kv-cache-mib", "N", "KV cache size in MiB (default 256)", &o.kv_cache_mib, 1);
+  flags.add_uint("max-model-len", "N",
+                 "the positions the engine is loaded for, as a server's --max-model-len (default: the tokens')",
+                 &o.max_model_len, 1);
   flags.add_choice("kv-cache-dtype", {"auto", "bfloat16", "float16", "float32"},
                    "how the KV cache stores keys and values (default auto, the engine's choice)", &o.kv_cache_dtype);
   try {

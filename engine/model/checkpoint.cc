@@ -55,7 +55,9 @@ enum class Part {
   Gate,
   Up,
   Down,
-  PostFfnNorm
+  PostFfnNorm,
+  QKV,    // Phi-3: q, k and v stacked in one matrix, in that order
+  GateUp  // Phi-3: gate and up stacked in one matrix
 };
 
 struct TensorNames {
@@ -87,6 +89,8 @@ TensorNames hf_names(const std::string& model, const std::string& lm_head, bool 
               case Part::Up: return p + "mlp.up_proj.weight";
               case Part::Down: return p + "mlp.down_proj.weight";
               case Part::PostFfnNorm: return p + "post_feedforward_layernorm.weight";
+              case Part::QKV: return p + "self_attn.qkv_proj.weight";
+              case Part::GateUp: return p + "mlp.gate_up_proj.weight";
             }
             return std::string();
           }};
@@ -112,6 +116,8 @@ TensorNames gguf_names() {
               case Part::Up: return p + "ffn_up.weight";
               case Part::Down: return p + "ffn_down.weight";
               case Part::PostFfnNorm: return p + "post_ffw_norm.weight";
+              case Part::QKV: return p + "attn_qkv.weight";
+              case Part::GateUp: return p + "ffn_up.weight";  // llama.cpp's phi3 files: 2 x feed_forward_length rows
             }
             return std::string();
           }};
@@ -148,9 +154,18 @@ class WeightBinder {
       const auto n = [&](Part part) { return names.layer(i, part); };
       LayerWeights l;
       l.attn_norm = norm(n(Part::AttnNorm), c.hidden_size);
-      l.q = matrix(n(Part::Q), q_rows, c.hidden_size);
-      l.k = matrix(n(Part::K), kv_rows, c.hidden_size);
-      l.v = matrix(n(Part::V), kv_rows, c.hidden_size);
+      const bool phi3 = c.architecture == Architecture::Phi3;
+      // Phi-3 stacks q, k and v (GGUF files may keep them apart, which llama.cpp reads too).
+      if (phi3 && find_(n(Part::QKV))) {
+        const auto qkv = stacked(n(Part::QKV), {q_rows, kv_rows, kv_rows}, c.hidden_size);
+        l.q = qkv[0];
+        l.k = qkv[1];
+        l.v = qkv[2];
+      } else {
+        l.q = matrix(n(Part::Q), q_rows, c.hidden_size);
+        l.k = matrix(n(Part::K), kv_rows, c.hidden_size);
+        l.v = matrix(n(Part::V), kv_rows, c.hidden_size);
+      }
       l.o = matrix(n(Part::O), c.hidden_size, q_rows);
       if (c.attention_bias) {
         l.q_bias = vector(n(Part::QBias), q_rows);
@@ -166,8 +181,14 @@ class WeightBinder {
         l.post_ffn_norm = norm(n(Part::PostFfnNorm), c.hidden_size);
       }
       l.ffn_norm = norm(n(Part::FfnNorm), c.hidden_size);
-      l.gate = matrix(n(Part::Gate), c.intermediate_size, c.hidden_size);
-      l.up = matrix(n(Part::Up), c.intermediate_size, c.hidden_size);
+      if (phi3) {
+        const auto gate_up = stacked(n(Part::GateUp), {c.intermediate_size, c.intermediate_size}, c.hidden_size);
+        l.gate = gate_up[0];
+        l.up = gate_up[1];
+      } else {
+        l.gate = matrix(n(Part::Gate), c.intermediate_size, c.hidden_size);
+        l.up = matrix(n(Part::Up), c.intermediate_size, c.hidden_size);
+      }
       l.down = matrix(n(Part::Down), c.hidden_size, c.intermediate_size);
       w.layers.push_back(std::move(l));
     }
@@ -204,6 +225,23 @@ class WeightBinder {
                         std::to_string(quant::block_elements(*t.type)) + "-value blocks");
     }
     return {*t.type, t.bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
+  }
+
+  // Matrices stacked along their rows in one tensor, each a view of its rows (no copy).
+  std::vector<WeightSource> stacked(const std::string& name, std::initializer_list<std::uint64_t> rows,
+                                    std::uint64_t cols) const {
+    std::uint64_t total = 0;
+    for (const auto r : rows) total += r;
+    const WeightSource whole = matrix(name, total, cols);
+    const std::size_t row_bytes = *quant::row_bytes(whole.type, cols);
+    std::vector<WeightSource> parts;
+    std::size_t first = 0;
+    for (const auto r : rows) {
+      parts.push_back({whole.type, whole.bytes.subspan(first * row_bytes, r * row_bytes), static_cast<std::size_t>(r),
+                       static_cast<std::size_t>(cols)});
+      first += r;
+    }
+    return parts;
   }
 
   // Vectors (norms, biases) are small; the kernels take them as f32. `plus` is added to every value (in f32,
@@ -345,23 +383,27 @@ std::optional<std::string> directory_chat_template(const std::filesystem::path& 
 void Checkpoint::load_gguf() {
   files_->gguf = format::GgufParts::open(path_);
   const auto& layout = files_->gguf->layout();
-  config_ = config_from_gguf(layout, path_.string());
+  // The rotary embedding's tensors, small F32 vectors that may sit in any part of a split.
+  const auto f32_vector = [&](const char* tensor) -> std::vector<double> {
+    const auto found = files_->gguf->find_tensor(tensor);
+    if (!found) return {};
+    const auto* info = found->info;
+    if (info->type->id != quant::ggml_type_id(WeightType::F32) || info->dims.size() != 1 || info->elements() > 65536) {
+      throw ConfigError(path_.string() + ": " + tensor +
+                        " must be a vector of F32 values (one per rotary frequency), not " +
+                        std::to_string(info->elements()) + " " + std::string(info->type->name) + " values in " +
+                        std::to_string(info->dims.size()) + " dimensions");
+    }
+    std::vector<float> values(info->elements());
+    std::memcpy(values.data(), found->data.data(), values.size() * sizeof(float));
+    return {values.begin(), values.end()};
+  };
+  config_ = config_from_gguf(layout, path_.string(),
+                             {f32_vector("rope_freqs.weight"), f32_vector("rope_factors_long.weight"),
+                              f32_vector("rope_factors_short.weight")});
   pooling_ = gguf_pooling(layout, path_.string());
   // The first part's layout lists only its own tensors; output.weight may sit in any part of a split.
   config_.tie_word_embeddings = !files_->gguf->find_tensor("output.weight");
-  if (const auto found = files_->gguf->find_tensor("rope_freqs.weight")) {
-    const auto* freqs = found->info;
-    const auto bytes = found->data;
-    if (freqs->type->id != quant::ggml_type_id(WeightType::F32) || freqs->elements() != config_.head_dim / 2) {
-      throw ConfigError(path_.string() + ": rope_freqs.weight must hold " + std::to_string(config_.head_dim / 2) +
-                        " F32 values (one per rotary frequency), not " + std::to_string(freqs->elements()) + " " +
-                        std::string(freqs->type->name));
-    }
-    std::vector<float> factors(config_.head_dim / 2);
-    std::memcpy(factors.data(), bytes.data(), factors.size() * sizeof(float));
-    config_.rope_freq_factors.assign(factors.begin(), factors.end());
-    config_.rope_scaling.reset();
-  }
   const FindTensor find = [this](const std::string& tensor) -> std::optional<RawTensor> {
     const auto found = files_->gguf->find_tensor(tensor);
     if (!found) return std::nullopt;

@@ -29,6 +29,8 @@ constexpr std::array kKnown = {
     Known{Architecture::Gemma3, "Gemma3ForConditionalGeneration", ""},
     Known{Architecture::Gemma2, "Gemma2ForCausalLM", "gemma2"},
     Known{Architecture::SmolLM3, "SmolLM3ForCausalLM", "smollm3"},
+    // Phi-4-mini is a Phi3ForCausalLM too.
+    Known{Architecture::Phi3, "Phi3ForCausalLM", "phi3"},
 };
 
 // SmolLM3Config's default and llama.cpp's fixed step: every fourth layer without RoPE.
@@ -62,12 +64,18 @@ constexpr std::array<std::pair<Activation, std::string_view>, 2> kActivations = 
     {Activation::GeluTanh, "gelu_pytorch_tanh"},
 }};
 
-constexpr std::array<std::pair<RopeType, std::string_view>, 4> kRopeTypes = {{
+constexpr std::array<std::pair<RopeType, std::string_view>, 5> kRopeTypes = {{
     {RopeType::Linear, "linear"},
     {RopeType::Dynamic, "dynamic"},
     {RopeType::Yarn, "yarn"},
     {RopeType::Llama3, "llama3"},
+    {RopeType::LongRope, "longrope"},
 }};
+
+// LongRoPE's default factor on cos and sin for a model stretched `factor` times past `original` positions.
+double longrope_attention_factor(double factor, std::uint64_t original) {
+  return factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
+}
 
 // What a refused quantization_config is told to use instead.
 std::string served_formats() {
@@ -123,6 +131,18 @@ class JsonFields {
     if (!v->IsBool()) fail("'" + std::string(key) + "' must be true or false");
     return v->GetBool();
   }
+  // A list of numbers (LongRoPE's factors); empty when absent.
+  std::vector<double> numbers(const char* key) const {
+    std::vector<double> out;
+    const auto* v = find(key);
+    if (v == nullptr) return out;
+    if (!v->IsArray()) fail("'" + std::string(key) + "' must be a list of numbers");
+    for (const auto& n : v->GetArray()) {
+      if (!n.IsNumber()) fail("'" + std::string(key) + "' holds something that is not a number");
+      out.push_back(n.GetDouble());
+    }
+    return out;
+  }
   // An id or a list of ids (eos_token_id is either).
   std::vector<std::int64_t> ids(const char* key) const {
     std::vector<std::int64_t> out;
@@ -164,18 +184,41 @@ void check_shape(const ModelConfig& c, std::string_view name) {
   if (c.head_dim % 2 != 0) {
     throw ConfigError(std::string(name) + ": head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
   }
+  const std::uint64_t rotary = rotary_dims(c);
+  if (rotary == 0 || rotary % 2 != 0 || rotary > c.head_dim) {
+    throw ConfigError(std::string(name) + ": RoPE over " + std::to_string(rotary) + " dimensions of a head of " +
+                      std::to_string(c.head_dim) + "; it needs an even number, at most the head");
+  }
+  if (const auto& r = c.rope_scaling; r && r->type == RopeType::LongRope) {
+    for (const auto& [what, factors] :
+         {std::pair{"short_factor", &r->short_factor}, {"long_factor", &r->long_factor}}) {
+      if (factors->size() != rotary / 2) {
+        throw ConfigError(std::string(name) + ": LongRoPE's " + what + " holds " + std::to_string(factors->size()) +
+                          " factors; RoPE over " + std::to_string(rotary) + " dimensions needs " +
+                          std::to_string(rotary / 2) + " (one per frequency)");
+      }
+      for (const double v : *factors) {
+        if (!(v > 0))
+          throw ConfigError(std::string(name) + ": LongRoPE's " + what + " holds " + std::to_string(v) +
+                            "; each factor must be positive");
+      }
+    }
+  }
 }
 
 // The scaling a rope_scaling (or transformers 5 rope_parameters) object describes; nullopt for the default
-// rotary embedding. Every key is one the type reads, or refused by name.
+// rotary embedding. Every key is one the type reads, or refused by name. `top_original` is the config's own
+// original_max_position_embeddings (Phi-3 keeps it beside rope_scaling), 0 where it has none.
 std::optional<RopeScaling> parse_rope_scaling(const rapidjson::Value& object, const std::string& key,
-                                              const ModelConfig& c, std::string_view name) {
+                                              const ModelConfig& c, std::string_view name,
+                                              std::uint64_t top_original = 0) {
   const JsonFields s(object, name);
   const auto* type_value = s.find("rope_type") != nullptr ? s.find("rope_type") : s.find("type");
   if (type_value == nullptr) return std::nullopt;  // rope_parameters with rope_theta alone
   if (!type_value->IsString()) s.fail("'" + key + "' has a rope_type that is not a string");
-  const std::string kind(type_value->GetString(), type_value->GetStringLength());
+  std::string kind(type_value->GetString(), type_value->GetStringLength());
   if (kind == "default") return std::nullopt;
+  if (kind == "su") kind = "longrope";  // the first Phi-3 configs' name for it, as transformers reads them
   RopeScaling r;
   bool known = false;
   for (const auto& [type, type_name] : kRopeTypes) {
@@ -184,11 +227,7 @@ std::optional<RopeScaling> parse_rope_scaling(const rapidjson::Value& object, co
       known = true;
     }
   }
-  if (!known) {
-    const bool longrope = kind == "longrope" || kind == "su";
-    s.fail(key + " of type '" + kind + "' is not supported (supported: " + rope_type_list() + ")" +
-           (longrope ? "; LongRoPE, Phi-3's, is not implemented yet" : ""));
-  }
+  if (!known) s.fail(key + " of type '" + kind + "' is not supported (supported: " + rope_type_list() + ")");
   // The keys each type reads (besides the type and rope_theta, which rope_parameters holds too).
   std::vector<std::string_view> reads = {"factor"};
   if (r.type == RopeType::Yarn) {
@@ -196,6 +235,8 @@ std::optional<RopeScaling> parse_rope_scaling(const rapidjson::Value& object, co
                                "mscale", "mscale_all_dim", "truncate"});
   } else if (r.type == RopeType::Llama3) {
     reads.insert(reads.end(), {"original_max_position_embeddings", "low_freq_factor", "high_freq_factor"});
+  } else if (r.type == RopeType::LongRope) {
+    reads.insert(reads.end(), {"original_max_position_embeddings", "short_factor", "long_factor", "attention_factor"});
   }
   for (const auto& member : object.GetObject()) {
     const std::string_view field(member.name.GetString(), member.name.GetStringLength());
@@ -204,6 +245,28 @@ std::optional<RopeScaling> parse_rope_scaling(const rapidjson::Value& object, co
       s.fail(key + " of type '" + kind + "' sets '" + std::string(field) +
              "', which the engine does not implement for that type");
     }
+  }
+  if (r.type == RopeType::LongRope) {
+    // As transformers reads Phi-3: an original context (here or beside rope_scaling) makes the factor the ratio
+    // of max_position_embeddings to it.
+    const auto* original = s.find("original_max_position_embeddings");
+    if (original != nullptr || top_original != 0) {
+      r.original_max_position_embeddings =
+          original != nullptr ? s.positive("original_max_position_embeddings") : top_original;
+      r.factor =
+          static_cast<double>(c.max_position_embeddings) / static_cast<double>(r.original_max_position_embeddings);
+    } else {
+      r.original_max_position_embeddings = c.max_position_embeddings;
+      r.factor = s.number_or("factor", 1.0);
+    }
+    r.short_factor = s.numbers("short_factor");
+    r.long_factor = s.numbers("long_factor");
+    if (r.short_factor.empty() || r.long_factor.empty())
+      s.fail(key + " of type 'longrope' needs short_factor and long_factor");
+    r.attention_factor = s.find("attention_factor") != nullptr
+                             ? s.number_or("attention_factor", 1.0)
+                             : longrope_attention_factor(r.factor, r.original_max_position_embeddings);
+    return r;
   }
   if (r.type == RopeType::Llama3) {
     r.factor = s.number_or("factor", 8.0);
@@ -240,6 +303,15 @@ Activation activation(const JsonFields& f, bool gemma) {
   f.fail("'" + std::string(key) + "' is '" + act + "', which the engine does not compute (it computes " + names + ")");
 }
 
+// partial_rotary_factor, at the top level or in transformers 5's rope_parameters; 1 where neither sets it.
+double partial_rotary_factor(const JsonFields& f) {
+  const auto* rope_parameters = f.find("rope_parameters");
+  return f.number_or("partial_rotary_factor",
+                     rope_parameters != nullptr && rope_parameters->IsObject()
+                         ? JsonFields(*rope_parameters, "").number_or("partial_rotary_factor", 1.0)
+                         : 1.0);
+}
+
 // Fields that change the arithmetic in ways the graph does not implement, refused with their values.
 void refuse_unimplemented_fields(const JsonFields& f, Architecture arch) {
   for (const char* softcap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
@@ -249,15 +321,9 @@ void refuse_unimplemented_fields(const JsonFields& f, Architecture arch) {
     }
   }
   if (f.flag_or("mlp_bias", false)) f.fail("'mlp_bias' is true: MLP biases are not implemented");
-  const auto* rope_parameters = f.find("rope_parameters");
-  const double partial = f.number_or("partial_rotary_factor",
-                                     rope_parameters != nullptr && rope_parameters->IsObject()
-                                         ? JsonFields(*rope_parameters, "").number_or("partial_rotary_factor", 1.0)
-                                         : 1.0);
-  if (partial != 1.0) {
-    f.fail("'partial_rotary_factor' is " + std::to_string(partial) +
-           ": rotary embeddings over part of a head are "
-           "not implemented");
+  if (const double partial = partial_rotary_factor(f); partial != 1.0 && arch != Architecture::Phi3) {
+    f.fail("'partial_rotary_factor' is " + std::to_string(partial) + ": " + std::string(architecture_name(arch)) +
+           " rotates whole heads (Phi3ForCausalLM rotates part of each)");
   }
   if (const auto* q = f.find("quantization_config")) {
     const std::string method = q->IsObject() && q->HasMember("quant_method") && (*q)["quant_method"].IsString()
@@ -414,6 +480,13 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
 
   refuse_unimplemented_fields(f, c.architecture);
   if (multimodal) refuse_unimplemented_fields(top, c.architecture);
+  if (c.architecture == Architecture::Phi3) {
+    // transformers rotates int(head_dim * partial_rotary_factor) dimensions (Phi-4-mini's 0.75: 96 of 128).
+    const double partial = partial_rotary_factor(f);
+    if (!(partial > 0 && partial <= 1))
+      f.fail("'partial_rotary_factor' is " + std::to_string(partial) + "; it must be in (0, 1]");
+    c.rotary_dim = static_cast<std::uint64_t>(static_cast<double>(c.head_dim) * partial);
+  }
   if (c.architecture == Architecture::SmolLM3) {
     // no_rope_layers: 1 where a layer rotates, 0 where it does not (its name notwithstanding).
     if (const auto* listed = f.find("no_rope_layers")) {
@@ -434,7 +507,8 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   const auto* scaling = f.find("rope_scaling") != nullptr ? f.find("rope_scaling") : rope_parameters;
   if (scaling != nullptr) {
     if (!scaling->IsObject()) f.fail("'" + scaling_key + "' must be an object");
-    c.rope_scaling = parse_rope_scaling(*scaling, scaling_key, c, text_name);
+    const std::uint64_t top_original = f.positive_or("original_max_position_embeddings", 0);
+    c.rope_scaling = parse_rope_scaling(*scaling, scaling_key, c, text_name, top_original);
   }
   check_shape(c, name);
   return c;
@@ -486,7 +560,7 @@ GenerationDefaults read_generation_config(const std::filesystem::path& generatio
   return parse_generation_config(read_small_json(generation_config_json), generation_config_json.string());
 }
 
-ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name) {
+ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name, const GgufRopeTensors& rope) {
   const auto* arch_value = gguf.find("general.architecture");
   if (arch_value == nullptr || arch_value->as_string() == nullptr)
     throw_config_error(name, "general.architecture is missing");
@@ -551,12 +625,18 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   if (const auto* bos = gguf.find("tokenizer.ggml.bos_token_id"); bos != nullptr && bos->as_int()) {
     c.bos_token_id = *bos->as_int();
   }
+  const bool phi3 = c.architecture == Architecture::Phi3;
   if (const auto rotary = uint_key(p + "rope.dimension_count", c.head_dim); rotary != c.head_dim) {
-    throw_config_error(name, p + "rope.dimension_count is " + std::to_string(rotary) + " of a head of " +
-                                 std::to_string(c.head_dim) +
-                                 ": rotary embeddings over part of a head are not implemented");
+    if (!phi3) {
+      throw_config_error(name, p + "rope.dimension_count is " + std::to_string(rotary) + " of a head of " +
+                                   std::to_string(c.head_dim) + ": " + arch +
+                                   " rotates whole heads (phi3 files rotate part of each)");
+    }
+    c.rotary_dim = rotary;
   }
-  if (gguf.find(p + "attention.sliding_window") != nullptr)
+  // llama.cpp's converter writes Phi-3's window as 0 where the model has none (Phi-4-mini).
+  if (const auto* window = gguf.find(p + "attention.sliding_window");
+      window != nullptr && !(phi3 && window->as_uint() == std::optional<std::uint64_t>(0)))
     c.sliding_window = uint_key(p + "attention.sliding_window", 0);
   if (is_gemma(c.architecture)) {
     // What llama.cpp's gemma2 and gemma3 loaders fix rather than read: Gemma 3's every sixth layer global, the
@@ -583,8 +663,9 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
       if (gguf.find(key) != nullptr) *cap = float_key(key, 0.0);
     }
   }
-  // Llama 3's scaling comes as the rope_freqs.weight tensor (Checkpoint reads it), as llama.cpp's converter
-  // writes it; linear and yarn as keys (the converter's names), older files' linear as rope.scale_linear.
+  // Llama 3's scaling comes as the rope_freqs.weight tensor, as llama.cpp's converter writes it, and Phi-3's
+  // LongRoPE as its two factor tensors with the original context and attention factor as keys; linear and
+  // yarn as keys (the converter's names), older files' linear as rope.scale_linear.
   const auto* scaling = gguf.find(p + "rope.scaling.type");
   const std::string type = scaling == nullptr                ? "none"
                            : scaling->as_string() != nullptr ? *scaling->as_string()
@@ -615,7 +696,23 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
     }
     refuse_unless(p + "rope.scaling.attn_factor", 1.0);
     c.rope_scaling = r;
+  } else if (type == "none" && (!rope.long_factors.empty() || !rope.short_factors.empty())) {
+    if (rope.long_factors.empty() || rope.short_factors.empty()) {
+      throw_config_error(
+          name, std::string(rope.long_factors.empty() ? "rope_factors_long.weight" : "rope_factors_short.weight") +
+                    " is missing beside the other LongRoPE factor tensor");
+    }
+    RopeScaling r;
+    r.type = RopeType::LongRope;
+    r.original_max_position_embeddings = uint_key(p + "rope.scaling.original_context_length", std::nullopt);
+    r.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(r.original_max_position_embeddings);
+    r.attention_factor = float_key(p + "rope.scaling.attn_factor",
+                                   longrope_attention_factor(r.factor, r.original_max_position_embeddings));
+    r.long_factor = rope.long_factors;
+    r.short_factor = rope.short_factors;
+    c.rope_scaling = r;
   } else if (type == "none") {
+    refuse_unless(p + "rope.scaling.attn_factor", 1.0);
     if (const double linear = float_key(p + "rope.scale_linear", 1.0); linear != 1.0) {
       RopeScaling r;
       r.type = RopeType::Linear;
@@ -623,9 +720,19 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
       c.rope_scaling = r;
     }
   } else {
-    throw_config_error(name, p + "rope.scaling.type '" + type + "' is not supported (supported: none, linear, yarn" +
-                                 (type == "longrope" ? "; LongRoPE, Phi-3's, is not implemented yet" : "") +
-                                 "; Llama 3's scaling as rope_freqs.weight)");
+    throw_config_error(name, p + "rope.scaling.type '" + type +
+                                 "' is not supported (supported: none, linear, yarn; Llama 3's scaling as "
+                                 "rope_freqs.weight, LongRoPE's as rope_factors_long.weight and "
+                                 "rope_factors_short.weight)");
+  }
+  if (!rope.freqs.empty()) {
+    if (rope.freqs.size() != rotary_dims(c) / 2) {
+      throw_config_error(name, "rope_freqs.weight holds " + std::to_string(rope.freqs.size()) +
+                                   " values; it needs one per rotary frequency (" + std::to_string(rotary_dims(c) / 2) +
+                                   ")");
+    }
+    c.rope_freq_factors = rope.freqs;
+    c.rope_scaling.reset();
   }
   check_shape(c, name);
   return c;
@@ -647,6 +754,10 @@ double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden
   }
 }
 
+std::uint64_t rotary_dims(const ModelConfig& config) {
+  return config.rotary_dim != 0 ? config.rotary_dim : config.head_dim;
+}
+
 bool is_sliding_layer(const ModelConfig& config, std::size_t layer) {
   if (!config.sliding_window) return false;
   return config.sliding_layers.empty() || config.sliding_layers.at(layer);
@@ -655,7 +766,8 @@ bool is_sliding_layer(const ModelConfig& config, std::size_t layer) {
 std::uint64_t derived_max_model_len(const ModelConfig& config) {
   const auto& r = config.rope_scaling;
   // Gemma 3's max_position_embeddings already counts its global layers' scaling (vLLM leaves it as it is).
-  if (!r || r->type == RopeType::Llama3 || r->factor <= 1.0 || config.architecture == Architecture::Gemma3)
+  if (!r || r->type == RopeType::Llama3 || r->type == RopeType::LongRope || r->factor <= 1.0 ||
+      config.architecture == Architecture::Gemma3)
     return config.max_position_embeddings;
   const std::uint64_t base =
       r->type == RopeType::Yarn ? r->original_max_position_embeddings : config.max_position_embeddings;

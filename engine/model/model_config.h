@@ -17,15 +17,17 @@ namespace engine::model {
 // Mistral is Llama's graph under its own name (and, where its config sets one, a sliding window). Gemma 2 and
 // 3 are the same graph with Gemma's data: GeGLU, norms after each sub-block too, interleaved sliding-window
 // layers (Gemma 2: soft-capped scores and logits; Gemma 3: q/k norms, a RoPE of their own on local layers).
-// SmolLM3 is Llama's graph with RoPE left out of every fourth layer.
-enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2, SmolLM3 };
+// SmolLM3 is Llama's graph with RoPE left out of every fourth layer. Phi-3 (and Phi-4-mini, the same class) is
+// Llama's graph with q, k and v in one stored matrix, gate and up in another, and RoPE over part of each head.
+enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2, SmolLM3, Phi3 };
 // Gemma 2 or 3: Gemma's norms, embedding scale and GeGLU.
 bool is_gemma(Architecture arch);
 std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
 
 // The RoPE scalings transformers defines for these families (config.json "rope_type"; GGUF
-// "{arch}.rope.scaling.type" linear and yarn, Llama 3's as the rope_freqs.weight tensor).
-enum class RopeType { Linear, Dynamic, Yarn, Llama3 };
+// "{arch}.rope.scaling.type" linear and yarn, Llama 3's as the rope_freqs.weight tensor, Phi-3's LongRoPE as
+// the rope_factors_long/short.weight tensors).
+enum class RopeType { Linear, Dynamic, Yarn, Llama3, LongRope };
 std::string_view rope_type_name(RopeType type);  // as config.json spells it
 
 struct RopeScaling {
@@ -42,6 +44,11 @@ struct RopeScaling {
   // two such terms when mscale and mscale_all_dim are given.
   std::optional<double> attention_factor;
   double mscale = 0.0, mscale_all_dim = 0.0;
+  // longrope: one divisor per rotary frequency for contexts up to original_max_position_embeddings (short) and
+  // beyond (long); which set a model runs with is fixed at load by its max_model_len, as vLLM fixes it, so
+  // that keys already cached never change their rotation. attention_factor, when the config gives none, is
+  // sqrt(1 + ln(factor) / ln(original_max_position_embeddings)), factor being max_position_embeddings over it.
+  std::vector<double> short_factor, long_factor;
 };
 
 // How rotary embeddings pair dimensions: half-split (NEOX: i with i + d/2), or adjacent pairs (GGUF llama
@@ -62,6 +69,9 @@ struct ModelConfig {
   std::uint64_t num_heads = 0;
   std::uint64_t num_kv_heads = 0;
   std::uint64_t head_dim = 0;  // Qwen3 sets it apart from hidden_size / num_heads
+  // The leading dimensions of each head that RoPE rotates (Phi-3's partial_rotary_factor times head_dim);
+  // 0: the whole head. The rest pass through unrotated.
+  std::uint64_t rotary_dim = 0;
   std::uint64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
@@ -115,7 +125,8 @@ struct GenerationDefaults {
 
 // Reads a Hugging Face config.json. An architecture the engine does not run is refused by name, with the
 // list of those it does; so is every field that would change the arithmetic in a way the engine does not
-// implement (hidden_act, mlp_bias, partial_rotary_factor, a rope type, quantization_config), with its value.
+// implement (hidden_act, mlp_bias, partial_rotary_factor but on Phi-3, a rope type, quantization_config), with its
+// value.
 ModelConfig parse_hf_config(std::string_view json, std::string_view name);
 // A checkpoint's small JSON file read whole (at most 16 MiB); ConfigError naming the file otherwise.
 std::string read_small_json(const std::filesystem::path& file);
@@ -125,21 +136,30 @@ ModelConfig read_hf_config(const std::filesystem::path& config_json);
 GenerationDefaults parse_generation_config(std::string_view json, std::string_view name);
 GenerationDefaults read_generation_config(const std::filesystem::path& generation_config_json);
 
-// Reads the hyper-parameters of a GGUF file (general.architecture "llama", "qwen2" or "qwen3" and the
-// "{arch}.*" keys). GGUF llama files pair RoPE dimensions interleaved. Keys that change the arithmetic in a
-// way the engine does not implement are refused by name, as in config.json.
-ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name);
+// The rotary embedding's tensors of a GGUF file, each read as F32 values (empty: absent): Llama 3's divisors
+// (rope_freqs.weight), Phi-3's LongRoPE factors (rope_factors_long.weight, rope_factors_short.weight).
+struct GgufRopeTensors {
+  std::vector<double> freqs, long_factors, short_factors;
+};
+
+// Reads the hyper-parameters of a GGUF file (general.architecture and the "{arch}.*" keys) with its rope
+// tensors. GGUF llama files pair RoPE dimensions interleaved. Keys that change the arithmetic in a way the
+// engine does not implement are refused by name, as in config.json.
+ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view name, const GgufRopeTensors& rope = {});
 
 // Gemma's embedding scale as transformers multiplies by it: sqrt(hidden_size) rounded to the embedding's
 // dtype (`embedding_type`: F16 or BF16 rounded to nearest even, F32 to float; sqrt(1152) is 34 in bf16).
 double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden_size);
+
+// The dimensions of a head that RoPE rotates: rotary_dim, or the whole head.
+std::uint64_t rotary_dims(const ModelConfig& config);
 
 // Whether layer `layer` attends over the sliding window only.
 bool is_sliding_layer(const ModelConfig& config, std::size_t layer);
 
 // The positions a config's model is made for: max_position_embeddings, times the factor of a linear, dynamic
 // or yarn scaling (yarn: of original_max_position_embeddings), as vLLM derives its default max_model_len (but
-// for Gemma 3, whose max_position_embeddings is the scaled length already).
+// for Gemma 3, whose max_position_embeddings is the scaled length already, and LongRoPE, whose is too).
 std::uint64_t derived_max_model_len(const ModelConfig& config);
 
 }  // namespace engine::model

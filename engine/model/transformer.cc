@@ -38,11 +38,13 @@ std::vector<double> yarn_ramp(const RopeScaling& s, double rope_theta, std::size
 
 }  // namespace
 
-backend::RopeSpec rope_spec(const ModelConfig& config) {
+backend::RopeSpec rope_spec(const ModelConfig& config, std::size_t max_model_len) {
   backend::RopeSpec spec;
   spec.interleaved = config.rope_pairing == RopePairing::Interleaved;
-  const std::size_t half = config.head_dim / 2;
-  const double dim = static_cast<double>(config.head_dim);
+  spec.attention_factor = rope_attention_factor(config);
+  const std::size_t rotary = rotary_dims(config);
+  const std::size_t half = rotary / 2;
+  const double dim = static_cast<double>(rotary);
   const auto& s = config.rope_scaling;
   double base = config.rope_theta;
   if (s && s->type == RopeType::Dynamic) {
@@ -66,7 +68,7 @@ backend::RopeSpec rope_spec(const ModelConfig& config) {
     case RopeType::Yarn: {
       // Low dimensions (fast rotations) keep their frequency, high ones are interpolated (divided by
       // factor), the ramp blends the band between.
-      const auto ramp = yarn_ramp(*s, config.rope_theta, config.head_dim);
+      const auto ramp = yarn_ramp(*s, config.rope_theta, rotary);
       for (std::size_t i = 0; i < half; ++i) {
         const double kept = 1 - ramp[i];
         spec.inv_freq[i] = spec.inv_freq[i] / s->factor * (1 - kept) + spec.inv_freq[i] * kept;
@@ -89,13 +91,19 @@ backend::RopeSpec rope_spec(const ModelConfig& config) {
       }
       break;
     }
+    case RopeType::LongRope: {
+      // One divisor per frequency, the long set where the model may outgrow its original context.
+      const auto& factors = max_model_len > s->original_max_position_embeddings ? s->long_factor : s->short_factor;
+      for (std::size_t i = 0; i < half; ++i) spec.inv_freq[i] /= factors.at(i);
+      break;
+    }
   }
   return spec;
 }
 
 double rope_attention_factor(const ModelConfig& config) {
   const auto& s = config.rope_scaling;
-  if (!s || s->type != RopeType::Yarn) return 1.0;
+  if (!s || (s->type != RopeType::Yarn && s->type != RopeType::LongRope)) return 1.0;
   if (s->attention_factor) return *s->attention_factor;
   const auto magnitude = [&](double mscale) { return s->factor <= 1 ? 1.0 : 0.1 * mscale * std::log(s->factor) + 1; };
   if (s->mscale != 0 && s->mscale_all_dim != 0) return magnitude(s->mscale) / magnitude(s->mscale_all_dim);
@@ -104,7 +112,7 @@ double rope_attention_factor(const ModelConfig& config) {
 
 backend::AttentionPlan attention_plan(const ModelConfig& config, std::size_t max_model_len) {
   backend::AttentionPlan plan;
-  plan.ropes.push_back(rope_spec(config));
+  plan.ropes.push_back(rope_spec(config, max_model_len));
   std::optional<std::size_t> local_rope;
   if (config.sliding_rope_theta) {
     ModelConfig local = config;
@@ -112,7 +120,7 @@ backend::AttentionPlan attention_plan(const ModelConfig& config, std::size_t max
     local.rope_scaling.reset();
     local.rope_freq_factors.clear();
     local_rope = plan.ropes.size();
-    plan.ropes.push_back(rope_spec(local));
+    plan.ropes.push_back(rope_spec(local, max_model_len));
   }
   for (std::size_t i = 0; i < config.num_layers; ++i) {
     backend::LayerAttention& layer = plan.layers.emplace_back();
@@ -191,10 +199,10 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const std::size_t q_width = c.num_heads * c.head_dim;
   const std::size_t kv_width = c.num_kv_heads * c.head_dim;
-  // YaRN scales cos and sin by its attention factor, so q·k by its square: folded into the softmax scale.
-  const double attention_factor = rope_attention_factor(c);
-  const float scale = static_cast<float>(attention_factor * attention_factor) /
-                      std::sqrt(static_cast<float>(c.query_pre_attn_scalar.value_or(static_cast<double>(c.head_dim))));
+  // YaRN's and LongRoPE's factor on cos and sin is the backend's (RopeSpec::attention_factor): it scales
+  // only the rotated dimensions of the layers that rotate.
+  const float scale =
+      1.0f / std::sqrt(static_cast<float>(c.query_pre_attn_scalar.value_or(static_cast<double>(c.head_dim))));
 
   // One set of buffers serves every layer.
   const Tensor x = backend_.alloc(tokens, c.hidden_size);

@@ -1,7 +1,7 @@
 #pragma once
 
-// The decoder-only transformer shared by Qwen3, Qwen2, Llama, Mistral and Gemma 3, written once against the
-// backend interface: the differences are data (biases, q/k norms, post norms, the activation, the embedding
+// The decoder-only transformer shared by Qwen3, Qwen2, Llama, Mistral, Gemma 2 and 3, SmolLM3 and Phi-3, written once
+// against the backend interface: the differences are data (biases, q/k norms, post norms, the activation, the embedding
 // scale, each layer's RoPE and window), not code paths.
 
 #include <cstddef>
@@ -13,10 +13,12 @@
 
 namespace engine::model {
 
-// The rotary embedding a config describes: base frequencies, their scaling (linear, dynamic, yarn, llama3
-// or GGUF's rope_freqs divisors), the pairing of dimensions.
-backend::RopeSpec rope_spec(const ModelConfig& config);
-// The factor RoPE's scaling puts on cos and sin (YaRN's; 1 for the others).
+// The rotary embedding a config describes for a model serving up to `max_model_len` positions: base
+// frequencies over the rotated dimensions, their scaling (linear, dynamic, yarn, llama3, GGUF's rope_freqs
+// divisors, or LongRoPE's short or long factors, as max_model_len decides), the factor on cos and sin, the
+// pairing of dimensions.
+backend::RopeSpec rope_spec(const ModelConfig& config, std::size_t max_model_len);
+// The factor RoPE's scaling puts on cos and sin (YaRN's, LongRoPE's; 1 for the others).
 double rope_attention_factor(const ModelConfig& config);
 // How each layer attends: the model's rotary embeddings (rope_spec's, and Gemma 3's unscaled local one for
 // its sliding-window layers) and each layer's window, left out where it is at least `max_model_len` (a

@@ -121,6 +121,28 @@ Scales preset_scales(ModelPreset preset) {
   return {0.1f, 0.02f, 0.02f};
 }
 
+// Llama 3's scaling as llama.cpp's rope_freqs.weight: one divisor per frequency.
+std::vector<float> llama3_rope_divisors(const model::ModelConfig& c) {
+  const auto& r = *c.rope_scaling;
+  const double low_wavelen = static_cast<double>(r.original_max_position_embeddings) / r.low_freq_factor;
+  const double high_wavelen = static_cast<double>(r.original_max_position_embeddings) / r.high_freq_factor;
+  std::vector<float> out;
+  for (std::uint64_t i = 0; i < c.head_dim / 2; ++i) {
+    const double freq = std::pow(c.rope_theta, -static_cast<double>(2 * i) / static_cast<double>(c.head_dim));
+    const double wavelen = 2 * std::numbers::pi / freq;
+    double divisor = 1.0;
+    if (wavelen > low_wavelen) {
+      divisor = r.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (static_cast<double>(r.original_max_position_embeddings) / wavelen - r.low_freq_factor) /
+                            (r.high_freq_factor - r.low_freq_factor);
+      divisor = 1.0 / ((1 - smooth) / r.factor + smooth);
+    }
+    out.push_back(static_cast<float>(divisor));
+  }
+  return out;
+}
+
 std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset preset, bool scripted) {
   const Scales s = preset_scales(preset);
   const auto matrix_std = [&](std::uint64_t fan_in) {
@@ -132,7 +154,7 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
   std::vector<TensorSpec> out;
   const auto add = [&](std::string hf, std::string gguf, std::vector<std::uint64_t> shape, Init init, float mean,
                        float stddev, std::uint64_t permute = 0) {
-    out.push_back({std::move(hf), std::move(gguf), std::move(shape), init, mean, stddev, permute});
+    out.push_back({std::move(hf), std::move(gguf), std::move(shape), init, mean, stddev, permute, 0.0f, {}});
   };
   // Norm weights around 1; Gemma's files store them as w around 0 for its (1 + w), GGUF as w + 1.
   const auto add_norm = [&](std::string hf, std::string gguf, std::uint64_t size) {
@@ -140,8 +162,19 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
     if (c.norm_weight_plus_one) out.back().gguf_plus = 1.0f;
   };
   if (llama && c.rope_scaling && c.rope_scaling->type == model::RopeType::Llama3) {
-    add("", "rope_freqs.weight", {c.head_dim / 2}, Init::RopeFreqs, 0, 0);
+    add("", "rope_freqs.weight", {c.head_dim / 2}, Init::Fixed, 0, 0);
+    out.back().values = llama3_rope_divisors(c);
   }
+  // Phi-3's LongRoPE factors are tensors in GGUF files (config.json lists them).
+  if (c.rope_scaling && c.rope_scaling->type == model::RopeType::LongRope) {
+    for (const auto& [name, factors] : {std::pair{"rope_factors_long.weight", &c.rope_scaling->long_factor},
+                                        std::pair{"rope_factors_short.weight", &c.rope_scaling->short_factor}}) {
+      add("", name, {factors->size()}, Init::Fixed, 0, 0);
+      out.back().values.assign(factors->begin(), factors->end());
+    }
+  }
+  // Phi-3 stacks q, k and v in one matrix, and gate and up in another (llama.cpp's phi3 files too).
+  const bool stacked = c.architecture == Architecture::Phi3;
   const Init embed = scripted ? Init::ScriptEmbedding : Init::Normal;
   const Init output_projection = scripted ? Init::Zero : Init::Normal;
   add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, embed, 0, s.embed);
@@ -150,11 +183,16 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
     const std::string gg = "blk." + std::to_string(l) + ".";
     const float h_std = matrix_std(c.hidden_size);
     add_norm(hf + "input_layernorm.weight", gg + "attn_norm.weight", c.hidden_size);
-    add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q_rows, c.hidden_size}, Init::Normal, 0, h_std,
-        llama ? c.num_heads : 0);
-    add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv_rows, c.hidden_size}, Init::Normal, 0, h_std,
-        llama ? c.num_kv_heads : 0);
-    add(hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv_rows, c.hidden_size}, Init::Normal, 0, h_std);
+    if (stacked) {
+      add(hf + "self_attn.qkv_proj.weight", gg + "attn_qkv.weight", {q_rows + 2 * kv_rows, c.hidden_size}, Init::Normal,
+          0, h_std);
+    } else {
+      add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q_rows, c.hidden_size}, Init::Normal, 0, h_std,
+          llama ? c.num_heads : 0);
+      add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv_rows, c.hidden_size}, Init::Normal, 0, h_std,
+          llama ? c.num_kv_heads : 0);
+      add(hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv_rows, c.hidden_size}, Init::Normal, 0, h_std);
+    }
     if (c.attention_bias) {
       add(hf + "self_attn.q_proj.bias", gg + "attn_q.bias", {q_rows}, Init::Normal, 0, s.bias);
       add(hf + "self_attn.k_proj.bias", gg + "attn_k.bias", {kv_rows}, Init::Normal, 0, s.bias);
@@ -174,9 +212,15 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
     } else {
       add_norm(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", c.hidden_size);
     }
-    add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0,
-        h_std);
-    add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0, h_std);
+    if (stacked) {
+      add(hf + "mlp.gate_up_proj.weight", gg + "ffn_up.weight", {2 * c.intermediate_size, c.hidden_size}, Init::Normal,
+          0, h_std);
+    } else {
+      add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0,
+          h_std);
+      add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0,
+          h_std);
+    }
     add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {c.hidden_size, c.intermediate_size}, output_projection, 0,
         matrix_std(c.intermediate_size));
     if (c.post_norms) add_norm(hf + "post_feedforward_layernorm.weight", gg + "post_ffw_norm.weight", c.hidden_size);
@@ -185,27 +229,6 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
   if (!c.tie_word_embeddings) {
     add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, scripted ? Init::ScriptHead : Init::Normal, 0,
         s.lm_head);
-  }
-  return out;
-}
-
-std::vector<float> llama3_rope_divisors(const model::ModelConfig& c) {
-  const auto& r = *c.rope_scaling;
-  const double low_wavelen = static_cast<double>(r.original_max_position_embeddings) / r.low_freq_factor;
-  const double high_wavelen = static_cast<double>(r.original_max_position_embeddings) / r.high_freq_factor;
-  std::vector<float> out;
-  for (std::uint64_t i = 0; i < c.head_dim / 2; ++i) {
-    const double freq = std::pow(c.rope_theta, -static_cast<double>(2 * i) / static_cast<double>(c.head_dim));
-    const double wavelen = 2 * std::numbers::pi / freq;
-    double divisor = 1.0;
-    if (wavelen > low_wavelen) {
-      divisor = r.factor;
-    } else if (wavelen >= high_wavelen) {
-      const double smooth = (static_cast<double>(r.original_max_position_embeddings) / wavelen - r.low_freq_factor) /
-                            (r.high_freq_factor - r.low_freq_factor);
-      divisor = 1.0 / ((1 - smooth) / r.factor + smooth);
-    }
-    out.push_back(static_cast<float>(divisor));
   }
   return out;
 }
@@ -322,6 +345,11 @@ model::ModelConfig model_config(const ModelWriterOptions& options, const Tokeniz
     throw UsageError("--rope-scaling llama3 is Llama 3's; --arch " + std::string(arch_flag(options.arch)) +
                      " files would carry it in no form llama.cpp reads (it is llama's rope_freqs.weight)");
   }
+  const bool longrope = config.rope_scaling && config.rope_scaling->type == model::RopeType::LongRope;
+  if (longrope && options.arch != Architecture::Phi3) {
+    throw UsageError("--rope-scaling longrope is Phi-3's; --arch " + std::string(arch_flag(options.arch)) +
+                     " is not run with it (transformers' Phi3ForCausalLM is)");
+  }
   if (config.rope_scaling && config.rope_scaling->type == model::RopeType::Dynamic && !options.gguf_types.empty()) {
     throw UsageError(
         "--rope-scaling dynamic with --gguf: GGUF has no dynamic scaling type (llama.cpp's are none, "
@@ -397,10 +425,6 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
                    const detail::ScriptPlan& script, WeightType dtype, const SafetensorsLayout& safetensors,
                    std::vector<GgufOutput>& ggufs) {
   const auto& [shard_of, shard_tensors, shard_paths] = safetensors;
-  const std::vector<float> rope_divisors =
-      result.config.rope_scaling && result.config.rope_scaling->type == model::RopeType::Llama3
-          ? llama3_rope_divisors(result.config)
-          : std::vector<float>();
   std::unique_ptr<OutputFile> shard;
   std::uint32_t shard_index = 0;
   std::size_t hf_index = 0;
@@ -427,8 +451,8 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
       const std::uint64_t n_rows = std::min(slice_rows, rows - row);
       const std::size_t n = n_rows * cols;
       values.resize(n);
-      if (t.init == Init::RopeFreqs) {
-        std::copy(rope_divisors.begin(), rope_divisors.end(), values.begin());
+      if (t.init == Init::Fixed) {
+        std::copy(t.values.begin(), t.values.end(), values.begin());
       } else if (t.init == Init::Zero || t.init == Init::ScriptEmbedding || t.init == Init::ScriptHead) {
         detail::fill_script_rows(t.init, script, row, n_rows, cols, values);
       } else {
@@ -498,6 +522,19 @@ model::RopeScaling preset_rope_scaling(model::RopeType type, const model::ModelC
     r.original_max_position_embeddings = 8192;
     r.low_freq_factor = 1.0;
     r.high_freq_factor = 4.0;
+  } else if (type == model::RopeType::LongRope) {
+    // Phi-3's form: trained at a sixteenth of max_position_embeddings; one divisor per rotary frequency for
+    // each side of it, the short ones from 1 to 2, the long ones from 1 to 16 (low frequencies stretched most).
+    r.original_max_position_embeddings = config.max_position_embeddings / 16;
+    r.factor = 16.0;
+    const std::uint64_t n = model::rotary_dims(config) / 2;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const double t = n > 1 ? static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+      r.short_factor.push_back(1.0 + t);
+      r.long_factor.push_back(1.0 + 15.0 * t * t);
+    }
+    r.attention_factor =
+        std::sqrt(1 + std::log(r.factor) / std::log(static_cast<double>(r.original_max_position_embeddings)));
   } else {
     r.factor = 4.0;
     r.original_max_position_embeddings = config.max_position_embeddings;
@@ -540,6 +577,14 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.rope_theta = arch == Architecture::Llama ? 5e5 : 1e6;
   // Qwen3 tiny has its own lm_head and Qwen2 tiny ties it, so both paths get exercised.
   c.tie_word_embeddings = arch == Architecture::Qwen2 || model::is_gemma(arch) || arch == Architecture::SmolLM3;
+  // Phi-3: Phi-4-mini's partial rotary (three quarters of each head) and Phi-3's LongRoPE, whose long factors
+  // the tests' max_model_len (past the original 128 positions) selects.
+  if (arch == Architecture::Phi3) {
+    c.rotary_dim = c.head_dim * 3 / 4;
+    c.rope_theta = 10000.0;
+    c.rms_norm_eps = 1e-5;
+    c.rope_scaling = preset_rope_scaling(model::RopeType::LongRope, c);
+  }
   // SmolLM3: the fourth layer without RoPE, as llama.cpp fixes it for GGUF files.
   if (arch == Architecture::SmolLM3) {
     for (std::uint64_t i = 0; i < c.num_layers; ++i) c.rope_layers.push_back((i + 1) % 4 != 0);

@@ -121,10 +121,12 @@ GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, co
   u32(arch + ".attention.head_count_kv", config.num_kv_heads);
   u32(arch + ".attention.key_length", config.head_dim);
   u32(arch + ".attention.value_length", config.head_dim);
-  u32(arch + ".rope.dimension_count", config.head_dim);
+  u32(arch + ".rope.dimension_count", model::rotary_dims(config));
   f32(arch + ".rope.freq_base", config.rope_theta);
   f32(arch + ".attention.layer_norm_rms_epsilon", config.rms_norm_eps);
-  if (config.sliding_window) u32(arch + ".attention.sliding_window", *config.sliding_window);
+  // llama.cpp's converter writes Phi-3's window always, 0 for none.
+  if (config.sliding_window || config.architecture == model::Architecture::Phi3)
+    u32(arch + ".attention.sliding_window", config.sliding_window.value_or(0));
   if (config.attn_logit_softcapping) f32(arch + ".attn_logit_softcapping", *config.attn_logit_softcapping);
   if (config.final_logit_softcapping) f32(arch + ".final_logit_softcapping", *config.final_logit_softcapping);
   // Llama 3's rope scaling is no key: llama.cpp's converter stores it only as the rope_freqs.weight tensor
@@ -137,6 +139,11 @@ GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, co
     f32(arch + ".rope.scaling.factor", r->factor);
     if (r->type == model::RopeType::Yarn)
       u32(arch + ".rope.scaling.original_context_length", r->original_max_position_embeddings);
+  }
+  // LongRoPE: no type key; its factors are tensors (model_writer.cc), its context and attention factor keys.
+  if (const auto& r = config.rope_scaling; r && r->type == model::RopeType::LongRope) {
+    u32(arch + ".rope.scaling.original_context_length", r->original_max_position_embeddings);
+    f32(arch + ".rope.scaling.attn_factor", *r->attention_factor);
   }
   for (auto& entry : gguf_tokenizer_metadata(tokenizer, config.vocab_size)) metadata.push_back(std::move(entry));
   return metadata;

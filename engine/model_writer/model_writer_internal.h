@@ -41,7 +41,8 @@ struct ArchNames {
 inline constexpr std::array kArchs = {
     ArchNames{Architecture::Qwen3, "qwen3"},   ArchNames{Architecture::Qwen2, "qwen2"},
     ArchNames{Architecture::Llama, "llama"},   ArchNames{Architecture::Gemma3, "gemma3"},
-    ArchNames{Architecture::Gemma2, "gemma2"}, ArchNames{Architecture::SmolLM3, "smollm3"}};
+    ArchNames{Architecture::Gemma2, "gemma2"}, ArchNames{Architecture::SmolLM3, "smollm3"},
+    ArchNames{Architecture::Phi3, "phi3"}};
 
 // "qwen3, qwen2, llama or gemma3": the --arch values, for help and refusals.
 std::string arch_flag_list();
@@ -55,9 +56,9 @@ std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple);
 
 // ---- the tensors ----------------------------------------------------------------------------------------
 
-// How a tensor's values are made: random (Normal, NormWeight), Llama 3's RoPE divisors, or a scripted
-// model's exact rows (model_writer_script.cc).
-enum class Init { Normal, NormWeight, RopeFreqs, Zero, ScriptEmbedding, ScriptHead };
+// How a tensor's values are made: random (Normal, NormWeight), given (Fixed: GGUF's rope tables, Llama 3's
+// divisors and Phi-3's LongRoPE factors), or a scripted model's exact rows (model_writer_script.cc).
+enum class Init { Normal, NormWeight, Fixed, Zero, ScriptEmbedding, ScriptHead };
 
 struct TensorSpec {
   std::string hf_name;               // empty for GGUF-only tensors
@@ -70,6 +71,7 @@ struct TensorSpec {
   // Added to the values written into GGUF: Gemma's norms, stored as w in safetensors for a norm that
   // multiplies by 1 + w, are w + 1 in llama.cpp's files.
   float gguf_plus = 0.0f;
+  std::vector<float> values;  // Init::Fixed: every value
 
   std::uint64_t elements() const {
     std::uint64_t n = 1;

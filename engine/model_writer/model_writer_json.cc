@@ -135,6 +135,8 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     json.EndArray();
     json.SetFormatOptions(rapidjson::kFormatDefault);
   }
+  const auto& r = c.rope_scaling;
+  const bool longrope = r && r->type == model::RopeType::LongRope;
   if (qwen) {
     key(json, "max_window_layers");
     json.Uint64(c.num_layers);
@@ -150,6 +152,14 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   json.Uint64(c.num_layers);
   key(json, "num_key_value_heads");
   json.Uint64(c.num_kv_heads);
+  if (longrope) {  // Phi-3 keeps its trained context beside rope_scaling
+    key(json, "original_max_position_embeddings");
+    json.Uint64(r->original_max_position_embeddings);
+  }
+  if (c.architecture == Architecture::Phi3) {
+    key(json, "partial_rotary_factor");
+    json.Double(static_cast<double>(model::rotary_dims(c)) / static_cast<double>(c.head_dim));
+  }
   if (!qwen && !gemma) {
     key(json, "pretraining_tp");
     json.Int(1);
@@ -157,7 +167,23 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   key(json, "rms_norm_eps");
   json.Double(c.rms_norm_eps);
   key(json, "rope_scaling");
-  if (const auto& r = c.rope_scaling) {
+  if (longrope) {
+    // As Phi-3's files write it: the two factor lists and "type".
+    const auto factors = [&](const char* name, const std::vector<double>& values) {
+      key(json, name);
+      json.SetFormatOptions(rapidjson::kFormatSingleLineArray);
+      json.StartArray();
+      for (const double v : values) json.Double(v);
+      json.EndArray();
+      json.SetFormatOptions(rapidjson::kFormatDefault);
+    };
+    json.StartObject();
+    factors("long_factor", r->long_factor);
+    factors("short_factor", r->short_factor);
+    key(json, "type");
+    string(json, "longrope");
+    json.EndObject();
+  } else if (r) {
     json.StartObject();
     key(json, "factor");
     json.Double(r->factor);

@@ -495,10 +495,13 @@ TokenizerSpec generated_tokenizer(model::Architecture arch, std::span<const std:
   const std::vector<std::string> vocab = spec.tokens;
   spec.token_types.assign(spec.tokens.size(), GgufTokenType::Normal);
 
-  const std::vector<std::string> special_texts =
+  std::vector<std::string> special_texts =
       llama ? std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                                        "<|end_header_id|>", "<|eot_id|>"}
             : std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  // Phi-3's vocabulary keeps SentencePiece's specials, and llama.cpp looks them up by name in every file
+  // whose general.name says phi3 (it fails to load one without them).
+  if (arch == model::Architecture::Phi3) special_texts.insert(special_texts.end(), {"<unk>", "<s>", "</s>"});
   std::vector<Special> specials;
   for (const auto& text : special_texts) {
     specials.push_back({text, static_cast<std::int32_t>(spec.tokens.size())});

@@ -41,6 +41,9 @@ using testing_support::TempDir;
 // A prompt of ids below every generated tokenizer's size (engine_reference_test's second sequence).
 const std::vector<std::int32_t> kPrompt = {500, 2, 77, 12, 345, 6, 91};
 constexpr int kGreedySteps = 24;
+// The context llamacpp_logprobs.mjs gives llama.cpp for so short a path; the engine is loaded for as many
+// positions, so that both pick the same LongRoPE factors (the long ones past Phi-3's original context).
+constexpr std::size_t kLlamaCppContext = 256;
 
 const std::vector<WeightType> kGgufTypes = {WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,
                                             WeightType::Q4_0,   WeightType::Q4_1,   WeightType::Q5_0, WeightType::Q5_1,
@@ -97,12 +100,14 @@ std::map<fs::path, LlamaCppRun> run_llama_cpp(const std::vector<fs::path>& files
 }
 
 // The engine's log-probabilities at every position of `tokens`, at SIMD level `level` (engine-logits in a
-// child process: the level is read once per process).
+// child process: the level is read once per process), with an f32 KV cache: what is compared is the weights'
+// arithmetic (llama.cpp keeps its default f16 cache, which only adds to its distance).
 LogprobRows engine_logprobs(const fs::path& file, const std::vector<std::int32_t>& tokens, std::string_view level,
                             const fs::path& scratch) {
   const fs::path out = scratch / "logits.f32";
   ChildProcess run({ENGINE_LOGITS, "--model", file.string(), "--device", "cpu", "--tokens", join_ids(tokens), "--out",
-                    out.string(), "--threads", "2", "--kv-cache-mib", "16"},
+                    out.string(), "--threads", "2", "--kv-cache-mib", "16", "--max-model-len",
+                    std::to_string(kLlamaCppContext), "--kv-cache-dtype", "float32"},
                    {{"ENGINE_SIMD", std::string(level)}});
   const int status = run.wait(std::chrono::minutes(2));
   EXPECT_EQ(status, 0) << "engine-logits at " << level << " on " << file << ":\n" << run.err();
@@ -188,7 +193,8 @@ std::string arch_name(const testing::TestParamInfo<Architecture>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LlamaCppNumerics,
                          testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama,
-                                         Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3),
+                                         Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3,
+                                         Architecture::Phi3),
                          arch_name);
 
 TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFile) {

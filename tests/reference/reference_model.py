@@ -795,16 +795,18 @@ def yarn_attention_factor(scaling):
     return magnitude(1.0)
 
 
-def rope_frequencies(c):
-    """(inverse frequencies, factor on cos and sin) of the config's rotary embedding and its scaling."""
+def rope_frequencies(c, max_model_len):
+    """(inverse frequencies, factor on cos and sin) of the config's rotary embedding and its scaling, over the
+    rotated dimensions, for a model serving up to max_model_len positions (LongRoPE's choice of factors)."""
     scaling = c.rope_scaling
     kind = None if scaling is None else scaling["rope_type"]
     theta = c.rope_theta
+    dim = c.rotary_dim
     if kind == "dynamic":
         # The NTK base for factor x max_position_embeddings positions, fixed (vLLM's form).
         factor = scaling["factor"]
-        theta = theta * (factor * factor - (factor - 1)) ** (c.head_dim / (c.head_dim - 2))
-    inv_freq = theta ** (-np.arange(0, c.head_dim, 2, dtype=F64) / c.head_dim)
+        theta = theta * (factor * factor - (factor - 1)) ** (dim / (dim - 2))
+    inv_freq = theta ** (-np.arange(0, dim, 2, dtype=F64) / dim)
     if c.rope_divisors is not None:
         return inv_freq / c.rope_divisors, 1.0
     if kind == "linear":
@@ -812,7 +814,12 @@ def rope_frequencies(c):
     if kind == "llama3":
         return llama3_inv_freq(inv_freq, scaling), 1.0
     if kind == "yarn":
-        return yarn_inv_freq(inv_freq, scaling, c.rope_theta, c.head_dim), yarn_attention_factor(scaling)
+        return yarn_inv_freq(inv_freq, scaling, c.rope_theta, dim), yarn_attention_factor(scaling)
+    if kind == "longrope":
+        # vLLM's rule: the long factors wherever the model may outgrow its original context.
+        long = max_model_len > scaling["original_max_position_embeddings"]
+        factors = np.asarray(scaling["long_factor" if long else "short_factor"], dtype=F64)
+        return inv_freq / factors, scaling["attention_factor"]
     return inv_freq, 1.0
 
 
@@ -837,6 +844,10 @@ def every_but_each(count, pattern):
     return [(i + 1) % pattern != 0 for i in range(count)]
 
 
+def longrope_attention_factor(factor, original):
+    return 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+
+
 def hf_rope_scaling(cfg, path):
     """config.json's rope_scaling (or transformers 5 rope_parameters) as a dict with rope_type, or None."""
     scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters")
@@ -845,9 +856,18 @@ def hf_rope_scaling(cfg, path):
     kind = scaling.get("rope_type", scaling.get("type"))
     if kind in (None, "default"):
         return None
-    if kind not in ("linear", "dynamic", "yarn", "llama3"):
+    kind = "longrope" if kind == "su" else kind
+    if kind not in ("linear", "dynamic", "yarn", "llama3", "longrope"):
         raise ValueError(f"{path}: rope_scaling of type {kind} is not supported")
     out = dict(scaling, rope_type=kind)
+    if kind == "longrope":
+        # transformers' reading of Phi-3: the factor is max_position_embeddings over the original context.
+        original = scaling.get("original_max_position_embeddings") or cfg.get("original_max_position_embeddings")
+        out["original_max_position_embeddings"] = original or cfg["max_position_embeddings"]
+        factor = cfg["max_position_embeddings"] / original if original else scaling.get("factor", 1.0)
+        if out.get("attention_factor") is None:
+            out["attention_factor"] = longrope_attention_factor(factor, out["original_max_position_embeddings"])
+        return out
     if kind == "llama3":
         out.setdefault("original_max_position_embeddings", 8192)
     else:
@@ -856,11 +876,13 @@ def hf_rope_scaling(cfg, path):
 
 
 class Model:
-    def __init__(self, config, fetch, cache):
+    def __init__(self, config, fetch, cache, max_model_len=None):
         self.config = config
         self.fetch = fetch
         self.cache = {} if cache else None
-        self.inv_freq, self.rope_attention_factor = rope_frequencies(config)
+        # vLLM's default max_model_len: the positions the model was made for.
+        self.max_model_len = max_model_len or config.max_positions
+        self.inv_freq, self.rope_attention_factor = rope_frequencies(config, self.max_model_len)
         self.local_inv_freq = local_inv_freq(config) if getattr(config, "local_theta", None) else None
 
     def weight(self, name):
@@ -877,7 +899,7 @@ GEMMA3_DEFAULTS = {"vocab_size": 262208, "num_attention_heads": 8, "num_key_valu
                    "tie_word_embeddings": True}
 
 
-def hf_model(path, cache):
+def hf_model(path, cache, max_model_len=None):
     with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
     # Mistral is Llama's graph, with its sliding window (where use_sliding_window does not turn it off) on
@@ -886,7 +908,7 @@ def hf_model(path, cache):
     arch = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama",
             "MistralForCausalLM": "llama", "Gemma3ForCausalLM": "gemma3",
             "Gemma3ForConditionalGeneration": "gemma3", "Gemma2ForCausalLM": "gemma2",
-            "SmolLM3ForCausalLM": "smollm3"}.get(top_class)
+            "SmolLM3ForCausalLM": "smollm3", "Phi3ForCausalLM": "phi3"}.get(top_class)
     if arch is None:
         raise ValueError(f"{path}: architecture {top_class} is not supported")
     gemma = arch in ("gemma2", "gemma3")
@@ -897,6 +919,9 @@ def hf_model(path, cache):
     heads = cfg["num_attention_heads"]
     scaling = hf_rope_scaling(cfg, path)
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    # Phi-3 rotates the first int(head_dim * partial_rotary_factor) dimensions of each head.
+    partial = cfg.get("partial_rotary_factor", (cfg.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0))
+    rotary_dim = int(head_dim * partial) if arch == "phi3" else head_dim
     window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
     sliding = None
     if "layer_types" in cfg:
@@ -929,6 +954,8 @@ def hf_model(path, cache):
         heads=heads,
         kv_heads=cfg.get("num_key_value_heads", heads),
         head_dim=head_dim,
+        rotary_dim=rotary_dim,
+        max_positions=cfg.get("max_position_embeddings", 4096),
         eps=cfg.get("rms_norm_eps", 1e-6),
         rope_theta=cfg.get("rope_theta", 10000.0),
         rope_scaling=scaling,
@@ -956,13 +983,48 @@ def hf_model(path, cache):
     count = sum(int(np.prod(f.header[n]["shape"])) for f in set(where.values()) for n in f.header)
 
     def fetch(name):
+        if arch == "phi3" and (fused := phi3_fused_part(name)):
+            stacked, index = fused
+            return split_rows(where[stacked].tensor(stacked), phi3_row_counts(config, stacked))[index]
         if name.startswith("model."):
             name = prefix + name[len("model."):]
         elif name == "lm_head.weight" and prefix == "language_model.model.":
             name = "language_model.lm_head.weight"
         return where[name].tensor(name)
 
-    return Model(config, fetch, cache=cache or count < 50_000_000)
+    return Model(config, fetch, cache=cache or count < 50_000_000, max_model_len=max_model_len)
+
+
+# Phi-3's stacked matrices: q, k, v in qkv_proj; gate, up in gate_up_proj (Hugging Face names, and GGUF's).
+PHI3_FUSED = {"self_attn.q_proj.weight": ("self_attn.qkv_proj.weight", 0),
+              "self_attn.k_proj.weight": ("self_attn.qkv_proj.weight", 1),
+              "self_attn.v_proj.weight": ("self_attn.qkv_proj.weight", 2),
+              "mlp.gate_proj.weight": ("mlp.gate_up_proj.weight", 0),
+              "mlp.up_proj.weight": ("mlp.gate_up_proj.weight", 1)}
+PHI3_GGUF_FUSED = {"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"}
+
+
+def phi3_fused_part(name):
+    """(the stacked tensor's full name, which part) for a per-layer q/k/v/gate/up name; None for the rest."""
+    if not name.startswith("model.layers."):
+        return None
+    _, _, layer, rest = name.split(".", 3)
+    if rest not in PHI3_FUSED:
+        return None
+    stacked, index = PHI3_FUSED[rest]
+    return f"model.layers.{layer}.{stacked}", index
+
+
+def phi3_row_counts(c, stacked):
+    if stacked.endswith("qkv_proj.weight"):
+        return [c.heads * c.head_dim, c.kv_heads * c.head_dim, c.kv_heads * c.head_dim]
+    return None  # gate_up: two halves
+
+
+def split_rows(w, counts):
+    if counts is None:
+        return np.split(w, 2, axis=0)
+    return np.split(w, np.cumsum(counts)[:-1], axis=0)
 
 
 # Hugging Face name → GGUF name, per layer and global.
@@ -1001,11 +1063,11 @@ def unpermute(weights, heads):
     return weights.reshape(heads, rows // heads // 2, 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
 
 
-def gguf_model(path, cache):
+def gguf_model(path, cache, max_model_len=None):
     g = GgufFile(path)
     meta = g.metadata
     arch = meta["general.architecture"]
-    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3", "smollm3"):
+    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3", "smollm3", "phi3"):
         raise ValueError(f"{path}: general.architecture {arch} is not supported")
     gemma = arch in ("gemma2", "gemma3")
     p = arch + "."
@@ -1028,11 +1090,22 @@ def gguf_model(path, cache):
         }
         if p + "rope.scaling.yarn_attn_factor" in meta:
             scaling["attention_factor"] = float(meta[p + "rope.scaling.yarn_attn_factor"])
+    elif g.has("rope_factors_long.weight"):
+        # Phi-3's LongRoPE: its factors are tensors, its context and attention factor keys (no type key).
+        original = int(meta[p + "rope.scaling.original_context_length"])
+        factor = int(meta[p + "context_length"]) / original
+        scaling = {"rope_type": "longrope", "original_max_position_embeddings": original,
+                   "long_factor": g.tensor("rope_factors_long.weight").astype(F64),
+                   "short_factor": g.tensor("rope_factors_short.weight").astype(F64),
+                   "attention_factor": float(meta.get(p + "rope.scaling.attn_factor",
+                                                      longrope_attention_factor(factor, original)))}
     elif scaling_type != "none":
         raise ValueError(f"{path}: {p}rope.scaling.type {scaling_type!r} is not supported")
     # Llama 3's scaling is the tensor of per-frequency divisors (f32), as llama.cpp's converter writes it.
     divisors = g.tensor("rope_freqs.weight").astype(F64) if g.has("rope_freqs.weight") else None
     embed_dims = g.tensors["token_embd.weight"][0]
+    # llama.cpp's converter writes Phi-3's window as 0 where there is none.
+    window = int(meta.get(p + "attention.sliding_window", 0)) or None
     config = Config(
         arch=arch,
         hidden=hidden,
@@ -1040,6 +1113,8 @@ def gguf_model(path, cache):
         heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
+        rotary_dim=int(meta.get(p + "rope.dimension_count", head_dim)),
+        max_positions=int(meta.get(p + "context_length", 4096)),
         eps=float(meta.get(p + "attention.layer_norm_rms_epsilon", 1e-6)),
         rope_theta=theta,
         rope_scaling=scaling,
@@ -1057,10 +1132,10 @@ def gguf_model(path, cache):
         embed_scale=math.sqrt(hidden) if gemma else None,
         query_scale=(hidden // heads if layers == (62 if arch == "gemma3" else 46) else head_dim) ** -0.5 if gemma
         else 1 / math.sqrt(head_dim),
-        window=int(meta[p + "attention.sliding_window"]) if p + "attention.sliding_window" in meta else None,
-        sliding=(every_but_each(layers, 6 if arch == "gemma3" else 2) if gemma else [True] * layers)
-        if p + "attention.sliding_window" in meta else None,
-        local_theta=10000.0 if arch == "gemma3" and p + "attention.sliding_window" in meta else None,
+        window=window,
+        sliding=(every_but_each(layers, 6 if arch == "gemma3" else 2) if gemma else [True] * layers) if window
+        else None,
+        local_theta=10000.0 if arch == "gemma3" and window else None,
         attn_softcap=meta.get(p + "attn_logit_softcapping"),
         final_softcap=meta.get(p + "final_logit_softcapping"),
         rope_layers=every_but_each(layers, 4) if arch == "smollm3" else None,  # llama.cpp's fixed step
@@ -1068,6 +1143,9 @@ def gguf_model(path, cache):
     layer_names = GGUF_GEMMA3_LAYER_NAMES if gemma else GGUF_LAYER_NAMES
 
     def fetch(name):
+        if arch == "phi3" and (fused := phi3_fused_part(name)) and g.has(gguf_phi3_name(fused[0])):
+            stacked, index = fused
+            return split_rows(g.tensor(gguf_phi3_name(stacked)), phi3_row_counts(config, stacked))[index]
         if name.startswith("model.layers."):
             _, _, layer, rest = name.split(".", 3)
             gguf_name = f"blk.{layer}.{layer_names[rest]}"
@@ -1082,17 +1160,24 @@ def gguf_model(path, cache):
         return w
 
     count = sum(int(np.prod(info[0])) for info in g.tensors.values())
-    return Model(config, fetch, cache=cache or count < 50_000_000)
+    return Model(config, fetch, cache=cache or count < 50_000_000, max_model_len=max_model_len)
+
+
+def gguf_phi3_name(stacked):
+    """blk.N.attn_qkv.weight for model.layers.N.self_attn.qkv_proj.weight (and ffn_up for gate_up_proj)."""
+    _, _, layer, rest = stacked.split(".", 3)
+    return f"blk.{layer}.{PHI3_GGUF_FUSED[rest]}"
 
 
 def rest_is(name, suffix):
     return name.startswith("model.layers.") and name.endswith("." + suffix)
 
 
-def load_model(path, cache=False):
+def load_model(path, cache=False, max_model_len=None):
     """Small models keep their float64 weights in memory; large ones re-read them per forward pass unless
-    `cache` (8 bytes per parameter) is asked for."""
-    return hf_model(path, cache) if os.path.isdir(path) else gguf_model(path, cache)
+    `cache` (8 bytes per parameter) is asked for. max_model_len: as a server would be started with (default
+    the model's max_position_embeddings)."""
+    return hf_model(path, cache, max_model_len) if os.path.isdir(path) else gguf_model(path, cache, max_model_len)
 
 
 # ---- the forward pass ---------------------------------------------------------------------------------
@@ -1103,15 +1188,16 @@ def rms_norm(x, weight, eps):
 
 
 def rope(x, inv_freq, attention_factor):
-    """Rotary embedding, Hugging Face convention: dimension i pairs with i + head_dim/2, cos and sin times
-    the scaling's attention factor. x: (T, heads, D)."""
+    """Rotary embedding, Hugging Face convention: over the first R = 2 len(inv_freq) dimensions of each head
+    (all, or Phi-3's partial rotary), dimension i pairs with i + R/2, cos and sin times the scaling's attention
+    factor; the others pass unchanged. x: (T, heads, D)."""
     positions = np.arange(x.shape[0], dtype=F64)
-    angles = positions[:, None] * inv_freq[None, :]  # (T, D/2)
+    angles = positions[:, None] * inv_freq[None, :]  # (T, R/2)
     cos = np.cos(angles)[:, None, :] * attention_factor
     sin = np.sin(angles)[:, None, :] * attention_factor
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    half = inv_freq.size
+    x1, x2, rest = x[..., :half], x[..., half:2 * half], x[..., 2 * half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], axis=-1)
 
 
 def silu(x):
@@ -1230,18 +1316,18 @@ def write_logits(path, rows):
 
 
 def command_logits(args):
-    model = load_model(args.model)
+    model = load_model(args.model, max_model_len=args.max_model_len)
     rows = [forward(model, seq) for seq in parse_sequences(args.tokens)]
     write_logits(args.out, rows)
 
 
 def command_hidden(args):
-    model = load_model(args.model)
+    model = load_model(args.model, max_model_len=args.max_model_len)
     write_logits(args.out, [forward(model, seq, hidden=True) for seq in parse_sequences(args.tokens)])
 
 
 def command_greedy(args):
-    model = load_model(args.model, cache=True)  # every step reads every weight
+    model = load_model(args.model, cache=True, max_model_len=args.max_model_len)  # every step reads every weight
     (prompt,) = parse_sequences(args.tokens)
     sequence = list(prompt)
     generated = []
@@ -1309,6 +1395,9 @@ def main(argv):
     quantize.add_argument("--type", required=True)
     quantize.add_argument("--in", dest="input", required=True)
     quantize.add_argument("--out", required=True)
+    for command in (logits, hidden, greedy):
+        command.add_argument("--max-model-len", type=int, help="as the server runs (LongRoPE's factors); default "
+                             "max_position_embeddings")
     args = parser.parse_args(argv)
     handlers = {"logits": command_logits, "greedy": command_greedy, "dequant": command_dequant}
     handlers["quantize"] = command_quantize

@@ -86,13 +86,15 @@ namespace {
 
 // The rows `command` ("logits" or "hidden") writes for every position of each sequence.
 ReferenceLogits reference_rows(std::string_view command, const std::filesystem::path& model,
-                               const std::vector<std::vector<std::int32_t>>& sequences) {
+                               const std::vector<std::vector<std::int32_t>>& sequences, std::size_t max_model_len) {
   if (sequences.empty()) throw std::invalid_argument("the reference model needs at least one sequence");
   std::string tokens;
   for (const auto& sequence : sequences) tokens += (tokens.empty() ? "" : ";") + token_list(sequence);
   const TempDir dir;
   const auto bytes = run_reference(
-      std::string(command) + " --model " + shell_quoted(model.string()) + " --tokens " + shell_quoted(tokens), dir);
+      std::string(command) + " --model " + shell_quoted(model.string()) + " --tokens " + shell_quoted(tokens) +
+          (max_model_len ? " --max-model-len " + std::to_string(max_model_len) : std::string()),
+      dir);
   Cursor in(bytes, "RLOGITS1");
   const auto count = in.next<std::uint32_t>();
   ReferenceLogits result;
@@ -107,13 +109,13 @@ ReferenceLogits reference_rows(std::string_view command, const std::filesystem::
 }  // namespace
 
 ReferenceLogits reference_logits(const std::filesystem::path& model,
-                                 const std::vector<std::vector<std::int32_t>>& sequences) {
-  return reference_rows("logits", model, sequences);
+                                 const std::vector<std::vector<std::int32_t>>& sequences, std::size_t max_model_len) {
+  return reference_rows("logits", model, sequences, max_model_len);
 }
 
 ReferenceLogits reference_hidden_states(const std::filesystem::path& model,
                                         const std::vector<std::vector<std::int32_t>>& sequences) {
-  return reference_rows("hidden", model, sequences);
+  return reference_rows("hidden", model, sequences, 0);
 }
 
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model, const std::vector<std::int32_t>& prompt,

@@ -26,10 +26,12 @@ struct ReferenceLogits {
   }
 };
 
-// Logits at every position of each sequence; `model` is a model directory or a .gguf file. Throws
-// std::runtime_error with the script's output when it fails.
+// Logits at every position of each sequence; `model` is a model directory or a .gguf file, run as a server
+// started with `max_model_len` would (0: the model's max_position_embeddings; it picks LongRoPE's factors).
+// Throws std::runtime_error with the script's output when it fails.
 ReferenceLogits reference_logits(const std::filesystem::path& model,
-                                 const std::vector<std::vector<std::int32_t>>& sequences);
+                                 const std::vector<std::vector<std::int32_t>>& sequences,
+                                 std::size_t max_model_len = 0);
 
 // The final hidden states (after the last norm, before the output matrix) at every position of each sequence:
 // `vocab_size` is then the hidden size.

@@ -140,7 +140,7 @@ class CpuBackend final : public Backend {
       first_row += seq.num_tokens;
     }
     // cos/sin of every token's angles for each of the model's rotary embeddings, computed in double so long
-    // positions keep their precision.
+    // positions keep their precision, times the rope's attention factor (vLLM's and transformers' form).
     angles_.clear();
     for (const auto& rope : plan_.ropes) {
       const std::size_t half = rope.inv_freq.size();
@@ -149,8 +149,8 @@ class CpuBackend final : public Backend {
       for (std::size_t t = 0; t < places_.size(); ++t) {
         for (std::size_t i = 0; i < half; ++i) {
           const double angle = static_cast<double>(places_[t].position) * rope.inv_freq[i];
-          a.cos[t * half + i] = static_cast<float>(std::cos(angle));
-          a.sin[t * half + i] = static_cast<float>(std::sin(angle));
+          a.cos[t * half + i] = static_cast<float>(std::cos(angle) * rope.attention_factor);
+          a.sin[t * half + i] = static_cast<float>(std::sin(angle) * rope.attention_factor);
         }
       }
     }
@@ -212,7 +212,8 @@ class CpuBackend final : public Backend {
   void rope(std::size_t layer, Tensor q, Tensor k, std::size_t head_dim) override {
     const auto which = plan_.layers.at(layer).rope;
     if (!which) return;
-    const std::size_t half = head_dim / 2;
+    // The first 2 half dimensions of each head rotate (all of them but for partial rotary); the rest pass.
+    const std::size_t half = plan_.ropes[*which].inv_freq.size();
     const bool interleaved = plan_.ropes[*which].interleaved;
     const RopeAngles& angles = angles_[*which];
     auto rotate = [&](Tensor x) {

@@ -286,8 +286,10 @@ class CudaBackend final : public Backend {
                                   "with --device cpu");
     }
     if (rope.inv_freq.size() * 2 != shape.head_dim) {
-      throw std::invalid_argument("cuda backend: " + std::to_string(rope.inv_freq.size()) +
-                                  " rotary frequencies for head_dim " + std::to_string(shape.head_dim));
+      throw std::invalid_argument("cuda backend: RoPE over " + std::to_string(rope.inv_freq.size() * 2) +
+                                  " dimensions of heads of " + std::to_string(shape.head_dim) +
+                                  " (partial rotary, Phi-4-mini's), which the CUDA kernels do not implement yet; run "
+                                  "this model with --device cpu");
     }
     shape_ = shape;
     rope_ = rope;
@@ -429,6 +431,9 @@ class CudaBackend final : public Backend {
 
   void attention(std::size_t layer, Tensor q, float scale, Tensor out) override {
     const int q_heads = static_cast<int>(q.cols / shape_.head_dim);
+    // The rope's factor on cos and sin, applied here as its square on q·k: the same arithmetic, since every
+    // layer rotates whole heads with this one rope (init_cache refuses the others).
+    scale *= static_cast<float>(rope_.attention_factor * rope_.attention_factor);
     // Enough partitions of the context to give every multiprocessor two blocks; powers of two, so that one
     // graph serves every context length of its bucket.
     // (A block serves a group of query heads that share a kv head.)

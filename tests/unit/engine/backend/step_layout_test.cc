@@ -83,10 +83,19 @@ TEST(StepLayout, AnAttentionPlanIsCheckedAgainstTheCache) {
               HasSubstr("an attention plan of 2 layers for a cache of 1"));
   EXPECT_THAT(refusal_of({{rope}, {LayerAttention{.rope = 1}}}),
               HasSubstr("layer 0 uses rotary embedding 1 of the plan's 1"));
-  RopeSpec short_rope;
-  short_rope.inv_freq.assign(16, 1.0);
-  EXPECT_THAT(refusal_of({{rope, short_rope}, {LayerAttention{}}}),
-              HasSubstr("rotary embedding 1 has 16 frequencies; heads of 64 need 32"));
+  RopeSpec long_rope;
+  long_rope.inv_freq.assign(33, 1.0);
+  EXPECT_THAT(refusal_of({{rope, long_rope}, {LayerAttention{}}}),
+              HasSubstr("rotary embedding 1 has 33 frequencies; heads of 64 take 1 to 32"));
+  EXPECT_THAT(refusal_of({{RopeSpec{}}, {LayerAttention{}}}), HasSubstr("rotary embedding 0 has 0 frequencies"));
+  RopeSpec unscaled = rope;
+  unscaled.attention_factor = 0;
+  EXPECT_THAT(refusal_of({{unscaled}, {LayerAttention{}}}),
+              HasSubstr("rotary embedding 0 has an attention factor of 0.000000; it must be positive"));
+  // Partial rotary (Phi-3's): fewer frequencies than the head's pairs.
+  RopeSpec partial;
+  partial.inv_freq.assign(24, 1.0);
+  EXPECT_EQ(refusal_of({{partial}, {LayerAttention{}}}), "");
   EXPECT_EQ(refusal_of({{rope}, {LayerAttention{.rope = std::nullopt, .sliding_window = 4}}}), "");
 }
 

@@ -90,8 +90,8 @@ TEST(ModelConfig, Transformers5RopeParameters) {
 }
 
 TEST(ModelConfig, RefusesWhatTheEngineCannotRunByName) {
-  const auto e = error_of(R"({"architectures":["Phi3ForCausalLM"],"vocab_size":1})");
-  EXPECT_THAT(e, HasSubstr("the architecture Phi3ForCausalLM is not supported"));
+  const auto e = error_of(R"({"architectures":["PhiForCausalLM"],"vocab_size":1})");
+  EXPECT_THAT(e, HasSubstr("the architecture PhiForCausalLM is not supported"));
   EXPECT_THAT(e, HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM, "
                            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration"));
   EXPECT_THAT(error_of(R"({"vocab_size":1})"), HasSubstr("'architectures' names no model class"));
@@ -103,9 +103,9 @@ TEST(ModelConfig, RefusesWhatTheEngineCannotRunByName) {
     "num_hidden_layers":1,"num_attention_heads":6,"num_key_value_heads":4})"),
               HasSubstr("num_attention_heads (6) is not a multiple of num_key_value_heads (4)"));
   EXPECT_THAT(error_of(R"({"architectures":["LlamaForCausalLM"],"vocab_size":1,"hidden_size":64,"intermediate_size":1,
-    "num_hidden_layers":1,"num_attention_heads":4,"rope_scaling":{"rope_type":"longrope","factor":4}})"),
-              HasSubstr("rope_scaling of type 'longrope' is not supported (supported: linear, dynamic, yarn, llama3); "
-                        "LongRoPE, Phi-3's, is not implemented yet"));
+    "num_hidden_layers":1,"num_attention_heads":4,"rope_scaling":{"rope_type":"ntk","factor":4}})"),
+              HasSubstr("rope_scaling of type 'ntk' is not supported (supported: linear, dynamic, yarn, llama3, "
+                        "longrope)"));
   EXPECT_THAT(error_of("{"), HasSubstr("not valid JSON"));
 }
 
@@ -168,7 +168,8 @@ TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
   EXPECT_THAT(error_of(llama_with(R"("attn_logit_softcapping":50.0)")), HasSubstr("'attn_logit_softcapping' is 50"));
   EXPECT_THAT(error_of(llama_with(R"("mlp_bias":true)")), HasSubstr("'mlp_bias' is true"));
   EXPECT_THAT(error_of(llama_with(R"("partial_rotary_factor":0.5)")),
-              HasSubstr("'partial_rotary_factor' is 0.500000: rotary embeddings over part of a head"));
+              HasSubstr("'partial_rotary_factor' is 0.500000: LlamaForCausalLM rotates whole heads "
+                        "(Phi3ForCausalLM rotates part of each)"));
   EXPECT_THAT(error_of(llama_with(R"("rope_parameters":{"rope_type":"default","partial_rotary_factor":0.75})")),
               HasSubstr("'partial_rotary_factor' is 0.750000"));
   for (const char* method : {"awq", "gptq", "bitsandbytes", "compressed-tensors", "fp8"}) {
@@ -395,13 +396,13 @@ TEST(ModelConfig, ReadsGgufLlamaWithInterleavedRope) {
 
 TEST(ModelConfig, GgufRefusals) {
   format::GgufWriter w;
-  w.add_metadata("general.architecture", format::GgufValue::string("phi3"));
+  w.add_metadata("general.architecture", format::GgufValue::string("phi2"));
   try {
     config_from_gguf(gguf_of(w), "m.gguf");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("general.architecture 'phi3' is not supported; this engine runs qwen3, qwen2, "
-                                    "llama, gemma3"));
+    EXPECT_THAT(e.what(), HasSubstr("general.architecture 'phi2' is not supported; this engine runs qwen3, qwen2, "
+                                    "llama, gemma3, gemma2, smollm3, phi3"));
   }
   format::GgufWriter q;
   q.add_metadata("general.architecture", format::GgufValue::string("qwen3"));
@@ -449,7 +450,7 @@ TEST(ModelConfig, GgufRopeScaling) {
     }
     return std::string();
   };
-  for (const char* type : {"longrope", "llama3"}) {
+  for (const char* type : {"su", "llama3"}) {
     EXPECT_THAT(refusal({{"llama.rope.scaling.type", GgufValue::string(type)}}),
                 HasSubstr("llama.rope.scaling.type '" + std::string(type) + "' is not supported"));
   }
@@ -460,7 +461,7 @@ TEST(ModelConfig, GgufRopeScaling) {
                        {"llama.rope.scaling.yarn_ext_factor", GgufValue::scalar<float>(0.5f)}}),
               HasSubstr("llama.rope.scaling.yarn_ext_factor is 0.500000"));
   EXPECT_THAT(refusal({{"llama.rope.dimension_count", GgufValue::scalar<std::uint32_t>(8)}}),
-              HasSubstr("llama.rope.dimension_count is 8 of a head of 16"));
+              HasSubstr("llama.rope.dimension_count is 8 of a head of 16: llama rotates whole heads"));
   const auto window =
       config_from_gguf(with({{"llama.attention.sliding_window", GgufValue::scalar<std::uint32_t>(4096)}}), "m.gguf");
   EXPECT_EQ(window.sliding_window, 4096u);
@@ -527,4 +528,91 @@ TEST(ModelConfig, ReadsGgufGemmaAsLlamaCppsLoadersDo) {
 }
 
 }  // namespace
+// Phi-3 as its files write it: LongRoPE ("su" in the first ones) with its factors and the original context
+// beside rope_scaling, whose ratio to max_position_embeddings sets the attention factor; Phi-4-mini's partial
+// rotary factor of 0.75. Factor lists of the wrong length are refused with both numbers.
+TEST(ModelConfig, ReadsPhi3sLongRopeAndPartialRotary) {
+  const auto phi3 = [](std::string_view rope, std::string_view extra = "") {
+    return R"({"architectures":["Phi3ForCausalLM"],"vocab_size":64,"hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":131072,
+      "original_max_position_embeddings":4096,)" +
+           std::string(extra) + R"("rope_scaling":)" + std::string(rope) + "}";
+  };
+  const std::string factors24 = "[" + [] {
+    std::string list;
+    for (int i = 0; i < 24; ++i) list += (i ? "," : "") + std::to_string(1 + i);
+    return list;
+  }() + "]";
+  const auto c =
+      parse_hf_config(phi3(R"({"type":"longrope","short_factor":)" + factors24 + R"(,"long_factor":)" + factors24 + "}",
+                           R"("partial_rotary_factor":0.75,)"),
+                      "c");
+  EXPECT_EQ(c.architecture, Architecture::Phi3);
+  EXPECT_EQ(c.rotary_dim, 48u);
+  EXPECT_EQ(rotary_dims(c), 48u);
+  ASSERT_TRUE(c.rope_scaling);
+  EXPECT_EQ(c.rope_scaling->type, RopeType::LongRope);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 4096u);
+  EXPECT_EQ(c.rope_scaling->factor, 32.0);
+  EXPECT_NEAR(*c.rope_scaling->attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-12);
+  EXPECT_EQ(c.rope_scaling->long_factor.at(23), 24.0);
+  EXPECT_EQ(derived_max_model_len(c), 131072u);  // vLLM's: max_position_embeddings, not times the factor
+
+  // The first Phi-3 files' "su", an explicit attention factor, the whole head.
+  const std::string factors32 = factors24.substr(0, factors24.size() - 1) + ",25,26,27,28,29,30,31,32]";
+  const auto su = parse_hf_config(phi3(R"({"type":"su","short_factor":)" + factors32 + R"(,"long_factor":)" +
+                                       factors32 + R"(,"attention_factor":1.5})"),
+                                  "c");
+  EXPECT_EQ(su.rope_scaling->type, RopeType::LongRope);
+  EXPECT_EQ(su.rope_scaling->attention_factor, 1.5);
+  EXPECT_EQ(rotary_dims(su), 64u);
+
+  EXPECT_THAT(
+      error_of(phi3(R"({"type":"longrope","short_factor":)" + factors24 + R"(,"long_factor":)" + factors24 + "}")),
+      HasSubstr("LongRoPE's short_factor holds 24 factors; RoPE over 64 dimensions needs 32"));
+  EXPECT_THAT(error_of(phi3(R"({"type":"longrope","long_factor":[1]})")),
+              HasSubstr("needs short_factor and long_factor"));
+  EXPECT_THAT(error_of(phi3(R"({"type":"longrope","short_factor":)" + factors32 + R"(,"long_factor":)" + factors32 +
+                            R"(,"short_mscale":1.1})")),
+              HasSubstr("sets 'short_mscale', which the engine does not implement for that type"));
+  EXPECT_THAT(error_of(phi3("null", R"("partial_rotary_factor":1.5,)")),
+              HasSubstr("'partial_rotary_factor' is 1.500000; it must be in (0, 1]"));
+}
+
+// llama.cpp's phi3 files: RoPE over rope.dimension_count of each head, the LongRoPE factors as tensors with
+// the original context and attention factor as keys (no type key), a window of 0 meaning none.
+TEST(ModelConfig, ReadsPhi3GgufRope) {
+  using format::GgufValue;
+  format::GgufWriter w = small_gguf("phi3", 1);
+  w.add_metadata("phi3.vocab_size", GgufValue::scalar<std::uint32_t>(10));
+  w.add_metadata("phi3.context_length", GgufValue::scalar<std::uint32_t>(2048));
+  w.add_metadata("phi3.rope.dimension_count", GgufValue::scalar<std::uint32_t>(12));
+  w.add_metadata("phi3.attention.sliding_window", GgufValue::scalar<std::uint32_t>(0));
+  w.add_metadata("phi3.rope.scaling.original_context_length", GgufValue::scalar<std::uint32_t>(128));
+  w.add_metadata("phi3.rope.scaling.attn_factor", GgufValue::scalar<float>(1.25f));
+  const auto layout = gguf_of(w);
+  const std::vector<double> six = {1, 2, 3, 4, 5, 6};
+  const auto c = config_from_gguf(layout, "m.gguf", {{}, six, six});
+  EXPECT_EQ(c.architecture, Architecture::Phi3);
+  EXPECT_EQ(c.rope_pairing, RopePairing::HalfSplit);
+  EXPECT_EQ(rotary_dims(c), 12u);
+  EXPECT_FALSE(c.sliding_window);
+  ASSERT_TRUE(c.rope_scaling);
+  EXPECT_EQ(c.rope_scaling->type, RopeType::LongRope);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 128u);
+  EXPECT_EQ(c.rope_scaling->factor, 16.0);
+  EXPECT_EQ(c.rope_scaling->attention_factor, 1.25);
+  EXPECT_EQ(c.rope_scaling->long_factor, six);
+  // Without the factor tensors the attention factor has nothing to belong to; one of the two alone, or too
+  // few factors, is refused.
+  EXPECT_THROW(config_from_gguf(layout, "m.gguf"), ConfigError);
+  try {
+    config_from_gguf(layout, "m.gguf", {{}, six, {}});
+    ADD_FAILURE() << "one factor tensor accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rope_factors_short.weight is missing"));
+  }
+  EXPECT_THROW(config_from_gguf(layout, "m.gguf", {{}, {1, 2}, {1, 2}}), ConfigError);
+}
+
 }  // namespace engine::model

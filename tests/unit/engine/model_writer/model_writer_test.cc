@@ -384,8 +384,8 @@ TEST_P(ModelWriterArch, GgufReadsBackWithTheSameConfig) {
     // Llama 3's scaling travels as rope_freqs.weight alone, as llama.cpp's converter writes it (llama.cpp
     // refuses a rope.scaling.type of "llama3"); the rotary frequencies read back are the config's, to f32.
     for (const auto& [key, value] : layout.metadata) EXPECT_EQ(key.find("rope.scaling"), std::string::npos) << key;
-    const auto gguf_frequencies = model::rope_spec(model::Checkpoint::open(path)->config()).inv_freq;
-    const auto hf_frequencies = model::rope_spec(hf).inv_freq;
+    const auto gguf_frequencies = model::rope_spec(model::Checkpoint::open(path)->config(), 4096).inv_freq;
+    const auto hf_frequencies = model::rope_spec(hf, 4096).inv_freq;
     ASSERT_EQ(gguf_frequencies.size(), hf_frequencies.size());
     for (std::size_t i = 0; i < hf_frequencies.size(); ++i) {
       EXPECT_NEAR(gguf_frequencies[i], hf_frequencies[i], 1e-6 * hf_frequencies[i]) << "frequency " << i;
@@ -629,4 +629,57 @@ TEST(ModelWriterRealTokenizer, Qwen3TokenizerIsCopiedAndDescribedInGguf) {
 }
 
 }  // namespace
+// Phi-3 as its checkpoints and llama.cpp's converter lay it out: q/k/v and gate/up stacked (qkv_proj,
+// gate_up_proj; attn_qkv, ffn_up), RoPE over three quarters of each head, LongRoPE's factors in config.json
+// and as GGUF tensors beside the original context and attention factor keys; both read back to the same
+// rotary embedding, short and long.
+TEST(ModelWriter, Phi3StacksItsMatricesAndWritesLongRopeInBothFormats) {
+  const TempDir dir;
+  auto options = tiny(Architecture::Phi3, dir.path());
+  options.shards = 1;
+  options.gguf_types = {WeightType::F32};
+  write_model(options);
+  const auto hf = model::read_hf_config(dir / "config.json");
+  EXPECT_EQ(hf.architecture, Architecture::Phi3);
+  EXPECT_EQ(model::rotary_dims(hf), 48u);
+  ASSERT_TRUE(hf.rope_scaling);
+  EXPECT_EQ(hf.rope_scaling->type, model::RopeType::LongRope);
+  EXPECT_EQ(hf.rope_scaling->original_max_position_embeddings, 128u);
+  EXPECT_EQ(hf.rope_scaling->long_factor.size(), 24u);
+
+  const auto shard = format::SafetensorsFile::open(dir / "model.safetensors");
+  const auto* qkv = shard.find("model.layers.0.self_attn.qkv_proj.weight");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->shape, (std::vector<std::uint64_t>{(4 + 2 * 2) * 64, 256}));
+  const auto* gate_up = shard.find("model.layers.0.mlp.gate_up_proj.weight");
+  ASSERT_NE(gate_up, nullptr);
+  EXPECT_EQ(gate_up->shape, (std::vector<std::uint64_t>{2 * 512, 256}));
+  EXPECT_EQ(shard.find("model.layers.0.self_attn.q_proj.weight"), nullptr);
+
+  const auto path = dir / gguf_file_name(WeightType::F32);
+  const auto gguf = format::GgufFile::open(path);
+  const auto& layout = gguf.layout();
+  EXPECT_EQ(layout.find("phi3.rope.dimension_count")->as_uint(), 48u);
+  EXPECT_EQ(layout.find("phi3.attention.sliding_window")->as_uint(), 0u);
+  EXPECT_EQ(layout.find("phi3.rope.scaling.original_context_length")->as_uint(), 128u);
+  EXPECT_NEAR(*layout.find("phi3.rope.scaling.attn_factor")->as_float(), *hf.rope_scaling->attention_factor, 1e-6);
+  EXPECT_EQ(layout.find("phi3.rope.scaling.type"), nullptr);  // as llama.cpp's converter: no type key
+  ASSERT_NE(layout.find_tensor("blk.0.attn_qkv.weight"), nullptr);
+  EXPECT_EQ(layout.find_tensor("blk.0.ffn_up.weight")->dims, (std::vector<std::uint64_t>{256, 2 * 512}));
+  EXPECT_EQ(layout.find_tensor("blk.0.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(layout.find_tensor("rope_factors_long.weight")->dims, (std::vector<std::uint64_t>{24}));
+
+  const auto from_gguf = model::Checkpoint::open(path)->config();
+  for (const std::size_t max_model_len : {128u, 2048u}) {
+    const auto a = model::rope_spec(from_gguf, max_model_len), b = model::rope_spec(hf, max_model_len);
+    ASSERT_EQ(a.inv_freq.size(), 24u);
+    ASSERT_EQ(b.inv_freq.size(), 24u);
+    for (std::size_t i = 0; i < 24; ++i) EXPECT_NEAR(a.inv_freq[i], b.inv_freq[i], 1e-6 * b.inv_freq[i]) << i;
+    EXPECT_NEAR(a.attention_factor, b.attention_factor, 1e-6);
+    EXPECT_GT(b.attention_factor, 1.0);
+  }
+  // The long factors (1 to 16) slow the low frequencies down past what the short ones (1 to 2) do.
+  EXPECT_LT(model::rope_spec(hf, 2048).inv_freq[23], model::rope_spec(hf, 128).inv_freq[23] / 4);
+}
+
 }  // namespace engine::tools

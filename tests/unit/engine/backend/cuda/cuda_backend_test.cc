@@ -465,7 +465,8 @@ TEST(CudaBackend, RefusesAHeadDimItsAttentionCannotRun) {
 }
 
 // The CUDA kernels rotate every layer with one RoPE over every position: a plan with a layer that needs more
-// (Gemma's windows and local RoPE, SmolLM3's layers without RoPE, Gemma 2's caps) is refused, naming the layer.
+// (Gemma's windows and local RoPE, SmolLM3's layers without RoPE, Gemma 2's caps, Phi-4-mini's partial rotary)
+// is refused, naming the layer or the RoPE.
 TEST(CudaBackend, RefusesLayersItsKernelsCannotAttendWith) {
   REQUIRE_GPU();
   const KvCacheShape shape = small_cache(2, 64);
@@ -488,6 +489,10 @@ TEST(CudaBackend, RefusesLayersItsKernelsCannotAttendWith) {
               testing::HasSubstr("layer 0 has no rotary embedding"));
   EXPECT_THAT(refusal({{rope}, {LayerAttention{}, LayerAttention{.logit_softcap = 50}}}),
               testing::HasSubstr("layer 1 soft-caps its attention scores"));
+  RopeSpec partial;  // Phi-4-mini's RoPE over three quarters of each head
+  partial.inv_freq.assign(24, 1.0);
+  EXPECT_THAT(refusal({{partial}, {LayerAttention{}, LayerAttention{}}}),
+              testing::HasSubstr("RoPE over 48 dimensions of heads of 64 (partial rotary, Phi-4-mini's)"));
   EXPECT_EQ(refusal({{rope}, {LayerAttention{}, LayerAttention{}}}), "");
 }
 
