@@ -34,6 +34,10 @@ std::string_view arch_flag(Architecture arch) {
   return "?";
 }
 
+std::string_view gguf_arch_name(Architecture arch) {
+  return arch == Architecture::Mistral ? "llama" : arch_flag(arch);
+}
+
 std::string arch_flag_list() {
   std::string out;
   for (std::size_t i = 0; i < kArchs.size(); ++i)
@@ -149,7 +153,8 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
     return s.matrix > 0 ? s.matrix : 1.0f / std::sqrt(static_cast<float>(fan_in));
   };
   // llama.cpp's converter permutes Llama's Q and K rows for its interleaved RoPE, SmolLM3's as a Llama's.
-  const bool llama = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3;
+  const bool llama = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3 ||
+                     c.architecture == Architecture::Mistral;
   const std::uint64_t q_rows = c.num_heads * c.head_dim, kv_rows = c.num_kv_heads * c.head_dim;
   std::vector<TensorSpec> out;
   const auto add = [&](std::string hf, std::string gguf, std::vector<std::uint64_t> shape, Init init, float mean,
@@ -577,6 +582,13 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   c.rope_theta = arch == Architecture::Llama ? 5e5 : 1e6;
   // Qwen3 tiny has its own lm_head and Qwen2 tiny ties it, so both paths get exercised.
   c.tie_word_embeddings = arch == Architecture::Qwen2 || model::is_gemma(arch) || arch == Architecture::SmolLM3;
+  // Mistral: Mistral-Nemo's head_dim apart from hidden_size / heads, Mistral 7B's RoPE base and epsilon, no window
+  // (v0.2 on; engine_reference_test sets one).
+  if (arch == Architecture::Mistral) {
+    c.head_dim = 128;    // 4 heads of 128 across a hidden size of 256 (whole K-quant blocks)
+    c.rope_theta = 1e4;  // Mistral 7B v0.1's
+    c.rms_norm_eps = 1e-5;
+  }
   // Phi-3: Phi-4-mini's partial rotary (three quarters of each head) and Phi-3's LongRoPE, whose long factors
   // the tests' max_model_len (past the original 128 positions) selects.
   if (arch == Architecture::Phi3) {

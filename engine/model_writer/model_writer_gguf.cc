@@ -100,7 +100,7 @@ class GgufHeader {
 
 // The GGUF file's metadata: general.*, the architecture's hyperparameters and the tokenizer.
 GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, const TokenizerSpec& tokenizer) {
-  const std::string arch(arch_flag(config.architecture));
+  const std::string arch(detail::gguf_arch_name(config.architecture));
   GgufMetadata metadata;
   const auto u32 = [&](const std::string& k, std::uint64_t v) {
     metadata.emplace_back(k, format::GgufValue::scalar(static_cast<std::uint32_t>(v)));

@@ -42,13 +42,16 @@ inline constexpr std::array kArchs = {
     ArchNames{Architecture::Qwen3, "qwen3"},   ArchNames{Architecture::Qwen2, "qwen2"},
     ArchNames{Architecture::Llama, "llama"},   ArchNames{Architecture::Gemma3, "gemma3"},
     ArchNames{Architecture::Gemma2, "gemma2"}, ArchNames{Architecture::SmolLM3, "smollm3"},
-    ArchNames{Architecture::Phi3, "phi3"}};
+    ArchNames{Architecture::Phi3, "phi3"},     ArchNames{Architecture::Mistral, "mistral"}};
 
 // "qwen3, qwen2, llama or gemma3": the --arch values, for help and refusals.
 std::string arch_flag_list();
 
-// The --arch value of `arch` ("?" for none).
+// The --arch value of `arch` ("?" for none), which is also config.json's model_type.
 std::string_view arch_flag(Architecture arch);
+// general.architecture of its GGUF files: the --arch value, but llama for Mistral (as llama.cpp's converter
+// writes Mistral's checkpoints).
+std::string_view gguf_arch_name(Architecture arch);
 // F32, F16 or BF16.
 bool is_float_type(WeightType type);
 // `n` rounded up to a multiple of `multiple`.
