@@ -887,59 +887,64 @@ void dequantize_codebook(const std::uint8_t* b, float* y) {
       type, b, f16_to_f32(static_cast<std::uint16_t>(ggml_blocks::codebook_scale_bits(type, b))), y);
 }
 
-// ---- IQ3_XXS's quantizer: ggml's quantize_row_iq3_xxs_impl without importance weights ------------------
-// (ggml's reference quantizer passes none: each weight is then x^2). The search works on the 4-weight
-// codebook's points in units of 3-bit levels l (magnitude 2 l + 1); a rounded point off the codebook is
-// replaced by the best of its nearest codebook points (those at the two smallest distances, as ggml's
-// iq3xs_init_impl lists them, nearest first and by index among equals).
+// ---- IQ3_XXS's and IQ3_S's quantizers: ggml's quantize_row_iq3_xxs_impl and quantize_row_iq3_s_impl
+// without importance weights (ggml's reference quantizers pass none: each weight is then x^2). The search
+// works on the 4-weight codebook's points in units of 3-bit levels l (magnitude 2 l + 1); a rounded point
+// off the codebook is replaced by the best of its nearest codebook points (those at the two (IQ3_XXS) or
+// three (IQ3_S) smallest distances, as ggml's iq3xs_init_impl lists them: nearest first, by index among
+// equals).
 
 struct Iq3Codebook {
-  std::array<std::array<std::int8_t, 4>, 256> magnitudes{};  // 2 l + 1 of each entry's four weights
-  std::array<int, 4096> entry{};                             // point (l0 | l1 << 3 | ...) -> entry, or -1
-  std::array<std::vector<std::uint16_t>, 4096> nearest;      // for the points off the codebook
+  std::vector<std::array<std::int8_t, 4>> magnitudes;    // 2 l + 1 of each entry's four weights
+  std::array<int, 4096> entry{};                         // point (l0 | l1 << 3 | ...) -> entry, or -1
+  std::array<std::vector<std::uint16_t>, 4096> nearest;  // for the points off the codebook
 };
 
-const Iq3Codebook& iq3_xxs_codebook() {
-  static const Iq3Codebook book = [] {
-    Iq3Codebook b;
-    b.entry.fill(-1);
-    for (int k = 0; k < 256; ++k) {
-      int point = 0;
+// `levels_per_byte`: the grid bytes over the level (IQ3_XXS stores 8 l + 4, and 62 for l = 7; IQ3_S 2 l + 1).
+Iq3Codebook make_iq3_codebook(std::span<const std::uint32_t> grid, int levels_per_byte, int distances) {
+  Iq3Codebook b;
+  b.magnitudes.resize(grid.size());
+  b.entry.fill(-1);
+  for (std::size_t k = 0; k < grid.size(); ++k) {
+    int point = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int l = static_cast<int>((grid[k] >> (8 * i)) & 0xFF) / levels_per_byte;
+      b.magnitudes[k][i] = static_cast<std::int8_t>(2 * l + 1);
+      point |= l << (3 * i);
+    }
+    b.entry[point] = static_cast<int>(k);
+  }
+  std::vector<std::pair<int, int>> by_distance(grid.size());
+  for (int point = 0; point < 4096; ++point) {
+    if (b.entry[point] >= 0) continue;
+    for (std::size_t k = 0; k < grid.size(); ++k) {
+      int d2 = 0;
       for (int i = 0; i < 4; ++i) {
-        const int l = static_cast<int>((iq_grids::kIq3XxsGrid[k] >> (8 * i)) & 0xFF) / 8;
-        b.magnitudes[k][i] = static_cast<std::int8_t>(2 * l + 1);
-        point |= l << (3 * i);
+        const int diff = b.magnitudes[k][i] - (2 * ((point >> (3 * i)) & 7) + 1);
+        d2 += diff * diff;
       }
-      b.entry[point] = k;
+      by_distance[k] = {d2, static_cast<int>(k)};
     }
-    constexpr int kDistances = 2;
-    std::vector<std::pair<int, int>> by_distance(256);
-    for (int point = 0; point < 4096; ++point) {
-      if (b.entry[point] >= 0) continue;
-      for (int k = 0; k < 256; ++k) {
-        int d2 = 0;
-        for (int i = 0; i < 4; ++i) {
-          const int diff = b.magnitudes[k][i] - (2 * ((point >> (3 * i)) & 7) + 1);
-          d2 += diff * diff;
-        }
-        by_distance[k] = {d2, k};
-      }
-      std::sort(by_distance.begin(), by_distance.end());
-      int distances = 1;
-      for (std::size_t j = 0; j < by_distance.size(); ++j) {
-        if (j > 0 && by_distance[j].first > by_distance[j - 1].first && ++distances > kDistances) break;
-        b.nearest[point].push_back(static_cast<std::uint16_t>(by_distance[j].second));
-      }
+    std::sort(by_distance.begin(), by_distance.end());
+    int seen = 1;
+    for (std::size_t j = 0; j < by_distance.size(); ++j) {
+      if (j > 0 && by_distance[j].first > by_distance[j - 1].first && ++seen > distances) break;
+      b.nearest[point].push_back(static_cast<std::uint16_t>(by_distance[j].second));
     }
-    return b;
-  }();
-  return book;
+  }
+  return b;
+}
+
+const Iq3Codebook& iq3_codebook(WeightType type) {
+  static const Iq3Codebook xxs = make_iq3_codebook(iq_grids::kIq3XxsGrid, 8, 2);
+  static const Iq3Codebook s = make_iq3_codebook(iq_grids::kIq3SGrid, 2, 3);
+  return type == WeightType::IQ3_XXS ? xxs : s;
 }
 
 // The codebook entry nearest to 4 magnitudes at `scale` (weighted squared error, the first of equals), its
 // levels written to l.
-int iq3_best_nearby(const Iq3Codebook& book, int point, const float* xval, const float* weight, float scale,
-                    std::int8_t* l) {
+void iq3_best_nearby(const Iq3Codebook& book, int point, const float* xval, const float* weight, float scale,
+                     std::int8_t* l) {
   float best_d2 = std::numeric_limits<float>::max();
   int best = -1;
   for (const std::uint16_t k : book.nearest[point]) {
@@ -954,10 +959,9 @@ int iq3_best_nearby(const Iq3Codebook& book, int point, const float* xval, const
     }
   }
   for (int i = 0; i < 4; ++i) l[i] = static_cast<std::int8_t>((book.magnitudes[best][i] - 1) / 2);
-  return best;
 }
 
-// The codebook point of levels l[0..3], each rounded from id * magnitude and clamped to 0..7.
+// The codebook point of levels l[0..3], each rounded from 0.5 (id * magnitude - 1) and clamped to 0..7.
 int iq3_point(const float* xval, float id, std::int8_t* l) {
   int point = 0;
   for (int i = 0; i < 4; ++i) {
@@ -965,6 +969,10 @@ int iq3_point(const float* xval, float id, std::int8_t* l) {
     point |= l[i] << (3 * i);
   }
   return point;
+}
+
+int iq3_point_of(const std::int8_t* l) {
+  return l[0] | (l[1] << 3) | (l[2] << 6) | (l[3] << 9);
 }
 
 // The weighted least-squares fit of xval by the magnitudes 2 l + 1: sum w x q and sum w q^2.
@@ -978,112 +986,176 @@ std::pair<float, float> iq3_fit(const float* xval, const float* weight, const st
   return {sumqx, sumq2};
 }
 
-void quantize_iq3_xxs(const float* x, std::uint8_t* y) {
-  const Iq3Codebook& book = iq3_xxs_codebook();
-  std::memset(y, 0, 98);
-  std::uint8_t* indices = y + 2;
-  std::uint32_t words[8] = {};
+// One block of 32 magnitudes `xval` (largest `max`, > 0): the scale of 2 (tries) + 1 stretched grids around
+// max / 15, each group rounded onto the codebook, the best weighted fit kept; then, where groups came off
+// the codebook, they (IQ3_XXS) or all groups (IQ3_S, as ggml has it) re-rounded at that scale and the scale
+// refitted. Writes the 32 levels.
+float iq3_search(WeightType type, const float* xval, const float* weight, const float* root, float max,
+                 std::int8_t* levels) {
+  const Iq3Codebook& book = iq3_codebook(type);
+  const bool xxs = type == WeightType::IQ3_XXS;
+  const int tries = xxs ? 15 : 9;
+  std::int8_t trial[32];
+  bool on_grid[8], trial_on_grid[8];
+  std::fill(std::begin(on_grid), std::end(on_grid), xxs);  // ggml's initial flags differ between the two
+  std::fill(levels, levels + 32, std::int8_t{0});
+  float best = 0;
+  float scale = max / 15;
+  for (int step = -tries; step <= tries; ++step) {
+    const float id = (15 + static_cast<float>(step) * 0.2f) / max;
+    const float trial_scale = 1 / id;
+    for (int k = 0; k < 8; ++k) {
+      const int point = iq3_point(xval + 4 * k, id, trial + 4 * k);
+      trial_on_grid[k] = book.entry[point] >= 0;
+      if (!trial_on_grid[k]) iq3_best_nearby(book, point, xval + 4 * k, root + 4 * k, trial_scale, trial + 4 * k);
+    }
+    const auto [sumqx, sumq2] = iq3_fit(xval, weight, trial);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      std::copy(std::begin(trial), std::end(trial), levels);
+      std::copy(std::begin(trial_on_grid), std::end(trial_on_grid), on_grid);
+    }
+  }
+  if (std::find(std::begin(on_grid), std::end(on_grid), false) != std::end(on_grid) && scale > 0) {
+    const float id = 1 / scale;
+    for (int k = 0; k < 8; ++k) {
+      if (xxs && on_grid[k]) continue;
+      std::int8_t rounded[4];
+      const int point = iq3_point(xval + 4 * k, id, rounded);
+      if (book.entry[point] >= 0) {
+        std::copy(std::begin(rounded), std::end(rounded), levels + 4 * k);
+      } else {
+        iq3_best_nearby(book, point, xval + 4 * k, root + 4 * k, scale, levels + 4 * k);
+      }
+    }
+    const auto [sumqx, sumq2] = iq3_fit(xval, weight, levels);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+  }
+  return scale;
+}
+
+// A block of 32's weights (x^2), their roots, magnitudes and signs (bit i of byte k: weight 8 k + i
+// negative). IQ3_XXS stores 7 sign bits per 8, implying an even count: an odd count flips the least
+// important weight's sign (its magnitude made negative, so the fit sees the stored value).
+void iq3_prepare(const float* xb, bool even_signs, float* weight, float* root, float* xval, std::uint32_t* signs) {
+  for (int i = 0; i < 32; ++i) {
+    weight[i] = xb[i] * xb[i];
+    root[i] = std::sqrt(weight[i]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    int flips = 0;
+    std::uint32_t bits = 0;
+    for (int i = 0; i < 8; ++i) {
+      const float v = xb[8 * k + i];
+      xval[8 * k + i] = v >= 0 ? v : -v;
+      if (v < 0) {
+        ++flips;
+        bits |= 1u << i;
+      }
+    }
+    if (even_signs && flips % 2 != 0) {
+      int least = 0;
+      float least_value = weight[8 * k] * xb[8 * k] * xb[8 * k];
+      for (int i = 1; i < 8; ++i) {
+        const float value = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+        if (value < least_value) {
+          least_value = value;
+          least = i;
+        }
+      }
+      xval[8 * k + least] = -xval[8 * k + least];
+      bits ^= 1u << least;
+    }
+    signs[k] = even_signs ? bits & 127 : bits;
+  }
+}
+
+// Both types' block loop: per block of 32 the signs, the search, the 8 codebook entries and the scale (0,
+// and `skipped`, for a block below ggml's cut-off: GROUP_MAX_EPS_IQ3_XXS, exact zero for IQ3_S); then the
+// super-scale d = max scale / 31 (stored times ggml's fudge factor). Returns false for a super-block of zeros.
+struct Iq3Blocks {
   float scales[8] = {};
+  std::uint32_t signs[8][4] = {};
+  int entries[8][8] = {};
+  bool skipped[8] = {};
+  float d = 0;
+};
+
+bool quantize_iq3(WeightType type, const float* x, Iq3Blocks& out) {
+  const bool xxs = type == WeightType::IQ3_XXS;
+  const Iq3Codebook& book = iq3_codebook(type);
   float max_scale = 0;
   for (int ib = 0; ib < 8; ++ib) {
-    const float* xb = x + 32 * ib;
     float weight[32], root[32], xval[32];
-    for (int i = 0; i < 32; ++i) {
-      weight[i] = xb[i] * xb[i];
-      root[i] = std::sqrt(weight[i]);
-    }
-    // Magnitudes and signs per 8; an odd count of minus signs flips the least important weight, since the
-    // stored 7 sign bits imply an even count.
-    std::uint32_t signs[4];
-    for (int k = 0; k < 4; ++k) {
-      int flips = 0;
-      std::uint32_t bits = 0;
-      for (int i = 0; i < 8; ++i) {
-        const float v = xb[8 * k + i];
-        xval[8 * k + i] = v >= 0 ? v : -v;
-        if (v < 0) {
-          ++flips;
-          bits |= 1u << i;
-        }
-      }
-      if (flips % 2 != 0) {
-        int least = 0;
-        float least_value = weight[8 * k] * xb[8 * k] * xb[8 * k];
-        for (int i = 1; i < 8; ++i) {
-          const float value = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-          if (value < least_value) {
-            least_value = value;
-            least = i;
-          }
-        }
-        xval[8 * k + least] = -xval[8 * k + least];
-        bits ^= 1u << least;
-      }
-      signs[k] = bits & 127;
-    }
+    iq3_prepare(x + 32 * ib, xxs, weight, root, xval, out.signs[ib]);
     float max = xval[0];
     for (int i = 1; i < 32; ++i) max = std::max(max, xval[i]);
-    if (max < 1e-8f) continue;  // ggml's GROUP_MAX_EPS_IQ3_XXS: scale 0, and no signs stored either
-    std::int8_t levels[32] = {}, trial[32];
-    bool on_grid[8], trial_on_grid[8];
-    std::fill(std::begin(on_grid), std::end(on_grid), true);
-    float best = 0;
-    float scale = max / 15;
-    for (int step = -15; step <= 15; ++step) {
-      const float id = (15 + static_cast<float>(step) * 0.2f) / max;
-      const float trial_scale = 1 / id;
-      for (int k = 0; k < 8; ++k) {
-        const int point = iq3_point(xval + 4 * k, id, trial + 4 * k);
-        trial_on_grid[k] = book.entry[point] >= 0;
-        if (!trial_on_grid[k]) iq3_best_nearby(book, point, xval + 4 * k, root + 4 * k, trial_scale, trial + 4 * k);
-      }
-      const auto [sumqx, sumq2] = iq3_fit(xval, weight, trial);
-      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-        scale = sumqx / sumq2;
-        best = scale * sumqx;
-        std::copy(std::begin(trial), std::end(trial), levels);
-        std::copy(std::begin(trial_on_grid), std::end(trial_on_grid), on_grid);
-      }
+    if (xxs ? max < 1e-8f : max == 0) {
+      std::fill(out.signs[ib], out.signs[ib] + 4, 0u);
+      out.skipped[ib] = true;
+      continue;
     }
-    // The groups that came off the codebook are re-rounded at the chosen scale and the scale refitted.
-    if (std::find(std::begin(on_grid), std::end(on_grid), false) != std::end(on_grid) && scale > 0) {
-      const float id = 1 / scale;
-      for (int k = 0; k < 8; ++k) {
-        if (on_grid[k]) continue;
-        std::int8_t rounded[4];
-        const int point = iq3_point(xval + 4 * k, id, rounded);
-        if (book.entry[point] >= 0) {
-          std::copy(std::begin(rounded), std::end(rounded), levels + 4 * k);
-        } else {
-          iq3_best_nearby(book, point, xval + 4 * k, root + 4 * k, scale, levels + 4 * k);
-        }
-      }
-      const auto [sumqx, sumq2] = iq3_fit(xval, weight, levels);
-      if (sumq2 > 0) scale = sumqx / sumq2;
-    }
+    std::int8_t levels[32];
+    float scale = iq3_search(type, xval, weight, root, max, levels);
     if (scale < 0) {
       // ggml's guard (a negative fit cannot be stored): the scale made positive, the signs flipped.
       scale = -scale;
-      for (auto& bits : signs) bits = ~bits & 127;
+      for (auto& bits : out.signs[ib]) bits = ~bits & (xxs ? 127u : 255u);
     }
-    for (int k = 0; k < 8; ++k) {
-      int point = 0;
-      for (int i = 0; i < 4; ++i) point |= levels[4 * k + i] << (3 * i);
-      indices[8 * ib + k] = static_cast<std::uint8_t>(book.entry[point]);
-    }
-    words[ib] = signs[0] | (signs[1] << 7) | (signs[2] << 14) | (signs[3] << 21);
-    scales[ib] = scale;
+    for (int k = 0; k < 8; ++k) out.entries[ib][k] = book.entry[iq3_point_of(levels + 4 * k)];
+    out.scales[ib] = scale;
     max_scale = std::max(max_scale, scale);
   }
-  if (max_scale == 0) return;
-  const float d = max_scale / 31;
-  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d * 1.0125f));  // ggml's fudge factor on the stored d
-  const float id = 1 / d;
+  if (max_scale == 0) return false;
+  out.d = max_scale / 31;
+  return true;
+}
+
+int iq3_block_scale(float id, float scale) {
+  return std::max(0, std::min(15, nearest_int(0.5f * (id * scale - 1))));
+}
+
+void quantize_iq3_xxs(const float* x, std::uint8_t* y) {
+  std::memset(y, 0, 98);
+  Iq3Blocks blocks;
+  if (!quantize_iq3(WeightType::IQ3_XXS, x, blocks)) return;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(blocks.d * 1.0125f));
+  const float id = 1 / blocks.d;
   for (int ib = 0; ib < 8; ++ib) {
-    const int l = std::max(0, std::min(15, nearest_int(0.5f * (id * scales[ib] - 1))));
-    words[ib] |= static_cast<std::uint32_t>(l) << 28;
+    for (int k = 0; k < 8; ++k) y[2 + 8 * ib + k] = static_cast<std::uint8_t>(blocks.entries[ib][k]);
+    const auto* signs = blocks.signs[ib];
+    const std::uint32_t word = signs[0] | (signs[1] << 7) | (signs[2] << 14) | (signs[3] << 21) |
+                               (static_cast<std::uint32_t>(iq3_block_scale(id, blocks.scales[ib])) << 28);
+    std::memcpy(y + 66 + 4 * ib, &word, sizeof word);
   }
-  std::memcpy(y + 66, words, sizeof words);
+}
+
+void quantize_iq3_s(const float* x, std::uint8_t* y) {
+  std::memset(y, 0, 110);
+  Iq3Blocks blocks;
+  const bool nonzero = quantize_iq3(WeightType::IQ3_S, x, blocks);
+  // ggml advances its index-byte and sign pointers only past blocks it quantized, while the ninth index bits
+  // go by the block's own number: after a block of zeros, later blocks' bytes land one block early. Kept, so
+  // that files match ggml's byte for byte.
+  int slot = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    if (blocks.skipped[ib]) continue;
+    for (int k = 0; k < 8; ++k) {
+      const int entry = blocks.entries[ib][k];
+      y[2 + 8 * slot + k] = static_cast<std::uint8_t>(entry & 255);
+      y[66 + ib] = static_cast<std::uint8_t>(y[66 + ib] | ((entry >> 8) << k));
+    }
+    for (int k = 0; k < 4; ++k) y[74 + 4 * slot + k] = static_cast<std::uint8_t>(blocks.signs[ib][k]);
+    ++slot;
+  }
+  if (!nonzero) return;  // ggml leaves the indices and signs, with d = 0
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(blocks.d * 1.033f));
+  const float id = 1 / blocks.d;
+  for (int ib = 0; ib < 8; ib += 2) {
+    y[106 + ib / 2] = static_cast<std::uint8_t>(iq3_block_scale(id, blocks.scales[ib]) |
+                                                (iq3_block_scale(id, blocks.scales[ib + 1]) << 4));
+  }
 }
 
 using BlockQuantizer = void (*)(const float*, std::uint8_t*);
@@ -1104,6 +1176,7 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::IQ4_XS: return quantize_iq4_xs;
     case WeightType::Q2_K: return quantize_q2_k;
     case WeightType::IQ3_XXS: return quantize_iq3_xxs;
+    case WeightType::IQ3_S: return quantize_iq3_s;
     default: return nullptr;
   }
 }

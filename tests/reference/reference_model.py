@@ -461,40 +461,39 @@ def quantize_iq4_xs(x):
 
 
 
-# IQ3_XXS: ggml's quantize_row_iq3_xxs_impl as its reference quantizer runs it (no importance weights: each
-# weight x^2), value by value in float32. Levels l in 0..7 stand for magnitudes 2 l + 1; a group of 4 levels
-# is a point l0 + 8 l1 + 64 l2 + 512 l3, on the codebook or replaced by the best of the codebook points at
-# its two smallest squared distances.
-_IQ3_XXS_BOOK = {}
+# IQ3_XXS and IQ3_S: ggml's quantize_row_iq3_xxs_impl and quantize_row_iq3_s_impl as their reference
+# quantizers run them (no importance weights: each weight x^2), value by value in float32. Levels l in 0..7
+# stand for magnitudes 2 l + 1; a group of 4 levels is a point l0 + 8 l1 + 64 l2 + 512 l3, on the codebook or
+# replaced by the best of the codebook points at its two (IQ3_XXS) or three (IQ3_S) smallest squared
+# distances.
+_IQ3_BOOKS = {}
 
 
-def iq3_xxs_book():
-    if not _IQ3_XXS_BOOK:
-        levels = iq_grid("kIq3XxsGrid", 4) // 8  # (256, 4): magnitude bytes 4, 12, ..., 52, 62 -> 0..7
-        points = (levels << (3 * np.arange(4))).sum(axis=1)
-        entry = {int(p): k for k, p in enumerate(points)}
+def iq3_book(kind):
+    if kind not in _IQ3_BOOKS:
+        grid, per_level, distances = {"XXS": ("kIq3XxsGrid", 8, 2), "S": ("kIq3SGrid", 2, 3)}[kind]
+        levels = iq_grid(grid, 4) // per_level  # IQ3_XXS bytes 4, 12, ..., 52, 62; IQ3_S 1, 3, ..., 15
+        size = levels.shape[0]
+        entry = {int(p): k for k, p in enumerate((levels << (3 * np.arange(4))).sum(axis=1))}
         mags = 2 * levels + 1
-        all_points = np.arange(4096)
-        grid_of = 2 * ((all_points[:, None] >> (3 * np.arange(4))) & 7) + 1  # (4096, 4)
-        d2 = ((grid_of[:, None, :] - mags[None, :, :]) ** 2).sum(axis=2)  # (4096, 256)
+        points = 2 * ((np.arange(4096)[:, None] >> (3 * np.arange(4))) & 7) + 1  # (4096, 4)
+        d2 = ((points[:, None, :] - mags[None, :, :]) ** 2).sum(axis=2)  # (4096, size)
         nearby = {}
         for p in range(4096):
-            if p in entry:
-                continue
-            distances = np.unique(d2[p])[:2]
-            order = np.lexsort((np.arange(256), d2[p]))
-            nearby[p] = [int(k) for k in order if d2[p, k] <= distances[-1]]
-        _IQ3_XXS_BOOK.update(entry=entry, mags=mags, nearby=nearby)
-    return _IQ3_XXS_BOOK
+            if p not in entry:
+                limit = np.unique(d2[p])[:distances][-1]
+                nearby[p] = [int(k) for k in np.lexsort((np.arange(size), d2[p])) if d2[p, k] <= limit]
+        _IQ3_BOOKS[kind] = dict(entry=entry, mags=mags, nearby=nearby)
+    return _IQ3_BOOKS[kind]
 
 
-def iq3_xxs_levels_at(xval, id_):
+def iq3_levels_at(xval, id_):
     """The 4 levels nearest 0.5 (id * x - 1), clamped to 0..7, and their point."""
     ls = [clamp(nearest(f32(0.5) * (id_ * v - f32(1))), 0, 7) for v in xval]
     return ls, sum(l << (3 * i) for i, l in enumerate(ls))
 
 
-def iq3_xxs_nearby(book, point, xval, root, scale):
+def iq3_nearby(book, point, xval, root, scale):
     best, best_k = f32(np.finfo(np.float32).max), None
     for k in book["nearby"][point]:
         d2 = f32(0)
@@ -506,7 +505,7 @@ def iq3_xxs_nearby(book, point, xval, root, scale):
     return [int((book["mags"][best_k, i] - 1) // 2) for i in range(4)]
 
 
-def iq3_xxs_fit(xval, weight, ls):
+def iq3_fit(xval, weight, ls):
     sumqx, sumq2 = f32(0), f32(0)
     for v, w, l in zip(xval, weight, ls):
         q = f32(2 * l + 1)
@@ -515,78 +514,111 @@ def iq3_xxs_fit(xval, weight, ls):
     return sumqx, sumq2
 
 
+def iq3_block(kind, xb):
+    """One block of 32: (scale, 8 codebook entries, 4 sign bytes), or None below ggml's cut-off."""
+    book = iq3_book(kind)
+    xxs = kind == "XXS"
+    weight = [v * v for v in xb]
+    root = [np.sqrt(w) for w in weight]
+    xval = [v if v >= 0 else -v for v in xb]
+    signs = []
+    for k in range(4):
+        negative = [i for i in range(8) if xb[8 * k + i] < 0]
+        bits = sum(1 << i for i in negative)
+        if xxs and len(negative) % 2:
+            # IQ3_XXS stores 7 sign bits, their count even: flip the weight that matters least.
+            cost = [weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i] for i in range(8)]
+            least = min(range(8), key=lambda i: (cost[i], i))
+            xval[8 * k + least] = -xval[8 * k + least]
+            bits ^= 1 << least
+        signs.append(bits & 127 if xxs else bits)
+    top = max(xval)
+    if (top < f32(1e-8)) if xxs else (top == 0):
+        return None
+    levels, on_grid = [0] * 32, [xxs] * 8
+    best, scale = f32(0), top / f32(15)
+    tries = 15 if xxs else 9
+    for step in range(-tries, tries + 1):
+        id_ = (f32(15) + f32(step) * f32(0.2)) / top
+        trial_scale = f32(1) / id_
+        trial, trial_on = [], []
+        for k in range(8):
+            ls, point = iq3_levels_at(xval[4 * k : 4 * k + 4], id_)
+            trial_on.append(point in book["entry"])
+            if not trial_on[-1]:
+                ls = iq3_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], trial_scale)
+            trial += ls
+        sumqx, sumq2 = iq3_fit(xval, weight, trial)
+        if sumq2 > 0 and sumqx * sumqx > best * sumq2:
+            scale = sumqx / sumq2
+            best = scale * sumqx
+            levels, on_grid = trial, trial_on
+    if not all(on_grid) and scale > 0:
+        # Off-codebook groups (IQ3_XXS) or every group (IQ3_S) re-rounded at the chosen scale, then refitted.
+        id_ = f32(1) / scale
+        levels = list(levels)
+        for k in range(8):
+            if xxs and on_grid[k]:
+                continue
+            ls, point = iq3_levels_at(xval[4 * k : 4 * k + 4], id_)
+            if point not in book["entry"]:
+                ls = iq3_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], scale)
+            levels[4 * k : 4 * k + 4] = ls
+        sumqx, sumq2 = iq3_fit(xval, weight, levels)
+        if sumq2 > 0:
+            scale = sumqx / sumq2
+    if scale < 0:
+        scale = -scale
+        signs = [~s & (127 if xxs else 255) for s in signs]
+    entries = [book["entry"][sum(l << (3 * i) for i, l in enumerate(levels[4 * k : 4 * k + 4]))] for k in range(8)]
+    return scale, entries, signs
+
+
+def iq3_scale_code(id_, scale):
+    return clamp(nearest(f32(0.5) * (id_ * scale - f32(1))), 0, 15)
+
+
 def quantize_iq3_xxs(x):
-    book = iq3_xxs_book()
     out = np.zeros((x.shape[0], 98), dtype=np.uint8)
     for n, row in enumerate(x):
-        words, scales = [0] * 8, [f32(0)] * 8
-        for ib in range(8):
-            xb = row[32 * ib : 32 * ib + 32]
-            weight = [v * v for v in xb]
-            root = [np.sqrt(w) for w in weight]
-            xval = [v if v >= 0 else -v for v in xb]
-            signs = []
-            for k in range(4):
-                negative = [i for i in range(8) if xb[8 * k + i] < 0]
-                bits = sum(1 << i for i in negative)
-                if len(negative) % 2:
-                    # The stored signs are even in number: flip the weight that matters least.
-                    cost = [weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i] for i in range(8)]
-                    least = min(range(8), key=lambda i: (cost[i], i))
-                    xval[8 * k + least] = -xval[8 * k + least]
-                    bits ^= 1 << least
-                signs.append(bits & 127)
-            top = max(xval)
-            if top < f32(1e-8):
-                continue
-            levels, on_grid = [0] * 32, [True] * 8
-            best, scale = f32(0), top / f32(15)
-            for step in range(-15, 16):
-                id_ = (f32(15) + f32(step) * f32(0.2)) / top
-                trial_scale = f32(1) / id_
-                trial, trial_on = [], []
-                for k in range(8):
-                    ls, point = iq3_xxs_levels_at(xval[4 * k : 4 * k + 4], id_)
-                    trial_on.append(point in book["entry"])
-                    if not trial_on[-1]:
-                        ls = iq3_xxs_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], trial_scale)
-                    trial += ls
-                sumqx, sumq2 = iq3_xxs_fit(xval, weight, trial)
-                if sumq2 > 0 and sumqx * sumqx > best * sumq2:
-                    scale = sumqx / sumq2
-                    best = scale * sumqx
-                    levels, on_grid = trial, trial_on
-            if not all(on_grid) and scale > 0:
-                id_ = f32(1) / scale
-                levels = list(levels)
-                for k in range(8):
-                    if on_grid[k]:
-                        continue
-                    ls, point = iq3_xxs_levels_at(xval[4 * k : 4 * k + 4], id_)
-                    if point not in book["entry"]:
-                        ls = iq3_xxs_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], scale)
-                    levels[4 * k : 4 * k + 4] = ls
-                sumqx, sumq2 = iq3_xxs_fit(xval, weight, levels)
-                if sumq2 > 0:
-                    scale = sumqx / sumq2
-            if scale < 0:
-                scale = -scale
-                signs = [~s & 127 for s in signs]
-            for k in range(8):
-                point = sum(l << (3 * i) for i, l in enumerate(levels[4 * k : 4 * k + 4]))
-                out[n, 2 + 8 * ib + k] = book["entry"][point]
-            words[ib] = signs[0] | (signs[1] << 7) | (signs[2] << 14) | (signs[3] << 21)
-            scales[ib] = scale
-        max_scale = max(scales)
-        if max_scale == 0:
-            out[n, :] = 0
+        blocks = [iq3_block("XXS", row[32 * ib : 32 * ib + 32]) for ib in range(8)]
+        scales = [f32(0) if b is None else b[0] for b in blocks]
+        if max(scales) == 0:
             continue
-        d = max_scale / f32(31)
+        d = max(scales) / f32(31)
         out[n, 0:2] = halves_of([d * f32(1.0125)])[0]
-        id_ = f32(1) / d
-        for ib in range(8):
-            words[ib] |= clamp(nearest(f32(0.5) * (id_ * scales[ib] - f32(1))), 0, 15) << 28
+        words = []
+        for ib, b in enumerate(blocks):
+            word = iq3_scale_code(f32(1) / d, scales[ib]) << 28
+            if b is not None:
+                out[n, 2 + 8 * ib : 10 + 8 * ib] = b[1]
+                word |= b[2][0] | (b[2][1] << 7) | (b[2][2] << 14) | (b[2][3] << 21)
+            words.append(word)
         out[n, 66:98] = np.array(words, dtype="<u4").view(np.uint8)
+    return out
+
+
+def quantize_iq3_s(x):
+    out = np.zeros((x.shape[0], 110), dtype=np.uint8)
+    for n, row in enumerate(x):
+        blocks = [iq3_block("S", row[32 * ib : 32 * ib + 32]) for ib in range(8)]
+        # ggml moves its index and sign pointers past quantized blocks only (the ninth bits go by block
+        # number): after a block of zeros the later blocks' bytes sit one block early.
+        done = [b for b in blocks if b is not None]
+        for slot, b in enumerate(done):
+            out[n, 2 + 8 * slot : 10 + 8 * slot] = [e & 255 for e in b[1]]
+            out[n, 74 + 4 * slot : 78 + 4 * slot] = b[2]
+        for ib, b in enumerate(blocks):
+            if b is not None:
+                out[n, 66 + ib] = sum((e >> 8) << k for k, e in enumerate(b[1]))
+        scales = [f32(0) if b is None else b[0] for b in blocks]
+        if max(scales) == 0:
+            continue
+        d = max(scales) / f32(31)
+        out[n, 0:2] = halves_of([d * f32(1.033)])[0]
+        id_ = f32(1) / d
+        for ib in range(0, 8, 2):
+            out[n, 106 + ib // 2] = iq3_scale_code(id_, scales[ib]) | (iq3_scale_code(id_, scales[ib + 1]) << 4)
     return out
 
 QUANTIZE = {
@@ -600,6 +632,7 @@ QUANTIZE = {
     "IQ4_NL": quantize_iq4_nl,
     "IQ4_XS": quantize_iq4_xs,
     "IQ3_XXS": lambda x: quantize_iq3_xxs(x.reshape(-1, QK_K)),
+    "IQ3_S": lambda x: quantize_iq3_s(x.reshape(-1, QK_K)),
 }
 
 
