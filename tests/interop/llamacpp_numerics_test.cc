@@ -43,9 +43,9 @@ const std::vector<std::int32_t> kPrompt = {500, 2, 77, 12, 345, 6, 91};
 constexpr int kGreedySteps = 24;
 
 const std::vector<WeightType> kGgufTypes = {
-    WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,   WeightType::Q4_0, WeightType::Q4_1,
-    WeightType::Q5_0,   WeightType::Q5_1,   WeightType::Q3_K, WeightType::Q4_K,   WeightType::Q5_K, WeightType::Q6_K,
-    WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K, WeightType::IQ3_XXS};
+    WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,    WeightType::Q4_0, WeightType::Q4_1,
+    WeightType::Q5_0,   WeightType::Q5_1,   WeightType::Q3_K, WeightType::Q4_K,    WeightType::Q5_K, WeightType::Q6_K,
+    WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K, WeightType::IQ3_XXS, WeightType::IQ3_S};
 
 // Below this, a distance from the reference is the f32 rounding of an unquantized path (the reference
 // tests hold float-activation logits to 1e-4 of their scale), not a difference between implementations.
