@@ -4,9 +4,9 @@ SmolLM3).
 
 Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
 Hugging Face model directory (config.json and safetensors, one file or shards listed by
-model.safetensors.index.json; F32, F16 or BF16) or a GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and
-Q6_K tensors, dequantized here from their block bytes; llama Q/K rows un-permuted back to the Hugging Face
-order), and runs the forward pass in float64.
+model.safetensors.index.json; F32, F16 or BF16) or a GGUF file (every type in GGML_TYPES below, the K-quants,
+IQ4 and the IQ1/IQ2/IQ3 codebook types included, dequantized here from their block bytes; llama Q/K rows
+un-permuted back to the Hugging Face order), and runs the forward pass in float64.
 
 Commands:
   logits  --model PATH --tokens 1,2,3[;4,5,...] --out FILE   logits at every position of every sequence
@@ -14,7 +14,8 @@ Commands:
   dequant --type TYPE --in BLOCKS.bin --out VALUES.bin        raw blocks of a GGUF type to float64
   quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
                                                                quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
-                                                               Q2_K, Q3_K, IQ4_NL, IQ4_XS)
+                                                               Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ3_XXS,
+                                                               IQ3_S)
 
 Output files, all little-endian:
   logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
