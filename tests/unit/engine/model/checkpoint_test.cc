@@ -13,6 +13,7 @@
 #include "engine/format/safetensors_writer.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/quant/quant.h"
+#include "tests/support/gguf_rewrite.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_tokenizer.h"
 
@@ -168,24 +169,17 @@ TEST(Checkpoint, UnsupportedGgufTypeIsNamed) {
   options.gguf_types = {engine::quant::WeightType::Q8_0};
   options.safetensors = false;
   engine::tools::write_model(options);
-  const auto written = testing_support::read_file(dir.path() / "model-Q8_0.gguf");
-  const std::span<const std::byte> bytes(written);
-  const auto layout = engine::format::parse_gguf(bytes, "model-Q8_0.gguf");
-  engine::format::GgufWriter copy(layout.version, static_cast<std::uint32_t>(layout.alignment));
-  for (const auto& [key, value] : layout.metadata) copy.add_metadata(key, value);
   const auto* tq1_0 = engine::format::ggml_type_by_name("TQ1_0");
   ASSERT_NE(tq1_0, nullptr);
-  for (const auto& t : layout.tensors) {
-    if (t.name == "blk.0.ffn_down.weight") {
-      copy.add_tensor(t.name, t.dims, *tq1_0,
-                      std::vector<std::byte>(t.elements() / tq1_0->block_size * tq1_0->type_size));
-    } else {
-      const auto data = bytes.subspan(layout.data_offset + t.offset, t.size);
-      copy.add_tensor(t.name, t.dims, *t.type, {data.begin(), data.end()});
-    }
-  }
   const auto path = dir.path() / "tq1.gguf";
-  copy.write(path);
+  testing_support::rewrite_gguf(dir.path() / "model-Q8_0.gguf", path,
+                                [tq1_0](const engine::format::GgufTensor& t,
+                                        std::span<const std::byte>) -> std::optional<testing_support::RestoredTensor> {
+                                  if (t.name != "blk.0.ffn_down.weight") return std::nullopt;
+                                  return testing_support::RestoredTensor{
+                                      tq1_0,
+                                      std::vector<std::byte>(t.elements() / tq1_0->block_size * tq1_0->type_size)};
+                                });
   try {
     Checkpoint::open(path);
     ADD_FAILURE() << "a TQ1_0 tensor was taken";
