@@ -153,6 +153,13 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sin
         for (int g = 0; g < 32; g += W) sink(at + static_cast<std::size_t>(g), V::loadu(values + g));
       }
     }
+  } else if constexpr (is_codebook_type(Type)) {
+    // Codebook entries and signs have no register lookup: the block's 256 values through memory, decoded by
+    // the scalar codec's own function (exact products, so the values are ggml's).
+    alignas(64) float values[256];
+    decode_codebook_block(Type, b, V::half_to_float(static_cast<std::uint16_t>(codebook_scale_bits(Type, b))), values);
+#pragma GCC unroll 16
+    for (int g = 0; g < 256; g += W) sink(e + static_cast<std::size_t>(g), V::loadu(values + g));
   } else if constexpr (Type == kQ2_K) {
     // Per 128 elements h, four groups j of 32: two bits at bits 2j of qs (byte 16 + 32h + l); per 16 elements
     // a scale d * sc and a min dmin * m (the nibbles of byte e / 16): (d sc) q - dmin m.
@@ -668,7 +675,8 @@ float sum_floats(const float* data, std::size_t n) {
 // gemv_batch saves the store and reload of the decoded tile (limits per level in its V; docs/cpu-kernels.md).
 template <class V>
 constexpr std::size_t batch_max_tokens(int type) {
-  return type == kQ4_K || type == kQ5_K || type == kQ6_K || type == kQ3_K || type == kIQ4_XS || type == kQ2_K
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K || type == kQ3_K || type == kIQ4_XS || type == kQ2_K ||
+                 is_codebook_type(type)
              ? V::kBatchMaxTokensKQuant
              : V::kBatchMaxTokens;
 }
@@ -737,7 +745,8 @@ void gated_mul(const float* gate, const float* up, std::size_t n, float* out) {
 #define ENGINE_EACH_TYPE(EXPR)                                                                                         \
   {                                                                                                                    \
     EXPR(kF32), EXPR(kF16), EXPR(kBF16), EXPR(kQ8_0), EXPR(kQ4_0), EXPR(kQ4_K), EXPR(kQ5_K), EXPR(kQ6_K), EXPR(kQ4_1), \
-        EXPR(kQ5_0), EXPR(kQ5_1), EXPR(kQ3_K), EXPR(kIQ4_NL), EXPR(kIQ4_XS), EXPR(kQ2_K)                               \
+        EXPR(kQ5_0), EXPR(kQ5_1), EXPR(kQ3_K), EXPR(kIQ4_NL), EXPR(kIQ4_XS), EXPR(kQ2_K), EXPR(kIQ2_XXS),              \
+        EXPR(kIQ2_XS), EXPR(kIQ2_S), EXPR(kIQ3_XXS), EXPR(kIQ3_S), EXPR(kIQ1_S), EXPR(kIQ1_M)                          \
   }
 // Every type listed once, in order (a type left out would leave its table entries null).
 #define ENGINE_TYPE_ID(T) T

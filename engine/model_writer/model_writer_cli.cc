@@ -100,7 +100,7 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
     if (!parse_number(v, options.seed)) throw bad_value("seed", v, "expected an unsigned 64-bit integer");
   });
   flags.add_value(
-      "gguf", "TYPE[,TYPE...]", "Also write model-TYPE.gguf; TYPE: " + quant::weight_type_names(),
+      "gguf", "TYPE[,TYPE...]", "Also write model-TYPE.gguf; TYPE: " + quant::quantizable_type_names(),
       [&options](std::string_view v) {
         std::size_t start = 0;
         while (start <= v.size()) {
@@ -108,9 +108,15 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
           const auto name = v.substr(start, comma - start);
           const auto type = quant::weight_type_from_name(name);
           if (!type) {
-            throw bad_value(
-                "gguf", v,
-                "unknown GGUF type \"" + std::string(name) + "\" (expected one of " + quant::weight_type_names() + ")");
+            throw bad_value("gguf", v,
+                            "unknown GGUF type \"" + std::string(name) + "\" (expected one of " +
+                                quant::quantizable_type_names() + ")");
+          }
+          if (!quant::has_quantizer(*type)) {
+            throw bad_value("gguf", v,
+                            "the engine reads " + std::string(name) +
+                                " but has no quantizer to write it (expected one of " +
+                                quant::quantizable_type_names() + ")");
           }
           if (std::find(options.gguf_types.begin(), options.gguf_types.end(), *type) == options.gguf_types.end())
             options.gguf_types.push_back(*type);

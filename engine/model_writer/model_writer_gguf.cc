@@ -50,6 +50,14 @@ std::uint32_t llama_file_type(WeightType type) {
     case WeightType::Q5_K: return 16;
     case WeightType::Q6_K: return 18;
     case WeightType::BF16: return 32;
+    // llama.cpp's IQ2_S file type holds IQ2_XS tensors; its IQ2_M is the one whose default type is IQ2_S.
+    case WeightType::IQ2_XXS: return 19;
+    case WeightType::IQ2_XS: return 20;
+    case WeightType::IQ2_S: return 29;
+    case WeightType::IQ3_XXS: return 23;
+    case WeightType::IQ3_S: return 26;
+    case WeightType::IQ1_S: return 24;
+    case WeightType::IQ1_M: return 31;
   }
   return 0;
 }

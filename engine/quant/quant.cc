@@ -5,9 +5,12 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/format/ggml_types.h"
 #include "engine/quant/ggml_blocks.h"
@@ -21,6 +24,9 @@ using ggml_blocks::kIq4Values;
 using ggml_blocks::q3_k_scales;
 
 static_assert(std::endian::native == std::endian::little, "block fields are stored little-endian");
+static_assert(ggml_blocks::kIQ1_M == static_cast<int>(WeightType::IQ1_M) &&
+                  ggml_blocks::kIQ2_XXS == static_cast<int>(WeightType::IQ2_XXS),
+              "ggml_blocks' type ids are WeightType's values");
 
 constexpr std::size_t kQK = 256;  // elements of a K-quant super-block
 
@@ -35,21 +41,12 @@ struct TypeFacts {
 // The ggml type each weight type is stored as. Names and block sizes come from the one ggml type table
 // (engine/format/ggml_types.cc); the codecs below lay their blocks out to match those sizes.
 constexpr std::array<std::pair<WeightType, std::uint32_t>, kWeightTypeCount> kGgmlIds = {{
-    {WeightType::F32, 0},
-    {WeightType::F16, 1},
-    {WeightType::BF16, 30},
-    {WeightType::Q8_0, 8},
-    {WeightType::Q4_0, 2},
-    {WeightType::Q4_K, 12},
-    {WeightType::Q5_K, 13},
-    {WeightType::Q6_K, 14},
-    {WeightType::Q4_1, 3},
-    {WeightType::Q5_0, 6},
-    {WeightType::Q5_1, 7},
-    {WeightType::Q3_K, 11},
-    {WeightType::IQ4_NL, 20},
-    {WeightType::IQ4_XS, 23},
-    {WeightType::Q2_K, 10},
+    {WeightType::F32, 0},     {WeightType::F16, 1},     {WeightType::BF16, 30},    {WeightType::Q8_0, 8},
+    {WeightType::Q4_0, 2},    {WeightType::Q4_K, 12},   {WeightType::Q5_K, 13},    {WeightType::Q6_K, 14},
+    {WeightType::Q4_1, 3},    {WeightType::Q5_0, 6},    {WeightType::Q5_1, 7},     {WeightType::Q3_K, 11},
+    {WeightType::IQ4_NL, 20}, {WeightType::IQ4_XS, 23}, {WeightType::Q2_K, 10},    {WeightType::IQ2_XXS, 16},
+    {WeightType::IQ2_XS, 17}, {WeightType::IQ2_S, 22},  {WeightType::IQ3_XXS, 18}, {WeightType::IQ3_S, 21},
+    {WeightType::IQ1_S, 19},  {WeightType::IQ1_M, 29},
 }};
 
 const std::array<TypeFacts, kGgmlIds.size()>& all_facts() {
@@ -880,6 +877,287 @@ void dequantize_q2_k(const std::uint8_t* b, float* y) {
   }
 }
 
+// ---- IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M: codebook entries per 8 weights -------------------
+// The layouts and the decode are ggml_blocks.h's decode_codebook_block, shared with the CPU kernels.
+
+template <WeightType Type>
+void dequantize_codebook(const std::uint8_t* b, float* y) {
+  constexpr int type = static_cast<int>(Type);
+  ggml_blocks::decode_codebook_block(
+      type, b, f16_to_f32(static_cast<std::uint16_t>(ggml_blocks::codebook_scale_bits(type, b))), y);
+}
+
+// ---- IQ3_XXS's and IQ3_S's quantizers: ggml's quantize_row_iq3_xxs_impl and quantize_row_iq3_s_impl
+// without importance weights (ggml's reference quantizers pass none: each weight is then x^2). The search
+// works on the 4-weight codebook's points in units of 3-bit levels l (magnitude 2 l + 1); a rounded point
+// off the codebook is replaced by the best of its nearest codebook points (those at the two (IQ3_XXS) or
+// three (IQ3_S) smallest distances, as ggml's iq3xs_init_impl lists them: nearest first, by index among
+// equals).
+
+struct Iq3Codebook {
+  std::vector<std::array<std::int8_t, 4>> magnitudes;    // 2 l + 1 of each entry's four weights
+  std::array<int, 4096> entry{};                         // point (l0 | l1 << 3 | ...) -> entry, or -1
+  std::array<std::vector<std::uint16_t>, 4096> nearest;  // for the points off the codebook
+};
+
+// `levels_per_byte`: the grid bytes over the level (IQ3_XXS stores 8 l + 4, and 62 for l = 7; IQ3_S 2 l + 1).
+Iq3Codebook make_iq3_codebook(std::span<const std::uint32_t> grid, int levels_per_byte, int distances) {
+  Iq3Codebook b;
+  b.magnitudes.resize(grid.size());
+  b.entry.fill(-1);
+  for (std::size_t k = 0; k < grid.size(); ++k) {
+    int point = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int l = static_cast<int>((grid[k] >> (8 * i)) & 0xFF) / levels_per_byte;
+      b.magnitudes[k][i] = static_cast<std::int8_t>(2 * l + 1);
+      point |= l << (3 * i);
+    }
+    b.entry[point] = static_cast<int>(k);
+  }
+  std::vector<std::pair<int, int>> by_distance(grid.size());
+  for (int point = 0; point < 4096; ++point) {
+    if (b.entry[point] >= 0) continue;
+    for (std::size_t k = 0; k < grid.size(); ++k) {
+      int d2 = 0;
+      for (int i = 0; i < 4; ++i) {
+        const int diff = b.magnitudes[k][i] - (2 * ((point >> (3 * i)) & 7) + 1);
+        d2 += diff * diff;
+      }
+      by_distance[k] = {d2, static_cast<int>(k)};
+    }
+    std::sort(by_distance.begin(), by_distance.end());
+    int seen = 1;
+    for (std::size_t j = 0; j < by_distance.size(); ++j) {
+      if (j > 0 && by_distance[j].first > by_distance[j - 1].first && ++seen > distances) break;
+      b.nearest[point].push_back(static_cast<std::uint16_t>(by_distance[j].second));
+    }
+  }
+  return b;
+}
+
+const Iq3Codebook& iq3_codebook(WeightType type) {
+  static const Iq3Codebook xxs = make_iq3_codebook(iq_grids::kIq3XxsGrid, 8, 2);
+  static const Iq3Codebook s = make_iq3_codebook(iq_grids::kIq3SGrid, 2, 3);
+  return type == WeightType::IQ3_XXS ? xxs : s;
+}
+
+// The codebook entry nearest to 4 magnitudes at `scale` (weighted squared error, the first of equals), its
+// levels written to l.
+void iq3_best_nearby(const Iq3Codebook& book, int point, const float* xval, const float* weight, float scale,
+                     std::int8_t* l) {
+  float best_d2 = std::numeric_limits<float>::max();
+  int best = -1;
+  for (const std::uint16_t k : book.nearest[point]) {
+    float d2 = 0;
+    for (int i = 0; i < 4; ++i) {
+      const float diff = scale * static_cast<float>(book.magnitudes[k][i]) - xval[i];
+      d2 += weight[i] * diff * diff;
+    }
+    if (d2 < best_d2) {
+      best_d2 = d2;
+      best = k;
+    }
+  }
+  for (int i = 0; i < 4; ++i) l[i] = static_cast<std::int8_t>((book.magnitudes[best][i] - 1) / 2);
+}
+
+// The codebook point of levels l[0..3], each rounded from 0.5 (id * magnitude - 1) and clamped to 0..7.
+int iq3_point(const float* xval, float id, std::int8_t* l) {
+  int point = 0;
+  for (int i = 0; i < 4; ++i) {
+    l[i] = static_cast<std::int8_t>(std::max(0, std::min(7, nearest_int(0.5f * (id * xval[i] - 1)))));
+    point |= l[i] << (3 * i);
+  }
+  return point;
+}
+
+int iq3_point_of(const std::int8_t* l) {
+  return l[0] | (l[1] << 3) | (l[2] << 6) | (l[3] << 9);
+}
+
+// The weighted least-squares fit of xval by the magnitudes 2 l + 1: sum w x q and sum w q^2.
+std::pair<float, float> iq3_fit(const float* xval, const float* weight, const std::int8_t* l) {
+  float sumqx = 0, sumq2 = 0;
+  for (int i = 0; i < 32; ++i) {
+    const float q = static_cast<float>(2 * l[i] + 1);
+    sumqx += weight[i] * xval[i] * q;
+    sumq2 += weight[i] * q * q;
+  }
+  return {sumqx, sumq2};
+}
+
+// One block of 32 magnitudes `xval` (largest `max`, > 0): the scale of 2 (tries) + 1 stretched grids around
+// max / 15, each group rounded onto the codebook, the best weighted fit kept; then, where groups came off
+// the codebook, they (IQ3_XXS) or all groups (IQ3_S, as ggml has it) re-rounded at that scale and the scale
+// refitted. Writes the 32 levels.
+float iq3_search(WeightType type, const float* xval, const float* weight, const float* root, float max,
+                 std::int8_t* levels) {
+  const Iq3Codebook& book = iq3_codebook(type);
+  const bool xxs = type == WeightType::IQ3_XXS;
+  const int tries = xxs ? 15 : 9;
+  std::int8_t trial[32];
+  bool on_grid[8], trial_on_grid[8];
+  std::fill(std::begin(on_grid), std::end(on_grid), xxs);  // ggml's initial flags differ between the two
+  std::fill(levels, levels + 32, std::int8_t{0});
+  float best = 0;
+  float scale = max / 15;
+  for (int step = -tries; step <= tries; ++step) {
+    const float id = (15 + static_cast<float>(step) * 0.2f) / max;
+    const float trial_scale = 1 / id;
+    for (int k = 0; k < 8; ++k) {
+      const int point = iq3_point(xval + 4 * k, id, trial + 4 * k);
+      trial_on_grid[k] = book.entry[point] >= 0;
+      if (!trial_on_grid[k]) iq3_best_nearby(book, point, xval + 4 * k, root + 4 * k, trial_scale, trial + 4 * k);
+    }
+    const auto [sumqx, sumq2] = iq3_fit(xval, weight, trial);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      std::copy(std::begin(trial), std::end(trial), levels);
+      std::copy(std::begin(trial_on_grid), std::end(trial_on_grid), on_grid);
+    }
+  }
+  if (std::find(std::begin(on_grid), std::end(on_grid), false) != std::end(on_grid) && scale > 0) {
+    const float id = 1 / scale;
+    for (int k = 0; k < 8; ++k) {
+      if (xxs && on_grid[k]) continue;
+      std::int8_t rounded[4];
+      const int point = iq3_point(xval + 4 * k, id, rounded);
+      if (book.entry[point] >= 0) {
+        std::copy(std::begin(rounded), std::end(rounded), levels + 4 * k);
+      } else {
+        iq3_best_nearby(book, point, xval + 4 * k, root + 4 * k, scale, levels + 4 * k);
+      }
+    }
+    const auto [sumqx, sumq2] = iq3_fit(xval, weight, levels);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+  }
+  return scale;
+}
+
+// A block of 32's weights (x^2), their roots, magnitudes and signs (bit i of byte k: weight 8 k + i
+// negative). IQ3_XXS stores 7 sign bits per 8, implying an even count: an odd count flips the least
+// important weight's sign (its magnitude made negative, so the fit sees the stored value).
+void iq3_prepare(const float* xb, bool even_signs, float* weight, float* root, float* xval, std::uint32_t* signs) {
+  for (int i = 0; i < 32; ++i) {
+    weight[i] = xb[i] * xb[i];
+    root[i] = std::sqrt(weight[i]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    int flips = 0;
+    std::uint32_t bits = 0;
+    for (int i = 0; i < 8; ++i) {
+      const float v = xb[8 * k + i];
+      xval[8 * k + i] = v >= 0 ? v : -v;
+      if (v < 0) {
+        ++flips;
+        bits |= 1u << i;
+      }
+    }
+    if (even_signs && flips % 2 != 0) {
+      int least = 0;
+      float least_value = weight[8 * k] * xb[8 * k] * xb[8 * k];
+      for (int i = 1; i < 8; ++i) {
+        const float value = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+        if (value < least_value) {
+          least_value = value;
+          least = i;
+        }
+      }
+      xval[8 * k + least] = -xval[8 * k + least];
+      bits ^= 1u << least;
+    }
+    signs[k] = even_signs ? bits & 127 : bits;
+  }
+}
+
+// Both types' block loop: per block of 32 the signs, the search, the 8 codebook entries and the scale (0,
+// and `skipped`, for a block below ggml's cut-off: GROUP_MAX_EPS_IQ3_XXS, exact zero for IQ3_S); then the
+// super-scale d = max scale / 31 (stored times ggml's fudge factor). Returns false for a super-block of zeros.
+struct Iq3Blocks {
+  float scales[8] = {};
+  std::uint32_t signs[8][4] = {};
+  int entries[8][8] = {};
+  bool skipped[8] = {};
+  float d = 0;
+};
+
+bool quantize_iq3(WeightType type, const float* x, Iq3Blocks& out) {
+  const bool xxs = type == WeightType::IQ3_XXS;
+  const Iq3Codebook& book = iq3_codebook(type);
+  float max_scale = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    float weight[32], root[32], xval[32];
+    iq3_prepare(x + 32 * ib, xxs, weight, root, xval, out.signs[ib]);
+    float max = xval[0];
+    for (int i = 1; i < 32; ++i) max = std::max(max, xval[i]);
+    if (xxs ? max < 1e-8f : max == 0) {
+      std::fill(out.signs[ib], out.signs[ib] + 4, 0u);
+      out.skipped[ib] = true;
+      continue;
+    }
+    std::int8_t levels[32];
+    float scale = iq3_search(type, xval, weight, root, max, levels);
+    if (scale < 0) {
+      // ggml's guard (a negative fit cannot be stored): the scale made positive, the signs flipped.
+      scale = -scale;
+      for (auto& bits : out.signs[ib]) bits = ~bits & (xxs ? 127u : 255u);
+    }
+    for (int k = 0; k < 8; ++k) out.entries[ib][k] = book.entry[iq3_point_of(levels + 4 * k)];
+    out.scales[ib] = scale;
+    max_scale = std::max(max_scale, scale);
+  }
+  if (max_scale == 0) return false;
+  out.d = max_scale / 31;
+  return true;
+}
+
+int iq3_block_scale(float id, float scale) {
+  return std::max(0, std::min(15, nearest_int(0.5f * (id * scale - 1))));
+}
+
+void quantize_iq3_xxs(const float* x, std::uint8_t* y) {
+  std::memset(y, 0, 98);
+  Iq3Blocks blocks;
+  if (!quantize_iq3(WeightType::IQ3_XXS, x, blocks)) return;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(blocks.d * 1.0125f));
+  const float id = 1 / blocks.d;
+  for (int ib = 0; ib < 8; ++ib) {
+    for (int k = 0; k < 8; ++k) y[2 + 8 * ib + k] = static_cast<std::uint8_t>(blocks.entries[ib][k]);
+    const auto* signs = blocks.signs[ib];
+    const std::uint32_t word = signs[0] | (signs[1] << 7) | (signs[2] << 14) | (signs[3] << 21) |
+                               (static_cast<std::uint32_t>(iq3_block_scale(id, blocks.scales[ib])) << 28);
+    std::memcpy(y + 66 + 4 * ib, &word, sizeof word);
+  }
+}
+
+void quantize_iq3_s(const float* x, std::uint8_t* y) {
+  std::memset(y, 0, 110);
+  Iq3Blocks blocks;
+  const bool nonzero = quantize_iq3(WeightType::IQ3_S, x, blocks);
+  // ggml advances its index-byte and sign pointers only past blocks it quantized, while the ninth index bits
+  // go by the block's own number: after a block of zeros, later blocks' bytes land one block early. Kept, so
+  // that files match ggml's byte for byte.
+  int slot = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    if (blocks.skipped[ib]) continue;
+    for (int k = 0; k < 8; ++k) {
+      const int entry = blocks.entries[ib][k];
+      y[2 + 8 * slot + k] = static_cast<std::uint8_t>(entry & 255);
+      y[66 + ib] = static_cast<std::uint8_t>(y[66 + ib] | ((entry >> 8) << k));
+    }
+    for (int k = 0; k < 4; ++k) y[74 + 4 * slot + k] = static_cast<std::uint8_t>(blocks.signs[ib][k]);
+    ++slot;
+  }
+  if (!nonzero) return;  // ggml leaves the indices and signs, with d = 0
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(blocks.d * 1.033f));
+  const float id = 1 / blocks.d;
+  for (int ib = 0; ib < 8; ib += 2) {
+    y[106 + ib / 2] = static_cast<std::uint8_t>(iq3_block_scale(id, blocks.scales[ib]) |
+                                                (iq3_block_scale(id, blocks.scales[ib + 1]) << 4));
+  }
+}
+
 using BlockQuantizer = void (*)(const float*, std::uint8_t*);
 using BlockDequantizer = void (*)(const std::uint8_t*, float*);
 
@@ -897,6 +1175,8 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::IQ4_NL: return quantize_iq4_nl;
     case WeightType::IQ4_XS: return quantize_iq4_xs;
     case WeightType::Q2_K: return quantize_q2_k;
+    case WeightType::IQ3_XXS: return quantize_iq3_xxs;
+    case WeightType::IQ3_S: return quantize_iq3_s;
     default: return nullptr;
   }
 }
@@ -915,6 +1195,13 @@ BlockDequantizer block_dequantizer(WeightType type) {
     case WeightType::IQ4_NL: return dequantize_iq4_nl;
     case WeightType::IQ4_XS: return dequantize_iq4_xs;
     case WeightType::Q2_K: return dequantize_q2_k;
+    case WeightType::IQ2_XXS: return dequantize_codebook<WeightType::IQ2_XXS>;
+    case WeightType::IQ2_XS: return dequantize_codebook<WeightType::IQ2_XS>;
+    case WeightType::IQ2_S: return dequantize_codebook<WeightType::IQ2_S>;
+    case WeightType::IQ3_XXS: return dequantize_codebook<WeightType::IQ3_XXS>;
+    case WeightType::IQ3_S: return dequantize_codebook<WeightType::IQ3_S>;
+    case WeightType::IQ1_S: return dequantize_codebook<WeightType::IQ1_S>;
+    case WeightType::IQ1_M: return dequantize_codebook<WeightType::IQ1_M>;
     default: return nullptr;
   }
 }
@@ -948,13 +1235,27 @@ std::optional<WeightType> weight_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string weight_type_names() {
+namespace {
+
+template <class Keep>
+std::string names_of(Keep keep) {
   std::string names;
   for (const auto& f : all_facts()) {
+    if (!keep(f.type)) continue;
     if (!names.empty()) names += ", ";
     names += f.name;
   }
   return names;
+}
+
+}  // namespace
+
+std::string weight_type_names() {
+  return names_of([](WeightType) { return true; });
+}
+
+std::string quantizable_type_names() {
+  return names_of(has_quantizer);
 }
 
 std::uint32_t ggml_type_id(WeightType type) {
@@ -981,6 +1282,10 @@ std::optional<std::size_t> row_bytes(WeightType type, std::size_t cols) {
   return cols / f.block_elements * f.block_bytes;
 }
 
+bool has_quantizer(WeightType type) {
+  return facts(type).block_elements == 1 || block_quantizer(type) != nullptr;
+}
+
 void quantize_row(WeightType type, std::span<const float> src, std::span<std::byte> dst) {
   const auto& f = facts(type);
   const std::size_t blocks = checked_blocks(f, src.size(), dst.size(), "quantize_row");
@@ -995,6 +1300,10 @@ void quantize_row(WeightType type, std::span<const float> src, std::span<std::by
     default: break;
   }
   const BlockQuantizer quantize = block_quantizer(type);
+  if (quantize == nullptr) {
+    throw std::invalid_argument("quantize_row: the engine has no quantizer for " + std::string(f.name) +
+                                " (it reads such weights from GGUF files)");
+  }
   for (std::size_t i = 0; i < blocks; ++i) {
     quantize(src.data() + i * f.block_elements, as_u8(dst.data() + i * f.block_bytes));
   }

@@ -30,8 +30,15 @@ enum class WeightType : std::uint8_t {
   IQ4_NL,
   IQ4_XS,
   Q2_K,
+  IQ2_XXS,
+  IQ2_XS,
+  IQ2_S,
+  IQ3_XXS,
+  IQ3_S,
+  IQ1_S,
+  IQ1_M,
 };
-inline constexpr std::size_t kWeightTypeCount = 15;
+inline constexpr std::size_t kWeightTypeCount = 22;
 
 std::string_view weight_type_name(WeightType type);  // "F32", "Q4_K", ... (ggml's spelling)
 std::optional<WeightType> weight_type_from_name(std::string_view name);
@@ -50,7 +57,11 @@ std::optional<std::size_t> row_bytes(WeightType type, std::size_t cols);
 // Scalar reference conversions of one row (`src.size()` / `dst.size()` elements, a whole number of
 // blocks; throws std::invalid_argument otherwise). quantize_row rounds as ggml's reference quantizers
 // do, so files written here read back like files written by llama.cpp's converter.
+// Types without a quantizer here (has_quantizer false) throw std::invalid_argument naming the type.
 void quantize_row(WeightType type, std::span<const float> src, std::span<std::byte> dst);
+bool has_quantizer(WeightType type);
+// weight_type_names() of the types with a quantizer (what a writer can produce).
+std::string quantizable_type_names();
 void dequantize_row(WeightType type, std::span<const std::byte> src, std::span<float> dst);
 
 // Half and bfloat16 conversions (round to nearest even; NaN stays NaN).

@@ -20,6 +20,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,10 +32,12 @@
 #include "engine/model_writer/model_writer.h"
 #include "engine/runtime/engine.h"
 #include "tests/support/environment.h"
+#include "tests/support/gguf_rewrite.h"
 #include "tests/support/log_softmax.h"
 #include "tests/support/reference_model.h"
 #include "tests/support/reference_scores.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/weight_blocks.h"
 
 namespace {
 
@@ -58,16 +62,16 @@ bool on_cuda() {
   return cuda;
 }
 
-// Every weight type the backend under test runs: the CUDA backend refuses those it has no kernels for at load
-// (cuda_backend_test.cc).
+// Every weight type the backend under test runs and model-writer writes: the CUDA backend refuses those it has
+// no kernels for at load (cuda_backend_test.cc); the types without a quantizer have no file to test here.
 std::vector<WeightType> every_weight_type() {
   std::vector<WeightType> types;
   for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
     const auto type = static_cast<WeightType>(i);
     const bool cpu_only = type == WeightType::Q4_1 || type == WeightType::Q5_0 || type == WeightType::Q5_1 ||
                           type == WeightType::Q2_K || type == WeightType::Q3_K || type == WeightType::IQ4_NL ||
-                          type == WeightType::IQ4_XS;
-    if (!(on_cuda() && cpu_only)) types.push_back(type);
+                          type == WeightType::IQ4_XS || type >= WeightType::IQ2_XXS;  // the codebook types, last
+    if (!(on_cuda() && cpu_only) && engine::quant::has_quantizer(type)) types.push_back(type);
   }
   return types;
 }
@@ -211,6 +215,34 @@ TEST_P(EngineReference, EveryGgufTypeMatchesTheReferenceOnTheSameFile) {
         worst_relative_error(engine_logits(*engine, kSequences), testing_support::reference_logits(file, kSequences)),
         bf16_activations ? 2e-2 : 1e-4)
         << file << " at SIMD level " << engine::cpu::simd_level();
+  }
+}
+
+// The codebook types the engine reads but has no quantizer for: model-writer's F32 GGUF with every matrix
+// (the 2-D tensors of whole 256-element rows) re-stored as random blocks of the type, scaled to the
+// matrix's values. The weights mean nothing, but the engine and the reference read the same file.
+TEST_P(EngineReference, TypesWithoutAQuantizerMatchTheReferenceOnRandomBlocks) {
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::F32, {WeightType::F32});
+  int tested = 0;
+  for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
+    const auto type = static_cast<WeightType>(i);
+    if (engine::quant::has_quantizer(type) || on_cuda()) continue;
+    const std::string name(engine::quant::weight_type_name(type));
+    const fs::path file = dir / ("random-" + name + ".gguf");
+    EXPECT_GE(
+        testing_support::write_random_block_copy(dir / engine::tools::gguf_file_name(WeightType::F32), file, type, 7),
+        7)
+        << name << ": the matrices were not re-stored";
+    auto engine = load(file);
+    EXPECT_LE(
+        worst_relative_error(engine_logits(*engine, kSequences), testing_support::reference_logits(file, kSequences)),
+        1e-4)
+        << file << " at SIMD level " << engine::cpu::simd_level();
+    ++tested;
+  }
+  if (!on_cuda()) {
+    EXPECT_GT(tested, 0);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "engine/model_writer/model_writer.h"
 #include "engine/quant/quant.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/weight_blocks.h"
 
 namespace {
 
@@ -211,7 +212,9 @@ INSTANTIATE_TEST_SUITE_P(Types, Dequantization,
                          ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
                                            WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
                                            WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
-                                           WeightType::F16, WeightType::BF16),
+                                           WeightType::F16, WeightType::BF16, WeightType::IQ2_XXS, WeightType::IQ2_XS,
+                                           WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::IQ1_S,
+                                           WeightType::IQ1_M),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });
@@ -223,8 +226,8 @@ TEST_P(Dequantization, EngineAgreesWithTheReference) {
   const WeightType type = GetParam();
   const std::size_t block = std::max<std::size_t>(engine::quant::block_elements(type), 32);
   const auto values = test_values(block, 4);
-  std::vector<std::byte> blocks(*engine::quant::row_bytes(type, values.size()));
-  engine::quant::quantize_row(type, values, blocks);
+  // Types without a quantizer here: random blocks (every index and sign bit is valid), as many values.
+  const auto blocks = testing_support::blocks_for(type, values, 77);
   std::vector<float> engine_values(values.size());
   engine::quant::dequantize_row(type, blocks, engine_values);
   const auto reference = testing_support::reference_dequant(engine::quant::weight_type_name(type), blocks);
@@ -243,14 +246,23 @@ TEST_P(Dequantization, EngineAgreesWithTheReference) {
     }
   }
   EXPECT_LT(worst, 3e-7) << engine::quant::weight_type_name(type);
+  if (!engine::quant::has_quantizer(type)) {
+    // Random blocks quantize nothing; their values must still be numbers, and not all zero.
+    EXPECT_GT(*std::max_element(reference.begin(), reference.end()), 0.0) << engine::quant::weight_type_name(type);
+    return;
+  }
   // And the values are a quantization of the input, not garbage that both sides decode alike.
   double err = 0, norm = 0;
   for (std::size_t i = 0; i < block * 4; ++i) {
     err += (reference[i] - values[i]) * (reference[i] - values[i]);
     norm += static_cast<double>(values[i]) * values[i];
   }
-  // (Q2_K's four levels per weight leave about 0.3 of a normal row's magnitude.)
-  EXPECT_LT(std::sqrt(err / norm), type == WeightType::Q2_K ? 0.35 : 0.2);
+  // (Q2_K's four levels per weight leave about 0.3 of a normal row's magnitude, IQ3_XXS's 256 points per 4
+  // weights about 0.21.)
+  const double bound = type == WeightType::Q2_K                                   ? 0.35
+                       : type == WeightType::IQ3_XXS || type == WeightType::IQ3_S ? 0.25
+                                                                                  : 0.2;
+  EXPECT_LT(std::sqrt(err / norm), bound);
 }
 
 // The engine's quantize_row and the script's rendering of ggml's reference quantizers give the same bytes:
@@ -260,7 +272,7 @@ class Quantization : public ::testing::TestWithParam<WeightType> {};
 INSTANTIATE_TEST_SUITE_P(Types, Quantization,
                          ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
                                            WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K, WeightType::IQ4_NL,
-                                           WeightType::IQ4_XS),
+                                           WeightType::IQ4_XS, WeightType::IQ3_XXS, WeightType::IQ3_S),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });
@@ -270,6 +282,8 @@ TEST_P(Quantization, EngineMatchesGgmlsReferenceQuantizerByteForByte) {
   auto values = test_values(32, 16);  // 16 blocks of 32 per case: 2 super-blocks of 256
   // Exact halves of a step, where the rounding rule decides: blocks whose values sit on k / 2 steps.
   for (std::size_t i = 0; i < 256; ++i) values.push_back(static_cast<float>(i % 32) * 0.5f - 8.0f);
+  // A super-block with one block of 32 zeros among normal ones (IQ3_S's quantizer skips such a block).
+  for (std::size_t i = 0; i < 256; ++i) values.push_back(i / 32 == 2 ? 0.0f : values[i]);
   std::vector<std::byte> blocks(*engine::quant::row_bytes(type, values.size()));
   engine::quant::quantize_row(type, values, blocks);
   const auto reference = testing_support::reference_quantize(engine::quant::weight_type_name(type), values);

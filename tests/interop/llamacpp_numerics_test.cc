@@ -26,6 +26,7 @@
 #include "engine/model_writer/model_writer.h"
 #include "engine/quant/quant.h"
 #include "tests/support/child_process.h"
+#include "tests/support/gguf_rewrite.h"
 #include "tests/support/log_softmax.h"
 #include "tests/support/reference_model.h"
 #include "tests/support/temp_dir.h"
@@ -45,10 +46,10 @@ constexpr int kGreedySteps = 24;
 // positions, so that both pick the same LongRoPE factors (the long ones past Phi-3's original context).
 constexpr std::size_t kLlamaCppContext = 256;
 
-const std::vector<WeightType> kGgufTypes = {WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,
-                                            WeightType::Q4_0,   WeightType::Q4_1,   WeightType::Q5_0, WeightType::Q5_1,
-                                            WeightType::Q3_K,   WeightType::Q4_K,   WeightType::Q5_K, WeightType::Q6_K,
-                                            WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
+const std::vector<WeightType> kGgufTypes = {
+    WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,    WeightType::Q4_0, WeightType::Q4_1,
+    WeightType::Q5_0,   WeightType::Q5_1,   WeightType::Q3_K, WeightType::Q4_K,    WeightType::Q5_K, WeightType::Q6_K,
+    WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K, WeightType::IQ3_XXS, WeightType::IQ3_S};
 
 // Below this, a distance from the reference is the f32 rounding of an unquantized path (the reference
 // tests hold float-activation logits to 1e-4 of their scale), not a difference between implementations.
@@ -123,6 +124,14 @@ LogprobRows engine_logprobs(const fs::path& file, const std::vector<std::int32_t
                                   logits.begin() + static_cast<std::ptrdiff_t>((p + 1) * vocab));
     rows.push_back(testing_support::log_softmax(row));
   }
+  return rows;
+}
+
+// The float64 reference's log-probabilities at every position of `path` on `file`.
+LogprobRows reference_logprobs(const fs::path& file, const std::vector<std::int32_t>& path) {
+  const auto logits = testing_support::reference_logits(file, {path});
+  LogprobRows rows;
+  for (std::size_t p = 0; p < path.size(); ++p) rows.push_back(testing_support::log_softmax(logits.row(0, p)));
   return rows;
 }
 
@@ -223,11 +232,7 @@ TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFi
     SCOPED_TRACE(name);
     const auto& run = llama_cpp.at(files[f]);
     ASSERT_EQ(run.path.size(), kPrompt.size() + kGreedySteps);
-    const auto reference_logits = testing_support::reference_logits(files[f], {run.path});
-    LogprobRows reference;
-    for (std::size_t p = 0; p < run.path.size(); ++p) {
-      reference.push_back(testing_support::log_softmax(reference_logits.row(0, p)));
-    }
+    const LogprobRows reference = reference_logprobs(files[f], run.path);
     const auto theirs = distance(run.logprobs, reference, run.path);
     const auto ours_float = distance(engine_logprobs(files[f], run.path, floats, dir.path()), reference, run.path);
     const std::string arch = arch_name({GetParam(), 0});
@@ -245,6 +250,46 @@ TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFi
         EXPECT_GT(ours_int8.any_max, 1e-4) << files[f] << ": the activations were not quantized";
       }
     }
+  }
+}
+
+// The codebook types the engine reads but cannot write (no quantizer): model-writer's Qwen3 F32 file with its
+// matrices re-stored as random blocks of each (engine_reference_test.cc does the same against the reference
+// alone). llama.cpp loads them, and the engine is at least as close to the float64 reference as it is.
+TEST(LlamaCppRandomBlocks, TypesWithoutAQuantizerLoadAndTheEngineIsAtLeastAsClose) {
+  ASSERT_TRUE(fs::exists(fs::path(LLAMACPP_NODE_MODULES) / "node-llama-cpp" / "package.json"));
+  TempDir dir;
+  engine::tools::ModelWriterOptions options;
+  options.arch = Architecture::Qwen3;
+  options.out_dir = dir.path();
+  options.seed = 5;
+  options.safetensors = false;
+  options.gguf_types = {WeightType::F32};
+  engine::tools::write_model(options);
+  std::vector<WeightType> types;
+  std::vector<fs::path> files;
+  for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
+    const auto type = static_cast<WeightType>(i);
+    if (engine::quant::has_quantizer(type)) continue;
+    files.push_back(dir / ("random-" + std::string(engine::quant::weight_type_name(type)) + ".gguf"));
+    types.push_back(type);
+    ASSERT_GT(testing_support::write_random_block_copy(dir / engine::tools::gguf_file_name(WeightType::F32),
+                                                       files.back(), type, 11),
+              0);
+  }
+  ASSERT_FALSE(files.empty());
+  const auto llama_cpp = run_llama_cpp(files);
+  ASSERT_EQ(llama_cpp.size(), files.size()) << "llama.cpp did not load every file";
+  const std::string floats(float_level());
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const std::string name(engine::quant::weight_type_name(types[f]));
+    const auto& run = llama_cpp.at(files[f]);
+    const LogprobRows reference = reference_logprobs(files[f], run.path);
+    const auto theirs = distance(run.logprobs, reference, run.path);
+    const auto ours = distance(engine_logprobs(files[f], run.path, floats, dir.path()), reference, run.path);
+    std::printf("[ llama.cpp ] random %s llama.cpp:  %s\n", name.c_str(), describe(theirs).c_str());
+    std::printf("[ llama.cpp ] random %s %-10s  %s\n", name.c_str(), floats.c_str(), describe(ours).c_str());
+    EXPECT_LE(ours.path_max, std::max(theirs.path_max, kRoundingFloor)) << files[f];
   }
 }
 
@@ -279,11 +324,7 @@ TEST(LlamaCppRopeScaling, LinearAndYarnFilesAgreeWithTheEngine) {
   for (const auto& file : files) {
     SCOPED_TRACE(file.string());
     const auto& run = llama_cpp.at(file);
-    const auto reference_logits = testing_support::reference_logits(file, {run.path});
-    LogprobRows reference;
-    for (std::size_t p = 0; p < run.path.size(); ++p) {
-      reference.push_back(testing_support::log_softmax(reference_logits.row(0, p)));
-    }
+    const LogprobRows reference = reference_logprobs(file, run.path);
     const auto ours = engine_logprobs(file, run.path, floats, dir.path());
     const auto between = distance(ours, run.logprobs, run.path);
     std::printf("[ llama.cpp ] %s engine against llama.cpp: %s\n", file.parent_path().filename().c_str(),

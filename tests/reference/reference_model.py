@@ -4,9 +4,9 @@ SmolLM3).
 
 Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
 Hugging Face model directory (config.json and safetensors, one file or shards listed by
-model.safetensors.index.json; F32, F16 or BF16) or a GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and
-Q6_K tensors, dequantized here from their block bytes; llama Q/K rows un-permuted back to the Hugging Face
-order), and runs the forward pass in float64.
+model.safetensors.index.json; F32, F16 or BF16) or a GGUF file (every type in GGML_TYPES below, the K-quants,
+IQ4 and the IQ1/IQ2/IQ3 codebook types included, dequantized here from their block bytes; llama Q/K rows
+un-permuted back to the Hugging Face order), and runs the forward pass in float64.
 
 Commands:
   logits  --model PATH --tokens 1,2,3[;4,5,...] --out FILE   logits at every position of every sequence
@@ -14,7 +14,8 @@ Commands:
   dequant --type TYPE --in BLOCKS.bin --out VALUES.bin        raw blocks of a GGUF type to float64
   quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
                                                                quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
-                                                               Q2_K, Q3_K, IQ4_NL, IQ4_XS)
+                                                               Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ3_XXS,
+                                                               IQ3_S)
 
 Output files, all little-endian:
   logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
@@ -28,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import sys
 
@@ -72,6 +74,13 @@ GGML_TYPES = {
     "Q4_K": (12, QK_K, 144),
     "Q5_K": (13, QK_K, 176),
     "Q6_K": (14, QK_K, 210),
+    "IQ2_XXS": (16, QK_K, 66),
+    "IQ2_XS": (17, QK_K, 74),
+    "IQ3_XXS": (18, QK_K, 98),
+    "IQ1_S": (19, QK_K, 50),
+    "IQ3_S": (21, QK_K, 110),
+    "IQ2_S": (22, QK_K, 82),
+    "IQ1_M": (29, QK_K, 56),
     "BF16": (30, 1, 2),
 }
 GGML_NAMES = {info[0]: name for name, info in GGML_TYPES.items()}
@@ -452,6 +461,167 @@ def quantize_iq4_xs(x):
     return out
 
 
+
+# IQ3_XXS and IQ3_S: ggml's quantize_row_iq3_xxs_impl and quantize_row_iq3_s_impl as their reference
+# quantizers run them (no importance weights: each weight x^2), value by value in float32. Levels l in 0..7
+# stand for magnitudes 2 l + 1; a group of 4 levels is a point l0 + 8 l1 + 64 l2 + 512 l3, on the codebook or
+# replaced by the best of the codebook points at its two (IQ3_XXS) or three (IQ3_S) smallest squared
+# distances.
+_IQ3_BOOKS = {}
+
+
+def iq3_book(kind):
+    if kind not in _IQ3_BOOKS:
+        grid, per_level, distances = {"XXS": ("kIq3XxsGrid", 8, 2), "S": ("kIq3SGrid", 2, 3)}[kind]
+        levels = iq_grid(grid, 4) // per_level  # IQ3_XXS bytes 4, 12, ..., 52, 62; IQ3_S 1, 3, ..., 15
+        size = levels.shape[0]
+        entry = {int(p): k for k, p in enumerate((levels << (3 * np.arange(4))).sum(axis=1))}
+        mags = 2 * levels + 1
+        points = 2 * ((np.arange(4096)[:, None] >> (3 * np.arange(4))) & 7) + 1  # (4096, 4)
+        d2 = ((points[:, None, :] - mags[None, :, :]) ** 2).sum(axis=2)  # (4096, size)
+        nearby = {}
+        for p in range(4096):
+            if p not in entry:
+                limit = np.unique(d2[p])[:distances][-1]
+                nearby[p] = [int(k) for k in np.lexsort((np.arange(size), d2[p])) if d2[p, k] <= limit]
+        _IQ3_BOOKS[kind] = dict(entry=entry, mags=mags, nearby=nearby)
+    return _IQ3_BOOKS[kind]
+
+
+def iq3_levels_at(xval, id_):
+    """The 4 levels nearest 0.5 (id * x - 1), clamped to 0..7, and their point."""
+    ls = [clamp(nearest(f32(0.5) * (id_ * v - f32(1))), 0, 7) for v in xval]
+    return ls, sum(l << (3 * i) for i, l in enumerate(ls))
+
+
+def iq3_nearby(book, point, xval, root, scale):
+    best, best_k = f32(np.finfo(np.float32).max), None
+    for k in book["nearby"][point]:
+        d2 = f32(0)
+        for i in range(4):
+            diff = scale * f32(book["mags"][k, i]) - xval[i]
+            d2 = d2 + root[i] * diff * diff
+        if d2 < best:
+            best, best_k = d2, k
+    return [int((book["mags"][best_k, i] - 1) // 2) for i in range(4)]
+
+
+def iq3_fit(xval, weight, ls):
+    sumqx, sumq2 = f32(0), f32(0)
+    for v, w, l in zip(xval, weight, ls):
+        q = f32(2 * l + 1)
+        sumqx = sumqx + w * v * q
+        sumq2 = sumq2 + w * q * q
+    return sumqx, sumq2
+
+
+def iq3_block(kind, xb):
+    """One block of 32: (scale, 8 codebook entries, 4 sign bytes), or None below ggml's cut-off."""
+    book = iq3_book(kind)
+    xxs = kind == "XXS"
+    weight = [v * v for v in xb]
+    root = [np.sqrt(w) for w in weight]
+    xval = [v if v >= 0 else -v for v in xb]
+    signs = []
+    for k in range(4):
+        negative = [i for i in range(8) if xb[8 * k + i] < 0]
+        bits = sum(1 << i for i in negative)
+        if xxs and len(negative) % 2:
+            # IQ3_XXS stores 7 sign bits, their count even: flip the weight that matters least.
+            cost = [weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i] for i in range(8)]
+            least = min(range(8), key=lambda i: (cost[i], i))
+            xval[8 * k + least] = -xval[8 * k + least]
+            bits ^= 1 << least
+        signs.append(bits & 127 if xxs else bits)
+    top = max(xval)
+    if (top < f32(1e-8)) if xxs else (top == 0):
+        return None
+    levels, on_grid = [0] * 32, [xxs] * 8
+    best, scale = f32(0), top / f32(15)
+    tries = 15 if xxs else 9
+    for step in range(-tries, tries + 1):
+        id_ = (f32(15) + f32(step) * f32(0.2)) / top
+        trial_scale = f32(1) / id_
+        trial, trial_on = [], []
+        for k in range(8):
+            ls, point = iq3_levels_at(xval[4 * k : 4 * k + 4], id_)
+            trial_on.append(point in book["entry"])
+            if not trial_on[-1]:
+                ls = iq3_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], trial_scale)
+            trial += ls
+        sumqx, sumq2 = iq3_fit(xval, weight, trial)
+        if sumq2 > 0 and sumqx * sumqx > best * sumq2:
+            scale = sumqx / sumq2
+            best = scale * sumqx
+            levels, on_grid = trial, trial_on
+    if not all(on_grid) and scale > 0:
+        # Off-codebook groups (IQ3_XXS) or every group (IQ3_S) re-rounded at the chosen scale, then refitted.
+        id_ = f32(1) / scale
+        levels = list(levels)
+        for k in range(8):
+            if xxs and on_grid[k]:
+                continue
+            ls, point = iq3_levels_at(xval[4 * k : 4 * k + 4], id_)
+            if point not in book["entry"]:
+                ls = iq3_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], scale)
+            levels[4 * k : 4 * k + 4] = ls
+        sumqx, sumq2 = iq3_fit(xval, weight, levels)
+        if sumq2 > 0:
+            scale = sumqx / sumq2
+    if scale < 0:
+        scale = -scale
+        signs = [~s & (127 if xxs else 255) for s in signs]
+    entries = [book["entry"][sum(l << (3 * i) for i, l in enumerate(levels[4 * k : 4 * k + 4]))] for k in range(8)]
+    return scale, entries, signs
+
+
+def iq3_scale_code(id_, scale):
+    return clamp(nearest(f32(0.5) * (id_ * scale - f32(1))), 0, 15)
+
+
+def quantize_iq3_xxs(x):
+    out = np.zeros((x.shape[0], 98), dtype=np.uint8)
+    for n, row in enumerate(x):
+        blocks = [iq3_block("XXS", row[32 * ib : 32 * ib + 32]) for ib in range(8)]
+        scales = [f32(0) if b is None else b[0] for b in blocks]
+        if max(scales) == 0:
+            continue
+        d = max(scales) / f32(31)
+        out[n, 0:2] = halves_of([d * f32(1.0125)])[0]
+        words = []
+        for ib, b in enumerate(blocks):
+            word = iq3_scale_code(f32(1) / d, scales[ib]) << 28
+            if b is not None:
+                out[n, 2 + 8 * ib : 10 + 8 * ib] = b[1]
+                word |= b[2][0] | (b[2][1] << 7) | (b[2][2] << 14) | (b[2][3] << 21)
+            words.append(word)
+        out[n, 66:98] = np.array(words, dtype="<u4").view(np.uint8)
+    return out
+
+
+def quantize_iq3_s(x):
+    out = np.zeros((x.shape[0], 110), dtype=np.uint8)
+    for n, row in enumerate(x):
+        blocks = [iq3_block("S", row[32 * ib : 32 * ib + 32]) for ib in range(8)]
+        # ggml moves its index and sign pointers past quantized blocks only (the ninth bits go by block
+        # number): after a block of zeros the later blocks' bytes sit one block early.
+        done = [b for b in blocks if b is not None]
+        for slot, b in enumerate(done):
+            out[n, 2 + 8 * slot : 10 + 8 * slot] = [e & 255 for e in b[1]]
+            out[n, 74 + 4 * slot : 78 + 4 * slot] = b[2]
+        for ib, b in enumerate(blocks):
+            if b is not None:
+                out[n, 66 + ib] = sum((e >> 8) << k for k, e in enumerate(b[1]))
+        scales = [f32(0) if b is None else b[0] for b in blocks]
+        if max(scales) == 0:
+            continue
+        d = max(scales) / f32(31)
+        out[n, 0:2] = halves_of([d * f32(1.033)])[0]
+        id_ = f32(1) / d
+        for ib in range(0, 8, 2):
+            out[n, 106 + ib // 2] = iq3_scale_code(id_, scales[ib]) | (iq3_scale_code(id_, scales[ib + 1]) << 4)
+    return out
+
 QUANTIZE = {
     "Q8_0": quantize_q8_0,
     "Q4_0": lambda x: quantize_symmetric(x, 16),
@@ -462,6 +632,8 @@ QUANTIZE = {
     "Q3_K": lambda x: quantize_q3_k(x.reshape(-1, QK_K)),
     "IQ4_NL": quantize_iq4_nl,
     "IQ4_XS": quantize_iq4_xs,
+    "IQ3_XXS": lambda x: quantize_iq3_xxs(x.reshape(-1, QK_K)),
+    "IQ3_S": lambda x: quantize_iq3_s(x.reshape(-1, QK_K)),
 }
 
 
@@ -616,6 +788,151 @@ def dequant_iq4_xs(raw):
     return out.reshape(-1)
 
 
+# ---- the codebook types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) -------------------------
+# Each group of 8 weights is a codebook entry times its block of 32's multiplier, with signs stored beside
+# it (IQ2, IQ3) or a shift of +-1/8 (IQ1). The codebooks are ggml's tables, read from the one transcription
+# the engine compiles (engine/quant/iq_grids.h, whose hashes the engine's unit test checks against ggml's).
+
+IQ_GRIDS_HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "engine", "quant", "iq_grids.h")
+_IQ_GRIDS = {}
+
+
+def iq_grid(name, entry_bytes, signed=False):
+    """Codebook `name` of iq_grids.h as an (entries, entry_bytes) array of its bytes (byte k: weight k)."""
+    if name not in _IQ_GRIDS:
+        with open(IQ_GRIDS_HEADER, encoding="utf-8") as f:
+            text = f.read()
+        m = re.search(r"\b" + name + r"\[(\d+)\] = \{([^}]*)\}", text)
+        if m is None:
+            raise ValueError(f"{IQ_GRIDS_HEADER}: no table {name}")
+        words = [int(w, 16) for w in re.findall(r"0x[0-9a-fA-F]+", m.group(2))]
+        if len(words) != int(m.group(1)):
+            raise ValueError(f"{IQ_GRIDS_HEADER}: {name} has {len(words)} entries, not {m.group(1)}")
+        raw = np.array(words, dtype="<u8" if entry_bytes == 8 else "<u4")
+        _IQ_GRIDS[name] = raw.view(np.int8 if signed else np.uint8).reshape(-1, entry_bytes).astype(np.int64)
+    return _IQ_GRIDS[name]
+
+
+def bits_of(b):
+    """(nb, n) bytes to their (nb, n, 8) bits, least significant first."""
+    return (b.astype(np.int64)[:, :, None] >> np.arange(8)) & 1
+
+
+def seven_bit_signs(sign7):
+    """(...,) 7-bit sign sets to (..., 8) factors +-1: the eighth bit makes the count of minus signs even."""
+    bits = (sign7[..., None] >> np.arange(7)) & 1
+    eighth = bits.sum(axis=-1, keepdims=True) & 1
+    return 1 - 2 * np.concatenate([bits, eighth], axis=-1)
+
+
+def u16_columns(b, at, count):
+    return b[:, at : at + 2 * count].copy().view("<u2").astype(np.int64)
+
+
+def u32_columns(b, at, count):
+    return b[:, at : at + 4 * count].copy().view("<u4").astype(np.int64)
+
+
+def dequant_iq2_xxs(raw):
+    # f16 d; per block of 32, 4 index bytes then a u32 of four 7-bit sign sets and a 4-bit scale s on top;
+    # weight = d (s + 1/2) / 4 * entry * sign.
+    b = blocks_of(raw, 66)
+    nb = b.shape[0]
+    d = half_column(b, 0)
+    groups = b[:, 2:66].reshape(nb, 8, 8)
+    index = groups[:, :, 0:4].astype(np.int64)  # (nb, 8, 4)
+    word = groups[:, :, 4:8].copy().view("<u4").astype(np.int64)[:, :, 0]  # (nb, 8)
+    signs = seven_bit_signs((word[:, :, None] >> (7 * np.arange(4))) & 127)  # (nb, 8, 4, 8)
+    mult = d * ((word >> 28) + 0.5) / 4  # (nb, 8)
+    values = iq_grid("kIq2XxsGrid", 8)[index] * signs * mult[:, :, None, None]
+    return values.reshape(-1)
+
+
+def iq2_scale_pairs(b, d, at):
+    """IQ2_XS / IQ2_S: 8 bytes of two 4-bit scales per block of 32 (the low one for groups 0 and 1) to the
+    (nb, 32) group multipliers d (s + 1/2) / 4."""
+    sc = b[:, at : at + 8].astype(np.int64)
+    per_group = np.stack([sc & 0xF, sc & 0xF, sc >> 4, sc >> 4], axis=2).reshape(-1, 32)
+    return d * (per_group + 0.5) / 4
+
+
+def dequant_iq2_xs(raw):
+    # f16 d; 32 u16 of a 9-bit index and 7 sign bits; 8 scale bytes.
+    b = blocks_of(raw, 74)
+    words = u16_columns(b, 2, 32)
+    values = iq_grid("kIq2XsGrid", 8)[words & 511] * seven_bit_signs(words >> 9)
+    return (values * iq2_scale_pairs(b, half_column(b, 0), 66)[:, :, None]).reshape(-1)
+
+
+def dequant_iq2_s(raw):
+    # f16 d; 32 index low bytes; 32 sign bytes (bit j: weight j negative); 8 bytes of the indices' top two
+    # bits (bits 2l, 2l + 1 of byte ib for group l of block ib); 8 scale bytes.
+    b = blocks_of(raw, 82)
+    high = (b[:, 66:74].astype(np.int64)[:, :, None] >> (2 * np.arange(4))) & 3  # (nb, 8, 4)
+    index = b[:, 2:34].astype(np.int64) | (high.reshape(-1, 32) << 8)
+    values = iq_grid("kIq2SGrid", 8)[index] * (1 - 2 * bits_of(b[:, 34:66]))
+    return (values * iq2_scale_pairs(b, half_column(b, 0), 74)[:, :, None]).reshape(-1)
+
+
+def dequant_iq3_xxs(raw):
+    # f16 d; 64 indices of 4-weight entries; per block of 32 a u32 of four 7-bit sign sets (one per 8
+    # weights) and a 4-bit scale on top: weight = d (s + 1/2) / 2 * entry * sign.
+    b = blocks_of(raw, 98)
+    nb = b.shape[0]
+    d = half_column(b, 0)
+    magnitudes = iq_grid("kIq3XxsGrid", 4)[b[:, 2:66].astype(np.int64)].reshape(nb, 8, 4, 8)
+    word = u32_columns(b, 66, 8)  # (nb, 8)
+    signs = seven_bit_signs((word[:, :, None] >> (7 * np.arange(4))) & 127)  # (nb, 8, 4, 8)
+    mult = d * ((word >> 28) + 0.5) / 2
+    return (magnitudes * signs * mult[:, :, None, None]).reshape(-1)
+
+
+def dequant_iq3_s(raw):
+    # f16 d; 64 index low bytes; 8 bytes of ninth bits (bit i of byte k: index 8k + i); 32 sign bytes (bit j:
+    # weight j of the 8 negative); 4 bytes of two 4-bit scales (low: the even block of 32): d (2 s + 1).
+    b = blocks_of(raw, 110)
+    nb = b.shape[0]
+    index = b[:, 2:66].astype(np.int64) | (bits_of(b[:, 66:74]).reshape(nb, 64) << 8)
+    magnitudes = iq_grid("kIq3SGrid", 4)[index].reshape(nb, 32, 8)
+    signs = 1 - 2 * bits_of(b[:, 74:106])  # (nb, 32, 8)
+    sc = b[:, 106:110].astype(np.int64)
+    s = np.stack([sc & 0xF, sc >> 4], axis=2).reshape(nb, 8)
+    mult = np.repeat(half_column(b, 0) * (2 * s + 1), 4, axis=1)  # (nb, 32 groups)
+    return (magnitudes * signs * mult[:, :, None]).reshape(-1)
+
+
+def dequant_iq1_s(raw):
+    # f16 d; 32 index low bytes; per block of 32 a u16: four 3-bit index tops (bits 3l), a 3-bit scale s (bits
+    # 12-14), the shift's sign (bit 15): weight = d (2 s + 1) (entry + shift), shift +-1/8.
+    b = blocks_of(raw, 50)
+    words = u16_columns(b, 34, 8)  # (nb, 8)
+    high = (words[:, :, None] >> (3 * np.arange(4))) & 7
+    index = b[:, 2:34].astype(np.int64) | (high.reshape(-1, 32) << 8)
+    shift = np.where((words >> 15) & 1, -0.125, 0.125)
+    mult = half_column(b, 0) * (2 * ((words >> 12) & 7) + 1)
+    values = iq_grid("kIq1SGrid", 8, signed=True)[index] + np.repeat(shift, 4, axis=1)[:, :, None]
+    return (values * np.repeat(mult, 4, axis=1)[:, :, None]).reshape(-1)
+
+
+def dequant_iq1_m(raw):
+    # 32 index low bytes; 16 bytes with two groups each (low nibble: group 2k, high: 2k + 1), a nibble being
+    # a 3-bit index top and the shift's sign (bit 3); 4 u16 scale words: 3-bit scales, one per 16 weights
+    # (4 per word, bits 3i), and d's f16 bits in the words' top nibbles (word k: bits 4k).
+    b = blocks_of(raw, 56)
+    nb = b.shape[0]
+    words = u16_columns(b, 48, 4)  # (nb, 4)
+    d_bits = ((words >> 12) << (4 * np.arange(4))).sum(axis=1).astype(np.uint16)
+    d = d_bits.view("<f2").astype(F64)[:, None]
+    qh = b[:, 32:48].astype(np.int64)
+    nibbles = np.stack([qh & 0xF, qh >> 4], axis=2).reshape(nb, 32)
+    index = b[:, 0:32].astype(np.int64) | ((nibbles & 7) << 8)
+    shift = np.where(nibbles & 8, -0.125, 0.125)
+    s = (words[:, :, None] >> (3 * np.arange(4))) & 7  # (nb, 4 words, 4 halves of 16)
+    mult = np.repeat(d * (2 * s.reshape(nb, 16) + 1), 2, axis=1)  # (nb, 32 groups)
+    values = iq_grid("kIq1SGrid", 8, signed=True)[index] + shift[:, :, None]
+    return (values * mult[:, :, None]).reshape(-1)
+
+
 DEQUANT = {
     "F32": f32_values,
     "F16": f16_values,
@@ -632,6 +949,13 @@ DEQUANT = {
     "Q4_K": dequant_q4_k,
     "Q5_K": dequant_q5_k,
     "Q6_K": dequant_q6_k,
+    "IQ2_XXS": dequant_iq2_xxs,
+    "IQ2_XS": dequant_iq2_xs,
+    "IQ2_S": dequant_iq2_s,
+    "IQ3_XXS": dequant_iq3_xxs,
+    "IQ3_S": dequant_iq3_s,
+    "IQ1_S": dequant_iq1_s,
+    "IQ1_M": dequant_iq1_m,
 }
 
 # ---- safetensors --------------------------------------------------------------------------------------

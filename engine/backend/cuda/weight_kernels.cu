@@ -843,7 +843,14 @@ bool weight_type_supported(WeightType type) {
     case WeightType::Q3_K:
     case WeightType::IQ4_NL:
     case WeightType::IQ4_XS:
-    case WeightType::Q2_K: return false;
+    case WeightType::Q2_K:
+    case WeightType::IQ2_XXS:
+    case WeightType::IQ2_XS:
+    case WeightType::IQ2_S:
+    case WeightType::IQ3_XXS:
+    case WeightType::IQ3_S:
+    case WeightType::IQ1_S:
+    case WeightType::IQ1_M: return false;
     default: return true;
   }
 }

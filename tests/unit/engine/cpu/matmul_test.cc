@@ -16,17 +16,14 @@
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/quant/quant.h"
+#include "tests/support/weight_blocks.h"
 
 namespace engine::cpu {
 namespace {
 
 using quant::WeightType;
 
-constexpr WeightType kAllTypes[] = {WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0,   WeightType::Q4_K,   WeightType::Q5_K, WeightType::Q6_K,
-                                    WeightType::Q4_1,   WeightType::Q5_0,   WeightType::Q5_1, WeightType::Q3_K,
-                                    WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
-static_assert(std::size(kAllTypes) == quant::kWeightTypeCount, "every weight type is tested");
+using testing_support::kAllTypes;
 
 // ---- matmul ------------------------------------------------------------------------------------------
 
@@ -53,7 +50,8 @@ Matrix make_matrix(WeightType type, std::size_t rows, std::size_t cols, std::uin
     const float offset = (r % 3 == 0) ? 0.02f : 0.0f;
     for (auto& v : src) v = dist(rng) * scale + offset;
     const std::span<std::byte> row(m.bytes.data() + r * row_bytes, row_bytes);
-    quant::quantize_row(type, src, row);
+    const auto blocks = testing_support::blocks_for(type, src, seed + static_cast<std::uint32_t>(r));
+    std::copy(blocks.begin(), blocks.end(), row.begin());
     quant::dequantize_row(type, row, std::span<float>(m.dequantized.data() + r * cols, cols));
   }
   return m;

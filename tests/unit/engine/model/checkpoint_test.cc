@@ -13,6 +13,7 @@
 #include "engine/format/safetensors_writer.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/quant/quant.h"
+#include "tests/support/gguf_rewrite.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_tokenizer.h"
 
@@ -155,10 +156,12 @@ TEST(Checkpoint, UnsupportedDtypeIsNamed) {
   write_checkpoint(dir, tensors);
   EXPECT_THAT(load_error(dir), HasSubstr("gate_proj.weight in model.safetensors is stored as I32"));
   EXPECT_THAT(load_error(dir), HasSubstr("(supported: " + engine::quant::weight_type_names() + ")"));
-  EXPECT_THAT(load_error(dir), HasSubstr("Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS, Q2_K)"));
+  EXPECT_THAT(load_error(dir),
+              HasSubstr("Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, "
+                        "IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)"));
 }
 
-// A GGUF tensor of a real ggml type the engine does not compute with (IQ2_XXS) is named with its type.
+// A GGUF tensor of a real ggml type the engine does not compute with (TQ1_0) is named with its type.
 TEST(Checkpoint, UnsupportedGgufTypeIsNamed) {
   TempDir dir;
   engine::tools::ModelWriterOptions options;
@@ -166,30 +169,23 @@ TEST(Checkpoint, UnsupportedGgufTypeIsNamed) {
   options.gguf_types = {engine::quant::WeightType::Q8_0};
   options.safetensors = false;
   engine::tools::write_model(options);
-  const auto written = testing_support::read_file(dir.path() / "model-Q8_0.gguf");
-  const std::span<const std::byte> bytes(written);
-  const auto layout = engine::format::parse_gguf(bytes, "model-Q8_0.gguf");
-  engine::format::GgufWriter copy(layout.version, static_cast<std::uint32_t>(layout.alignment));
-  for (const auto& [key, value] : layout.metadata) copy.add_metadata(key, value);
-  const auto* iq2_xxs = engine::format::ggml_type_by_name("IQ2_XXS");
-  ASSERT_NE(iq2_xxs, nullptr);
-  for (const auto& t : layout.tensors) {
-    if (t.name == "blk.0.ffn_down.weight") {
-      copy.add_tensor(t.name, t.dims, *iq2_xxs,
-                      std::vector<std::byte>(t.elements() / iq2_xxs->block_size * iq2_xxs->type_size));
-    } else {
-      const auto data = bytes.subspan(layout.data_offset + t.offset, t.size);
-      copy.add_tensor(t.name, t.dims, *t.type, {data.begin(), data.end()});
-    }
-  }
-  const auto path = dir.path() / "iq2.gguf";
-  copy.write(path);
+  const auto* tq1_0 = engine::format::ggml_type_by_name("TQ1_0");
+  ASSERT_NE(tq1_0, nullptr);
+  const auto path = dir.path() / "tq1.gguf";
+  testing_support::rewrite_gguf(dir.path() / "model-Q8_0.gguf", path,
+                                [tq1_0](const engine::format::GgufTensor& t,
+                                        std::span<const std::byte>) -> std::optional<testing_support::RestoredTensor> {
+                                  if (t.name != "blk.0.ffn_down.weight") return std::nullopt;
+                                  return testing_support::RestoredTensor{
+                                      tq1_0,
+                                      std::vector<std::byte>(t.elements() / tq1_0->block_size * tq1_0->type_size)};
+                                });
   try {
     Checkpoint::open(path);
-    ADD_FAILURE() << "an IQ2_XXS tensor was taken";
+    ADD_FAILURE() << "a TQ1_0 tensor was taken";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("the tensor blk.0.ffn_down.weight in"));
-    EXPECT_THAT(e.what(), HasSubstr("is stored as IQ2_XXS, which the engine does not compute with (supported: " +
+    EXPECT_THAT(e.what(), HasSubstr("is stored as TQ1_0, which the engine does not compute with (supported: " +
                                     engine::quant::weight_type_names() + ")"));
   }
 }

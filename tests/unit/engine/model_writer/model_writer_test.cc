@@ -147,9 +147,17 @@ TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
   EXPECT_THAT(with({"--shards", "0"}), HasSubstr("--shards 0"));
   EXPECT_THAT(with({"--shards", "two"}), HasSubstr("--shards two"));
   EXPECT_THAT(with({"--seed", "-1"}), HasSubstr("--seed -1"));
-  EXPECT_THAT(with({"--gguf", "Q8_0,IQ2_XXS"}), HasSubstr("unknown GGUF type \"IQ2_XXS\""));
-  EXPECT_THAT(with({"--gguf", "Q8_0,IQ2_XXS"}), HasSubstr("--gguf Q8_0,IQ2_XXS"));
-  EXPECT_THAT(with({"--gguf", "IQ2_XXS"}), HasSubstr("(expected one of " + engine::quant::weight_type_names() + ")"));
+  EXPECT_THAT(with({"--gguf", "Q8_0,TQ1_0"}), HasSubstr("unknown GGUF type \"TQ1_0\""));
+  EXPECT_THAT(with({"--gguf", "Q8_0,TQ1_0"}), HasSubstr("--gguf Q8_0,TQ1_0"));
+  EXPECT_THAT(with({"--gguf", "TQ1_0"}),
+              HasSubstr("(expected one of " + engine::quant::quantizable_type_names() + ")"));
+  // A type the engine reads but cannot write is named as such.
+  for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
+    const auto type = static_cast<WeightType>(i);
+    if (engine::quant::has_quantizer(type)) continue;
+    const std::string name(engine::quant::weight_type_name(type));
+    EXPECT_THAT(with({"--gguf", name}), HasSubstr("the engine reads " + name + " but has no quantizer to write it"));
+  }
   EXPECT_THAT(with({"--tokenizer-dir", "/nonexistent"}), HasSubstr("--tokenizer-dir /nonexistent"));
   EXPECT_THAT(with({"--seed"}), HasSubstr("--seed needs a value"));
   EXPECT_THAT(with({"--frobnicate"}), HasSubstr("unknown flag --frobnicate"));

@@ -8,21 +8,21 @@
 #include <iterator>
 #include <limits>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "engine/format/ggml_types.h"
+#include "engine/quant/iq_grids.h"
+#include "tests/support/weight_blocks.h"
 
 namespace engine::quant {
 namespace {
 
-constexpr WeightType kAllTypes[] = {WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0,   WeightType::Q4_K,   WeightType::Q5_K, WeightType::Q6_K,
-                                    WeightType::Q4_1,   WeightType::Q5_0,   WeightType::Q5_1, WeightType::Q3_K,
-                                    WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
-static_assert(std::size(kAllTypes) == kWeightTypeCount, "every weight type is tested");
+using testing_support::kAllTypes;
 
 std::vector<float> random_row(std::size_t n, std::uint32_t seed, float sigma = 1.0f) {
   std::mt19937 rng(seed);
@@ -74,8 +74,19 @@ TEST(WeightTypes, AgreeWithTheGgufTypeTable) {
   EXPECT_EQ(ggml_type_id(WeightType::Q5_0), 6u);
   EXPECT_EQ(ggml_type_id(WeightType::Q5_1), 7u);
   EXPECT_EQ(ggml_type_id(WeightType::Q2_K), 10u);
-  EXPECT_EQ(weight_type_from_name("IQ2_XXS"), std::nullopt);
-  EXPECT_EQ(weight_type_from_ggml(16), std::nullopt);  // IQ2_XXS: a real ggml type the engine does not use
+  // ggml's codebook types (ggml-common.h's block structs: 2 + 64, + 8 scales; 2 + 64 + 8 + 8; 2 + 96;
+  // 2 + 64 + 8 + 32 + 4; 2 + 32 + 16; 32 + 16 + 8).
+  for (const auto& [type, id, bytes] :
+       {std::tuple{WeightType::IQ2_XXS, 16u, 66u}, std::tuple{WeightType::IQ2_XS, 17u, 74u},
+        std::tuple{WeightType::IQ2_S, 22u, 82u}, std::tuple{WeightType::IQ3_XXS, 18u, 98u},
+        std::tuple{WeightType::IQ3_S, 21u, 110u}, std::tuple{WeightType::IQ1_S, 19u, 50u},
+        std::tuple{WeightType::IQ1_M, 29u, 56u}}) {
+    EXPECT_EQ(ggml_type_id(type), id) << weight_type_name(type);
+    EXPECT_EQ(block_elements(type), 256u) << weight_type_name(type);
+    EXPECT_EQ(block_bytes(type), bytes) << weight_type_name(type);
+  }
+  EXPECT_EQ(weight_type_from_name("TQ1_0"), std::nullopt);
+  EXPECT_EQ(weight_type_from_ggml(34), std::nullopt);  // TQ1_0: a real ggml type the engine does not use
 }
 
 TEST(WeightTypes, NamesListEveryType) {
@@ -467,10 +478,115 @@ TEST(HandBuiltBlocks, Q6_K) {
   }
 }
 
+// ---- the codebooks ---------------------------------------------------------------------------------
+
+// FNV-1a over each entry's bytes (byte k: weight k), to catch any transcription error in iq_grids.h.
+template <class Entry, std::size_t N>
+std::uint64_t grid_hash(const Entry (&grid)[N], std::set<int>& bytes) {
+  std::uint64_t h = 0xcbf29ce484222325u;
+  for (const Entry entry : grid) {
+    for (std::size_t k = 0; k < sizeof(Entry); ++k) {
+      const auto byte = static_cast<unsigned>((entry >> (8 * k)) & 0xFF);
+      bytes.insert(static_cast<int>(byte));
+      h = (h ^ byte) * 0x100000001b3u;
+    }
+  }
+  return h;
+}
+
+// The hashes, sizes and byte sets of ggml-common.h's grids (computed from that file), and entries seen there.
+TEST(Codebooks, AreGgmls) {
+  const std::set<int> iq2{8, 25, 43};
+  std::set<int> bytes;
+  EXPECT_EQ(grid_hash(iq_grids::kIq2XxsGrid, bytes), 0xbb4ee025b5ac6e8eu);
+  EXPECT_EQ(bytes, iq2);
+  bytes.clear();
+  EXPECT_EQ(grid_hash(iq_grids::kIq2XsGrid, bytes), 0xc9b1ee61e79909bdu);
+  EXPECT_EQ(bytes, iq2);
+  bytes.clear();
+  EXPECT_EQ(grid_hash(iq_grids::kIq2SGrid, bytes), 0x123edd38a3b62b90u);
+  EXPECT_EQ(bytes, iq2);
+  bytes.clear();
+  EXPECT_EQ(grid_hash(iq_grids::kIq3XxsGrid, bytes), 0xdfa5dc83d6a155d5u);
+  EXPECT_EQ(bytes, (std::set<int>{4, 12, 20, 28, 36, 44, 52, 62}));
+  bytes.clear();
+  EXPECT_EQ(grid_hash(iq_grids::kIq3SGrid, bytes), 0xfa37020c25b44829u);
+  EXPECT_EQ(bytes, (std::set<int>{1, 3, 5, 7, 9, 11, 13, 15}));
+  bytes.clear();
+  EXPECT_EQ(grid_hash(iq_grids::kIq1SGrid, bytes), 0x6703ed863501ae2eu);
+  EXPECT_EQ(bytes, (std::set<int>{0, 1, 255}));
+  EXPECT_EQ(std::size(iq_grids::kIq2XxsGrid), 256u);
+  EXPECT_EQ(std::size(iq_grids::kIq2XsGrid), 512u);
+  EXPECT_EQ(std::size(iq_grids::kIq2SGrid), 1024u);
+  EXPECT_EQ(std::size(iq_grids::kIq3XxsGrid), 256u);
+  EXPECT_EQ(std::size(iq_grids::kIq3SGrid), 512u);
+  EXPECT_EQ(std::size(iq_grids::kIq1SGrid), 2048u);
+  EXPECT_EQ(iq_grids::kIq2XxsGrid[1], 0x080808080808082bu);
+  EXPECT_EQ(iq_grids::kIq2XxsGrid[255], 0x2b2b2b1908081908u);
+  EXPECT_EQ(iq_grids::kIq3XxsGrid[255], 0x3e341c04u);
+  EXPECT_EQ(iq_grids::kIq3SGrid[511], 0x0f0f0101u);
+  EXPECT_EQ(iq_grids::kIq1SGrid[1], 0xffffffffffffff01u);
+  EXPECT_EQ(iq_grids::kIq1SGrid[2047], 0x0101010101010101u);
+}
+
+TEST(HandBuiltBlocks, IQ2_XXS) {
+  std::vector<std::byte> block(66);
+  put_u16(block, 0, 0x3C00);  // d = 1
+  block[2] = std::byte{1};    // group 0: entry 1 (43, then seven 8s); groups 1-3: entry 0 (eight 8s)
+  // The word after the indices: group 0's seven sign bits 0000001 (an odd count: the eighth is set too),
+  // group 1's none, scale 3 at the top: multiplier (3 + 1/2) / 4 = 0.875.
+  block[6] = std::byte{0x01};
+  block[9] = std::byte{0x30};
+  const auto y = dequantize(WeightType::IQ2_XXS, block, 256);
+  EXPECT_EQ(y[0], -0.875f * 43);
+  for (int j = 1; j < 7; ++j) EXPECT_EQ(y[j], 7.0f) << j;
+  EXPECT_EQ(y[7], -7.0f);
+  for (int j = 8; j < 32; ++j) EXPECT_EQ(y[j], 7.0f) << j;
+  EXPECT_EQ(y[32], 0.125f * 8);  // block 1: scale 0, multiplier 1/8
+}
+
+TEST(HandBuiltBlocks, IQ1_M) {
+  std::vector<std::byte> block(56);
+  // d = 0.5 (0x3800) in the top nibbles of the scale words: 0, 0, 8, 3.
+  block[53] = std::byte{0x80};
+  block[55] = std::byte{0x30};
+  // Block 0's 3-bit scales: 2 (weights 0-15: d (2*2 + 1) = 2.5) and 1 (16-31: 1.5).
+  block[48] = std::byte{2 | (1 << 3)};
+  block[0] = std::byte{1};      // group 0: entry 1 (1, then seven -1s)
+  block[32] = std::byte{0x08};  // group 0's shift negative (-1/8), group 1's positive
+  const auto y = dequantize(WeightType::IQ1_M, block, 256);
+  EXPECT_EQ(y[0], 2.5f * (1 - 0.125f));
+  for (int j = 1; j < 8; ++j) EXPECT_EQ(y[j], 2.5f * (-1 - 0.125f)) << j;
+  for (int j = 8; j < 16; ++j) EXPECT_EQ(y[j], 2.5f * (-1 + 0.125f)) << j;
+  for (int j = 16; j < 32; ++j) EXPECT_EQ(y[j], 1.5f * (-1 + 0.125f)) << j;
+}
+
 // ---- quantizer round trips ---------------------------------------------------------------------------
+
+TEST(Quantizers, TypesWithoutAQuantizerAreRefusedByName) {
+  int refused = 0;
+  for (const WeightType type : kAllTypes) {
+    if (has_quantizer(type)) continue;
+    ++refused;
+    const std::vector<float> row(256, 1.0f);
+    std::vector<std::byte> bytes(block_bytes(type));
+    try {
+      quantize_row(type, row, bytes);
+      ADD_FAILURE() << weight_type_name(type) << " was quantized";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("no quantizer for " + std::string(weight_type_name(type))),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_TRUE(has_quantizer(WeightType::F32));
+  EXPECT_TRUE(has_quantizer(WeightType::Q2_K));
+}
 
 TEST(Quantizers, ZeroRowsStayZero) {
   for (const WeightType type : kAllTypes) {
+    if (!has_quantizer(type)) continue;  // TypesWithoutAQuantizerAreRefusedByName
     const std::vector<float> zeros(512, 0.0f);
     const auto bytes = quantize(type, zeros);
     // Q4_0 and Q5_0 store zeros as their middle level (8, 16) with d = 0 / -8 = -0 (0x8000), as ggml does.
@@ -583,7 +699,9 @@ INSTANTIATE_TEST_SUITE_P(Types, KQuantRoundTrip,
                          ::testing::Values(KQuantBounds{WeightType::Q2_K, 0.45}, KQuantBounds{WeightType::Q3_K, 0.22},
                                            KQuantBounds{WeightType::Q4_K, 0.12}, KQuantBounds{WeightType::Q5_K, 0.06},
                                            KQuantBounds{WeightType::Q6_K, 0.03}, KQuantBounds{WeightType::IQ4_NL, 0.12},
-                                           KQuantBounds{WeightType::IQ4_XS, 0.12}),
+                                           KQuantBounds{WeightType::IQ4_XS, 0.12},
+                                           KQuantBounds{WeightType::IQ3_XXS, 0.25},
+                                           KQuantBounds{WeightType::IQ3_S, 0.2}),
                          [](const auto& param_info) { return std::string(weight_type_name(param_info.param.type)); });
 
 // Values that a block represents exactly come back unchanged: requantizing a dequantized row reproduces it.

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -21,6 +22,7 @@
 #include "engine/backend/backend.h"
 #include "engine/quant/quant.h"
 #include "tests/support/require_gpu.h"
+#include "tests/support/weight_blocks.h"
 
 namespace engine::backend {
 namespace {
@@ -120,7 +122,9 @@ class CudaBackendTest : public ::testing::Test {
           std::memcpy(out.data() + 2 * c, &bits, 2);
         }
       } else {
-        quant::quantize_row(type, row, out);
+        const auto blocks = testing_support::blocks_for(type, std::vector<float>(row.begin(), row.end()),
+                                                        static_cast<std::uint32_t>(r));
+        std::copy(blocks.begin(), blocks.end(), out.begin());
       }
     }
     const WeightSource source{type, bytes, rows, cols};
@@ -216,11 +220,13 @@ TEST_F(CudaBackendTest, MatmulOfEveryWeightTypeMatchesTheCpu) {
 TEST_F(CudaBackendTest, WeightTypesWithoutGpuKernelsAreRefusedByName) {
   REQUIRE_GPU();
   init(64, WeightType::F32);
-  for (const auto type : {WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q3_K, WeightType::IQ4_NL,
-                          WeightType::IQ4_XS, WeightType::Q2_K}) {
+  for (const auto type :
+       {WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q3_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
+        WeightType::Q2_K, WeightType::IQ2_XXS, WeightType::IQ2_XS, WeightType::IQ2_S, WeightType::IQ3_XXS,
+        WeightType::IQ3_S, WeightType::IQ1_S, WeightType::IQ1_M}) {
     const std::string name(quant::weight_type_name(type));
     try {
-      weight(type, 8, 64);
+      weight(type, 8, 256);  // whole blocks of every type
       ADD_FAILURE() << name << " was accepted";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(name + " weights are not supported on the GPU"), std::string::npos)
