@@ -72,11 +72,6 @@ constexpr std::array<std::pair<RopeType, std::string_view>, 5> kRopeTypes = {{
     {RopeType::LongRope, "longrope"},
 }};
 
-// LongRoPE's default factor on cos and sin for a model stretched `factor` times past `original` positions.
-double longrope_attention_factor(double factor, std::uint64_t original) {
-  return factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
-}
-
 // What a refused quantization_config is told to use instead.
 std::string served_formats() {
   return "this engine serves unquantized safetensors (float32, float16, bfloat16) and GGUF files (" +
@@ -752,6 +747,10 @@ double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden
     case quant::WeightType::F16: return quant::f16_to_f32(quant::f32_to_f16(exact));
     default: return exact;
   }
+}
+
+double longrope_attention_factor(double factor, std::uint64_t original) {
+  return factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
 }
 
 std::uint64_t rotary_dims(const ModelConfig& config) {

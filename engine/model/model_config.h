@@ -151,6 +151,10 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
 // dtype (`embedding_type`: F16 or BF16 rounded to nearest even, F32 to float; sqrt(1152) is 34 in bf16).
 double embedding_scale_in(quant::WeightType embedding_type, std::uint64_t hidden_size);
 
+// LongRoPE's default factor on cos and sin for a model stretched `factor` times past `original` positions:
+// sqrt(1 + ln(factor) / ln(original)), 1 when it is not stretched.
+double longrope_attention_factor(double factor, std::uint64_t original);
+
 // The dimensions of a head that RoPE rotates: rotary_dim, or the whole head.
 std::uint64_t rotary_dims(const ModelConfig& config);
 

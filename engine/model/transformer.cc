@@ -105,6 +105,7 @@ double rope_attention_factor(const ModelConfig& config) {
   const auto& s = config.rope_scaling;
   if (!s || (s->type != RopeType::Yarn && s->type != RopeType::LongRope)) return 1.0;
   if (s->attention_factor) return *s->attention_factor;
+  if (s->type == RopeType::LongRope) return longrope_attention_factor(s->factor, s->original_max_position_embeddings);
   const auto magnitude = [&](double mscale) { return s->factor <= 1 ? 1.0 : 0.1 * mscale * std::log(s->factor) + 1; };
   if (s->mscale != 0 && s->mscale_all_dim != 0) return magnitude(s->mscale) / magnitude(s->mscale_all_dim);
   return magnitude(1.0);

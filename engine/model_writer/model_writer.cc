@@ -538,8 +538,7 @@ model::RopeScaling preset_rope_scaling(model::RopeType type, const model::ModelC
       r.short_factor.push_back(1.0 + t);
       r.long_factor.push_back(1.0 + 15.0 * t * t);
     }
-    r.attention_factor =
-        std::sqrt(1 + std::log(r.factor) / std::log(static_cast<double>(r.original_max_position_embeddings)));
+    r.attention_factor = model::longrope_attention_factor(r.factor, r.original_max_position_embeddings);
   } else {
     r.factor = 4.0;
     r.original_max_position_embeddings = config.max_position_embeddings;
