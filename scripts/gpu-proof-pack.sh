@@ -124,7 +124,8 @@ done < <(ldd "$node_path")
 strip -o "$pack/node/node" "$node_path"
 say "node $("$pack/node/node" --version) from $node_path"
 
-# The openai package and what it needs at run time, as tests/package-lock.json resolved them.
+# The packages tests/interop/openai_client.mjs imports (the openai client; ajv, which checks structured outputs)
+# and what they need at run time, as tests/package-lock.json resolved them.
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
 /usr/bin/python3 - "$root/tests" "$staging/node_modules" <<'EOF'
@@ -132,7 +133,7 @@ import json, shutil, sys
 from pathlib import Path
 tests, dest = Path(sys.argv[1]), Path(sys.argv[2])
 packages = json.loads((tests / "package-lock.json").read_text())["packages"]
-needed, pending = set(), ["node_modules/openai"]
+needed, pending = set(), ["node_modules/openai", "node_modules/ajv"]
 while pending:
     key = pending.pop()
     if key in needed:
@@ -143,7 +144,7 @@ while pending:
         pending.append(nested if nested in packages else f"node_modules/{dep}")
 for key in sorted(needed):
     shutil.copytree(tests / key, dest / key.removeprefix("node_modules/"), symlinks=True)
-print(f"gpu-proof-pack: {len(needed)} npm packages for openai", file=sys.stderr)
+print(f"gpu-proof-pack: {len(needed)} npm packages for the openai client test", file=sys.stderr)
 EOF
 tar -C "$staging" -cJf "$pack/node_modules.tar.xz" node_modules
 

@@ -295,10 +295,10 @@ node_check() {
   # The client script resolves `openai` from tests/node_modules, which does not travel: point it at ours.
   [[ -e $root/tests/node_modules ]] || ln -s ../.gpu-proof/node_modules "$root/tests/node_modules"
   (cd "$root/tests" && "$pack/node/node" --input-type=module -e \
-    'import OpenAI from "openai"; console.log("openai", OpenAI.VERSION ?? "imported")')
+    'import OpenAI from "openai"; import Ajv from "ajv"; console.log("openai", OpenAI.VERSION ?? "imported", "and ajv")')
 }
 export -f node_check
-step "node + openai package" 30 node_check
+step "node + openai, ajv packages" 30 node_check
 
 # --- (a) the CUDA test binaries ----------------------------------------------------------------------
 for t in engine_backend_cuda_tests cuda_engine_tests; do
@@ -378,12 +378,15 @@ import collections, csv, sys
 rows = [line for line in open(sys.argv[1], errors="replace") if line.startswith('"')]
 if not rows:
     sys.exit("ncu wrote no kernel rows")
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+# Nsight Compute spells the unit "nsecond" in some versions and "ns" in others.
+scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 total, count = collections.Counter(), collections.Counter()
 for r in csv.DictReader(rows):
     if r.get("Metric Name") != "gpu__time_duration.sum":
         continue
-    us = float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], float("nan"))
+    if r["Metric Unit"] not in scale:
+        sys.exit(f"ncu reported gpu__time_duration.sum in {r['Metric Unit']!r}, a unit this script does not know")
+    us = float(r["Metric Value"].replace(",", "")) * scale[r["Metric Unit"]]
     total[r["Kernel Name"]] += us
     count[r["Kernel Name"]] += 1
 print(f"{'kernel':<40} {'launches':>8} {'total us':>10} {'mean us':>8}")

@@ -39,8 +39,15 @@ using ScratchFn = std::size_t (*)(std::size_t cols);
 // Levels with integer dot products: one token's `cols` activations (a whole number of blocks of 32)
 // quantized to integers held in int8 bytes, into quantized_token_bytes(cols) bytes, in the level's own layout.
 using QuantizeFn = void (*)(const float* x, std::size_t cols, std::byte* out);
+// A level whose products also read the quantized tokens regrouped (amx: 16 tokens at a time in tile order):
+// the bytes that takes for `tokens` tokens of `cols`, and the regrouping of tokens [16 * first, 16 * last) (of
+// `tokens`, quantized_token_bytes(cols) apart at x) into `packed`, which matmul places right after the tokens.
+using PackedBytesFn = std::size_t (*)(std::size_t tokens, std::size_t cols);
+using PackFn = void (*)(const std::byte* x, std::size_t cols, std::size_t tokens, std::size_t first, std::size_t last,
+                        std::byte* packed);
 // out[t * out_stride + n] = dot(row n, token t) (+ bias[n]) for t < tokens, over tokens quantized by the
-// table's QuantizeFn, quantized_token_bytes(cols) apart; any token count, the same bits for each token.
+// table's QuantizeFn, quantized_token_bytes(cols) apart (followed by their PackFn regrouping where the table
+// has one); any token count, the same bits for each token.
 using Int8MatmulFn = void (*)(const Rows& rows, const std::byte* x, std::size_t tokens, float* out,
                               std::size_t out_stride, const float* bias);
 
@@ -98,6 +105,8 @@ struct Table {
   AttentionScratchFn attention_scratch_bytes = nullptr;
   GatedMulFn silu_mul = nullptr;
   GatedMulFn gelu_tanh_mul = nullptr;
+  PackedBytesFn packed_activation_bytes = nullptr;  // both null where the products read the tokens as quantized
+  PackFn pack_activations = nullptr;
 };
 
 const Table& portable_table();
@@ -111,6 +120,9 @@ const Table& avx512_table();
 const Table& avx512bf16_table();
 // avx512bf16_table() with the quantized weight types multiplied by vpdpbusd against int8 activations.
 const Table& avx512vnni_table();
+// avx512vnni_table() with the quantized weight types' products of 16 tokens and more on AMX-INT8 tiles, to the
+// same bits. Only where the CPU has AMX-INT8 and Linux has granted the process its tile state.
+const Table& amx_table();
 #endif
 
 }  // namespace engine::cpu::kernels

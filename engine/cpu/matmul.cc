@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -45,16 +46,33 @@ bool takes_int8(const kernels::Table& table, quant::WeightType type) {
 }
 
 // `tokens` rows of x quantized by the table's quantizer, once per call (shared by every row range, and by
-// every matrix of a group): quantized_token_bytes(cols) per token.
-std::unique_ptr<std::byte[]> quantize_input(const kernels::Table& table, ThreadPool& pool, const float* x,
-                                            std::size_t tokens, std::size_t cols) {
+// every matrix of a group): quantized_token_bytes(cols) per token, then the table's regrouping of them where it
+// has one.
+// Bytes on cache-line boundaries: every quantized token starts on one (the table's token size is a multiple of
+// 64), and so does the regrouping after them.
+struct AlignedDelete {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+using AlignedBytes = std::unique_ptr<std::byte[], AlignedDelete>;
+
+AlignedBytes quantize_input(const kernels::Table& table, ThreadPool& pool, const float* x, std::size_t tokens,
+                            std::size_t cols) {
   const std::size_t stride = table.quantized_token_bytes(cols);
-  auto quantized = std::make_unique_for_overwrite<std::byte[]>(tokens * stride);
+  const std::size_t packed_bytes =
+      table.packed_activation_bytes != nullptr ? table.packed_activation_bytes(tokens, cols) : 0;
+  AlignedBytes quantized(
+      static_cast<std::byte*>(::operator new[](tokens* stride + packed_bytes, std::align_val_t{64})));
   std::byte* data = quantized.get();
   // Ranges of at least 16 Ki values: quantizing one decode token is not worth waking the pool.
   pool.parallel_for(tokens, std::max<std::size_t>(1, (16u << 10) / cols), [&](std::size_t begin, std::size_t end) {
     for (std::size_t t = begin; t < end; ++t) table.quantize_activations(x + t * cols, cols, data + t * stride);
   });
+  if (packed_bytes != 0) {
+    const std::size_t groups = (tokens + 15) / 16;
+    pool.parallel_for(groups, std::max<std::size_t>(1, (1u << 10) / cols), [&](std::size_t first, std::size_t last) {
+      table.pack_activations(data, cols, tokens, first, last, data + tokens * stride);
+    });
+  }
   return quantized;
 }
 
@@ -136,7 +154,7 @@ void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<c
     int8 = int8 || (takes_int8(table, t.w->type) && t.w->rows != 0 && t.w->cols != 0);
   }
   // The input quantized once for every matrix that takes int8 activations.
-  std::unique_ptr<std::byte[]> quantized;
+  AlignedBytes quantized;
   if (int8 && tokens > 0) {
     if (x == nullptr) throw std::invalid_argument("matmul without input or output");
     quantized = quantize_input(table, pool, x, tokens, targets.front().w->cols);

@@ -45,8 +45,8 @@ void matmul_group(ThreadPool& pool, std::span<const MatmulTarget> targets, const
 // Rows [first, first + count) of w as f32 (embedding lookups), count * w.cols values.
 void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out);
 
-// The SIMD level in use: "avx512vnni", "avx512bf16", "avx512", "avx2int16", "avx2" or "portable": the best this CPU
-// runs, unless
+// The SIMD level in use: "amx", "avx512vnni", "avx512bf16", "avx512", "avx2int16", "avx2" or "portable": the best
+// this CPU runs, unless
 // the environment variable ENGINE_SIMD (read once, at the first call) names another level it runs.
 std::string_view simd_level();
 
@@ -57,7 +57,7 @@ std::vector<std::string_view> supported_simd_levels();
 void matmul_at_level(std::string_view level, ThreadPool& pool, const WeightMatrix& w, const float* x,
                      std::size_t tokens, float* out, const float* bias = nullptr);
 // Whether `level` multiplies weights of `type` against activations quantized to integers (per block of 32, scale
-// max|x| / 32512): the avx512vnni and avx2int16 levels (the same numerics) for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K.
+// max|x| / 32512): the amx, avx512vnni and avx2int16 levels (the same numerics) for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K.
 // std::invalid_argument for a level the CPU does not run.
 bool quantizes_activations(std::string_view level, quant::WeightType type);
 void dequantize_rows_at_level(std::string_view level, const WeightMatrix& w, std::size_t first, std::size_t count,

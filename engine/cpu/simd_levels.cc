@@ -2,6 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#if defined(ENGINE_CPU_X86)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +15,19 @@
 namespace engine::cpu {
 
 namespace {
+
+#if defined(ENGINE_CPU_X86)
+// Linux keeps AMX's tile data (8 KiB of state) off until a process asks for it; without the permission the
+// first tile instruction kills the process. Asked once; the answer holds for every thread of the process.
+bool amx_permitted() {
+  static const bool permitted = [] {
+    constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
+    constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+  }();
+  return permitted;
+}
+#endif
 
 bool cpu_supports(std::string_view level) {
   if (level == "portable") return true;
@@ -22,8 +39,10 @@ bool cpu_supports(std::string_view level) {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   if (level == "avx512") return avx512;
   if (level == "avx512bf16") return avx512 && __builtin_cpu_supports("avx512bf16");
-  if (level == "avx512vnni") {
-    return avx512 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+  const bool vnni = avx512 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+  if (level == "avx512vnni") return vnni;
+  if (level == "amx") {
+    return vnni && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8") && amx_permitted();
   }
 #endif
   return false;
@@ -38,18 +57,20 @@ const kernels::Table* table_for(std::string_view level) {
   if (level == "avx512") return &kernels::avx512_table();
   if (level == "avx512bf16") return &kernels::avx512bf16_table();
   if (level == "avx512vnni") return &kernels::avx512vnni_table();
+  if (level == "amx") return &kernels::amx_table();
 #endif
   return nullptr;
 }
 
-constexpr std::string_view kLevelsBestFirst[] = {"avx512vnni", "avx512bf16", "avx512", "avx2int16", "avx2", "portable"};
+constexpr std::string_view kLevelsBestFirst[] = {"amx",       "avx512vnni", "avx512bf16", "avx512",
+                                                 "avx2int16", "avx2",       "portable"};
 
 // The best level the CPU runs, unless ENGINE_SIMD names another one it runs.
 const kernels::Table& choose_table() {
   if (const char* forced = std::getenv("ENGINE_SIMD"); forced != nullptr && *forced != '\0') {
     if (const auto* table = table_for(forced)) return *table;
     std::fprintf(stderr,
-                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (avx512vnni, avx512bf16, avx512, "
+                 "engine: ENGINE_SIMD=%s is not a SIMD level this CPU runs (amx, avx512vnni, avx512bf16, avx512, "
                  "avx2int16, avx2, portable); "
                  "using the best one\n",
                  forced);

@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: engine-kernel-bench [--threads N] [--level avx512vnni|avx512bf16|avx512|avx2int16|avx2|portable] "
+          "usage: engine-kernel-bench [--threads N] [--level amx|avx512vnni|avx512bf16|avx512|avx2int16|avx2|portable] "
           "[--quick] [--batches] [--prefill] [--compare LEVEL_A,LEVEL_B]\n");
       return arg == "--help" ? 0 : 2;
     }

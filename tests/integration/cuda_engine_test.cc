@@ -40,9 +40,11 @@ fs::path write_tiny(const fs::path& dir, Architecture arch, WeightType dtype) {
 }
 
 std::unique_ptr<Engine> load(const fs::path& model, Device device, bool enforce_eager = false,
-                             bool overlap_kernels = true) {
+                             bool overlap_kernels = true,
+                             engine::runtime::KvCacheDtype kv_cache_dtype = engine::runtime::KvCacheDtype::Auto) {
   EngineOptions options;
   options.device = device;
+  options.kv_cache_dtype = kv_cache_dtype;
   options.threads = 2;
   options.max_model_len = 512;
   options.enforce_eager = enforce_eager;
@@ -97,7 +99,11 @@ TEST(CudaEngine, LogitsMatchTheCpuEngine) {
       const auto model = write_tiny(dir.path() / (std::to_string(static_cast<int>(arch)) + "-" +
                                                   std::string(engine::quant::weight_type_name(dtype))),
                                     arch, dtype);
-      auto cpu = load(model, Device::Cpu);
+      // An f32 model keeps f32 keys and values on the GPU ("auto"); the CPU's "auto" is f16, whose rounding
+      // alone (about 3e-4 here) would pass the f32 bound, so its cache is f32 for that comparison.
+      const auto cpu_cache =
+          dtype == WeightType::F32 ? engine::runtime::KvCacheDtype::Float32 : engine::runtime::KvCacheDtype::Auto;
+      auto cpu = load(model, Device::Cpu, false, true, cpu_cache);
       auto gpu = load(model, Device::Cuda);
       EXPECT_TRUE(gpu->device_name().starts_with("cuda")) << gpu->device_name();
       const auto want = decode_run(*cpu, 3, 4);

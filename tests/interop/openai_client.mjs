@@ -86,8 +86,12 @@ if (suite === "embeddings") {
     assert.notDeepEqual(r.data[1].embedding, r.data[0].embedding);
     assert.ok(r.usage.prompt_tokens > 0 && r.usage.total_tokens === r.usage.prompt_tokens);
 
+    // The same input alone, as floats: the same vector (bit for bit on the CPU; a GPU's kernels for one input
+    // and for three may round differently, by about 1e-7 here).
     const floats = await client.embeddings.create({ model, input: "hello world", encoding_format: "float" });
-    assert.deepEqual(floats.data[0].embedding, r.data[0].embedding);
+    assert.equal(floats.data[0].embedding.length, width);
+    const apart = Math.max(...floats.data[0].embedding.map((x, i) => Math.abs(x - r.data[0].embedding[i])));
+    assert.ok(apart < 1e-6, `"hello world" alone as floats is ${apart} from its base64 vector in the batch`);
   });
   await check("a pooling model generates nothing", async () => {
     await assert.rejects(

@@ -460,7 +460,7 @@ TEST_P(MatmulLevels, LongBatchesMatchSingleTokens) {
   std::uint32_t seed = 700;
   for (const WeightType type : kAllTypes) {
     const Matrix m = make_matrix(type, 9, 3072, ++seed);
-    // past the int8 kernels' token block of 96 as well
+    // past the int8 kernels' token block of 96 as well (and amx's, 128 tokens at this width)
     expect_batched_matches_single_tokens(level, pool, type, m, 130, ++seed);
   }
 }
@@ -655,9 +655,11 @@ TEST(Dispatch, LevelInUse) {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq")) {
     const bool bf16 = __builtin_cpu_supports("avx512bf16");
-    EXPECT_EQ(levels.front(), bf16 && __builtin_cpu_supports("avx512vnni") ? "avx512vnni"
-                              : bf16                                       ? "avx512bf16"
-                                                                           : "avx512");
+    const bool vnni = bf16 && __builtin_cpu_supports("avx512vnni");
+    // amx also needs Linux's permission for the tile state, which the level's own check asks for.
+    const bool amx = vnni && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8") &&
+                     std::find(levels.begin(), levels.end(), "amx") != levels.end();
+    EXPECT_EQ(levels.front(), amx ? "amx" : vnni ? "avx512vnni" : bf16 ? "avx512bf16" : "avx512");
     EXPECT_NE(std::find(levels.begin(), levels.end(), "avx512"), levels.end());
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {

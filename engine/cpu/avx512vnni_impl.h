@@ -1,0 +1,524 @@
+#pragma once
+
+// The AVX-512 VNNI integer kernels (vpdpbusd): quantized weights against activations quantized to integers held
+// as two int8 bytes. Included by kernels_avx512vnni.cc (the avx512vnni table) and kernels_amx.cc, whose AMX
+// tiles multiply the same decoded blocks and the same quantized tokens and hand the products to the same f32
+// chain. Everything here has internal linkage (an unnamed namespace) and instantiates nothing from the
+// standard library, as kernels.h requires.
+//
+// Numerics, the same for one token, a few or many, any row range and any thread count:
+// - Each token is quantized once per matmul call (quantize_token): per block of 32, d = max|x| / 32512 and
+//   q = x * (32512 / max|x|) rounded to nearest even, so |x - d q| <= d / 2 (32512 = 127 * 256). A block of
+//   zeros has d = q = 0. q is kept as two signed bytes, q = 256 * high + low (high in [-127, 127], low in
+//   [-128, 127]): one byte per value (d = max|x| / 127) moved the model's log-probabilities as far from the
+//   float64 reference as llama.cpp's do, and the second byte brings them to the float levels' distance
+//   (docs/cpu-kernels.md, "int8 activations").
+// - Every (row, token, block of 32) dot product of weight integers and q is exact: vpdpbusd multiplies the
+//   weights as unsigned bytes by the signed high bytes and by the low bytes, the two combine as
+//   256 * high dot + low dot in int32 (at most about 4e8: no overflow), and a constant offset of the weights
+//   (Q4_0: 8, Q8_0: 128, by an xor; Q6_K: 32) comes off as that times the sum of q, in integers.
+// - A row's result is one f32 chain over its blocks in order, from 0, then + bias. Per block of 32, with
+//   s = d_x * (weight scale): Q8_0 / Q4_0: acc = fma(dot, s, acc); Q4_K / Q5_K: acc = fma(dot, s, acc),
+//   then acc = fma(-(dmin * min), d_x * sum(q), acc); Q6_K: the two 16-element halves one after the other,
+//   each acc = fma(dot_half, s_half, acc). Weight scales are ggml's f32 products (d * scale).
+// - 16 rows sit side by side in the 16 lanes, so no lane reduction is needed, and a lane's chain does not
+//   depend on the other lanes: rows past the matrix are zero-filled and never stored.
+
+// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*() and trip -Wuninitialized
+// (GCC bug 105593); the warning points into the header, so silencing it there hides nothing of ours.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/cpu/int_matmul_impl.h"
+#include "engine/cpu/kernels.h"
+
+namespace engine::cpu::kernels {
+namespace {
+
+constexpr int kLanes = 16;                // rows per tile: one per int32 / f32 lane
+constexpr int kGroups = 8;                // 4-byte groups per block of 32: the vpdpbusd steps of one block
+constexpr std::size_t kChunkBlocks = 32;  // blocks of 32 of a row tile decoded together (20 KiB: stays in L1)
+constexpr std::size_t kTokenBlock = 96;   // tokens whose accumulators and chunk activations stay in L1/L2
+constexpr int kTokenTile = 8;             // tokens run against a decoded block while it is in registers
+
+#define ENGINE_KERNEL_INLINE [[gnu::always_inline]] inline
+
+// ---- activations -----------------------------------------------------------------------------------------
+
+// A quantized token of `blocks` blocks of 32: every block's high bytes of q, then every block's low bytes,
+// then per block its d (f32), sum of q, sum of its first 16 q (int32) and d * sum of q (f32), padded to whole
+// cache lines.
+std::size_t token_bytes(std::size_t cols) {
+  const std::size_t blocks = cols / 32;
+  return (blocks * 80 + 63) / 64 * 64;
+}
+
+struct QuantizedToken {
+  const std::uint8_t* high;
+  const std::uint8_t* low;
+  const float* d;
+  const std::int32_t* sum;
+  const std::int32_t* sum_low;
+  const float* scaled_sum;
+};
+
+ENGINE_KERNEL_INLINE QuantizedToken token_at(const std::byte* base, std::size_t blocks) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(base);
+  return {p,
+          p + 32 * blocks,
+          reinterpret_cast<const float*>(p + 64 * blocks),
+          reinterpret_cast<const std::int32_t*>(p + 68 * blocks),
+          reinterpret_cast<const std::int32_t*>(p + 72 * blocks),
+          reinterpret_cast<const float*>(p + 76 * blocks)};
+}
+
+// 16 values of q split into bytes: high = (q + 128) >> 8 (floor), low = q - 256 * high.
+ENGINE_KERNEL_INLINE void store_split(__m512i q, std::int8_t* high, std::int8_t* low) {
+  const __m512i h = _mm512_srai_epi32(_mm512_add_epi32(q, _mm512_set1_epi32(128)), 8);
+  const __m512i l = _mm512_sub_epi32(q, _mm512_slli_epi32(h, 8));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(high), _mm512_cvtepi32_epi8(h));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(low), _mm512_cvtepi32_epi8(l));
+}
+
+void quantize_token(const float* x, std::size_t cols, std::byte* out) {
+  const std::size_t blocks = cols / 32;
+  auto* high = reinterpret_cast<std::int8_t*>(out);
+  auto* low = reinterpret_cast<std::int8_t*>(out + 32 * blocks);
+  auto* d = reinterpret_cast<float*>(out + 64 * blocks);
+  auto* sum = reinterpret_cast<std::int32_t*>(out + 68 * blocks);
+  auto* sum_low = reinterpret_cast<std::int32_t*>(out + 72 * blocks);
+  auto* scaled_sum = reinterpret_cast<float*>(out + 76 * blocks);
+  const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const __m512 lo = _mm512_loadu_ps(x + 32 * b);
+    const __m512 hi = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(lo, magnitude), _mm512_and_ps(hi, magnitude)));
+    const float inverse = amax > 0.0f ? kSteps / amax : 0.0f;
+    d[b] = amax / kSteps;
+    // Round to nearest even (the default MXCSR mode); |x * inverse| <= 32512 up to an f32 rounding, so q
+    // never passes 32512, whose high byte is 127.
+    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, _mm512_set1_ps(inverse)));
+    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, _mm512_set1_ps(inverse)));
+    store_split(qlo, high + 32 * b, low + 32 * b);
+    store_split(qhi, high + 32 * b + 16, low + 32 * b + 16);
+    sum_low[b] = _mm512_reduce_add_epi32(qlo);
+    sum[b] = sum_low[b] + _mm512_reduce_add_epi32(qhi);
+    scaled_sum[b] = d[b] * static_cast<float>(sum[b]);
+  }
+}
+
+// ---- weights: a tile of 16 rows decoded block by block into lanes ---------------------------------------
+
+// One block of 32 of 16 rows: w[j] holds, in lane r, row r's unsigned weight bytes 4j .. 4j+3 (the elements
+// the activation's bytes 4j .. 4j+3 multiply); d the rows' scales of the block and m their second multiplier
+// (Q4_K / Q5_K: dmin * min; Q6_K: the scale of the block's second half).
+struct DecodedBlock {
+  alignas(64) std::uint8_t w[kGroups][64];
+  alignas(64) float d[kLanes];
+  alignas(64) float m[kLanes];
+};
+
+// 16 bytes at `offset` of each row's block, transposed: out[g] lane r = bytes 4g .. 4g+3 of row r's. Rows r,
+// r+4, r+8, r+12 share a register (one per 128-bit lane), then a 4x4 transpose within the lanes.
+ENGINE_KERNEL_INLINE void transpose_16x16(const std::uint8_t* const* block, std::size_t offset, __m512i* out) {
+  __m512i z[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const auto load = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(block[r] + offset)); };
+    __m512i v = _mm512_castsi128_si512(load(i));
+    v = _mm512_inserti32x4(v, load(i + 4), 1);
+    v = _mm512_inserti32x4(v, load(i + 8), 2);
+    z[i] = _mm512_inserti32x4(v, load(i + 12), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]);
+  const __m512i t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]);
+  const __m512i t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// 32 bytes at `offset` of each row's block, transposed: out[0..7].
+ENGINE_KERNEL_INLINE void transpose_16x32(const std::uint8_t* const* block, std::size_t offset, __m512i* out) {
+  transpose_16x16(block, offset, out);
+  transpose_16x16(block, offset + 16, out + 4);
+}
+
+ENGINE_KERNEL_INLINE void store_weights(DecodedBlock& out, const __m512i* w) {
+#pragma GCC unroll 8
+  for (int j = 0; j < kGroups; ++j) _mm512_store_si512(out.w[j], w[j]);
+}
+
+ENGINE_KERNEL_INLINE __m512i low_nibbles(__m512i v) {
+  return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+}
+
+ENGINE_KERNEL_INLINE __m512i high_nibbles(__m512i v) {
+  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+}
+
+// Bits [shift, shift + width) of each byte, moved to bits 4 and up (the high part of a 5- or 6-bit weight).
+ENGINE_KERNEL_INLINE __m512i high_bits(__m512i v, int shift, int mask) {
+  const __m512i bits = _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi8(mask));
+  return _mm512_slli_epi16(bits, 4);
+}
+
+// One ggml block of 16 rows (`block[r]` points at row r's) into sub_blocks(Type) decoded blocks.
+template <int Type>
+ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* const* block, DecodedBlock* out) {
+  __m512i w[kGroups];
+  if constexpr (Type == kQ8_0) {
+    // q + 128 as an unsigned byte.
+    transpose_16x32(block, 2, w);
+#pragma GCC unroll 8
+    for (int j = 0; j < kGroups; ++j) w[j] = _mm512_xor_si512(w[j], _mm512_set1_epi8(static_cast<char>(0x80)));
+    store_weights(out[0], w);
+  } else if constexpr (Type == kQ4_0) {
+    // Byte i holds element i (low nibble) and element i + 16 (high nibble).
+    __m512i packed[4];
+    transpose_16x16(block, 2, packed);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      w[g] = low_nibbles(packed[g]);
+      w[4 + g] = high_nibbles(packed[g]);
+    }
+    store_weights(out[0], w);
+  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+    // 64 elements per 32 bytes of nibbles: the low nibbles are the first block of 32, the high the second;
+    // Q5_K's fifth bits are bit 2c (first) and 2c + 1 (second) of 32 bytes shared by the four pairs.
+    constexpr std::size_t kNibbles = Type == kQ4_K ? 16 : 48;
+    __m512i fifth[kGroups];
+    if constexpr (Type == kQ5_K) transpose_16x32(block, 16, fifth);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m512i packed[kGroups];
+      transpose_16x32(block, kNibbles + 32 * static_cast<std::size_t>(c), packed);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
+        for (int j = 0; j < kGroups; ++j) {
+          w[j] = h == 0 ? low_nibbles(packed[j]) : high_nibbles(packed[j]);
+          if constexpr (Type == kQ5_K) w[j] = _mm512_or_si512(w[j], high_bits(fifth[j], 2 * c + h, 1));
+        }
+        store_weights(out[2 * c + h], w);
+      }
+    }
+  } else {
+    // Q6_K: per 128 elements, 64 bytes of low nibbles (bytes 0-31: blocks 0 and 2 of the four, 32-63: 1 and
+    // 3; low nibbles for 0 and 1, high for 2 and 3) and 32 bytes of high pairs (bits 2k for block k).
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512i low[2][kGroups], pairs[kGroups];
+      transpose_16x32(block, 64 * static_cast<std::size_t>(h), low[0]);
+      transpose_16x32(block, 64 * static_cast<std::size_t>(h) + 32, low[1]);
+      transpose_16x32(block, 128 + 32 * static_cast<std::size_t>(h), pairs);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 8
+        for (int j = 0; j < kGroups; ++j) {
+          const __m512i nibbles = k < 2 ? low_nibbles(low[k & 1][j]) : high_nibbles(low[k & 1][j]);
+          w[j] = _mm512_or_si512(nibbles, high_bits(pairs[j], 2 * k, 3));
+        }
+        store_weights(out[4 * h + k], w);
+      }
+    }
+  }
+}
+
+// 16 f16 values, one per lane: the low 16 bits of each lane's dword, or the high ones.
+ENGINE_KERNEL_INLINE __m512 halves(__m512i v, bool high) {
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(high ? _mm512_srli_epi32(v, 16) : v));
+}
+
+// Byte i of each lane's dword as a float, unsigned or signed.
+ENGINE_KERNEL_INLINE __m512 unsigned_byte(__m512i v, int i) {
+  return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * i), _mm512_set1_epi32(0xFF)));
+}
+ENGINE_KERNEL_INLINE __m512 signed_byte(__m512i v, int i) {
+  return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24));
+}
+
+// The rows' scales of one ggml block into its decoded blocks, row r in lane r: ggml's f32 products (a
+// sub-block scale times d), as the float kernels compute them.
+// (Out: DecodedBlock, or BlockScales<kLanes> for the one-token product.)
+template <int Type, class Out>
+ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* out) {
+  __m512i head[4];
+  if constexpr (Type == kQ8_0 || Type == kQ4_0) {
+    transpose_16x16(block, 0, head);
+    _mm512_store_ps(out[0].d, halves(head[0], false));
+  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+    // d and dmin, then the 12 bytes of 6-bit scales and mins as three words u0, u1, u2: scales and mins 0-3
+    // are the low 6 bits of u0's and u1's bytes; 4-7 a nibble of u2's bytes (low: scales, high: mins) with
+    // their top two bits from the top of u0's (scales) and u1's (mins) bytes.
+    transpose_16x16(block, 0, head);
+    const __m512 d = halves(head[0], false), dmin = halves(head[0], true);
+    const __m512i six = _mm512_set1_epi32(0x3F3F3F3F), four = _mm512_set1_epi32(0x0F0F0F0F);
+    const __m512i two = _mm512_set1_epi32(0x03030303);
+    const __m512i scales[2] = {
+        _mm512_and_si512(head[1], six),
+        _mm512_or_si512(_mm512_and_si512(head[3], four),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(head[1], 6), two), 4))};
+    const __m512i mins[2] = {
+        _mm512_and_si512(head[2], six),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(head[3], 4), four),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(head[2], 6), two), 4))};
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      _mm512_store_ps(out[j].d, _mm512_mul_ps(unsigned_byte(scales[j / 4], j % 4), d));
+      _mm512_store_ps(out[j].m, _mm512_mul_ps(unsigned_byte(mins[j / 4], j % 4), dmin));
+    }
+  } else {
+    // Q6_K: 16 signed scales at byte 192, d at 208 (the top half of the last word read from 194).
+    __m512i tail[4];
+    transpose_16x16(block, 192, head);
+    transpose_16x16(block, 194, tail);
+    const __m512 d = halves(tail[3], true);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      _mm512_store_ps(out[j].d, _mm512_mul_ps(signed_byte(head[j / 2], 2 * (j % 2)), d));
+      _mm512_store_ps(out[j].m, _mm512_mul_ps(signed_byte(head[j / 2], 2 * (j % 2) + 1), d));
+    }
+  }
+}
+
+// Blocks of 32 [first, first + count) of the tile's rows into `chunk` (both whole ggml blocks); rows >= `rows`
+// are zeros. Prefetches (into L2) the tile at `prefetch` at the rate this one is read (its rows are
+// contiguous, like ours).
+template <int Type>
+void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
+                  std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
+  constexpr std::size_t bb = block_bytes(Type), per_block = sub_blocks(Type);
+  for (std::size_t b = 0; b < count; b += per_block) {
+    const std::size_t ggml_block = (first + b) / per_block;
+    const std::uint8_t* block[kLanes];
+#pragma GCC unroll 16
+    for (int r = 0; r < kLanes; ++r) {
+      block[r] = static_cast<std::size_t>(r) < rows ? tile + r * row_bytes + ggml_block * bb : kZeroBlock;
+    }
+    decode_scales<Type>(block, chunk + b);
+    const std::uint8_t* ahead = prefetch + ggml_block * kLanes * bb;
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < kLanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, 1);
+    decode_block<Type>(block, chunk + b);
+  }
+}
+
+// ---- the product ---------------------------------------------------------------------------------------
+
+// The constant the unsigned weight bytes exceed the signed weights by (0: the weights are unsigned, with a
+// separate min term).
+constexpr std::int32_t weight_offset(int type) {
+  return type == kQ8_0 ? 128 : type == kQ4_0 ? 8 : type == kQ6_K ? 32 : 0;
+}
+
+// Groups [first, last) of a block against one byte of a token's q, from `dot`.
+template <int First, int Last>
+ENGINE_KERNEL_INLINE __m512i dot_groups(__m512i dot, const __m512i* w, const std::uint8_t* q) {
+#pragma GCC unroll 8
+  for (int j = First; j < Last; ++j) dot = _mm512_dpbusd_epi32(dot, w[j], _mm512_set1_epi32(load_i32(q + 4 * j)));
+  return dot;
+}
+
+// Groups [first, last) against the token's q = 256 * high + low, from `start`: exact in int32.
+template <int First, int Last>
+ENGINE_KERNEL_INLINE __m512i dot_q(__m512i start, const __m512i* w, const std::uint8_t* high, const std::uint8_t* low) {
+  const __m512i h = dot_groups<First, Last>(_mm512_setzero_si512(), w, high);
+  return _mm512_add_epi32(_mm512_slli_epi32(h, 8), dot_groups<First, Last>(start, w, low));
+}
+
+// T tokens against `count` decoded blocks (blocks [first, first + count) of the row), accumulating into
+// acc[t * 16 ...]: the chain of the header comment, one lane per row.
+template <int Type, int T>
+void micro(const DecodedBlock* chunk, std::size_t first, std::size_t count, const std::byte* x, std::size_t stride,
+           std::size_t blocks, float* acc) {
+  constexpr std::int32_t offset = weight_offset(Type);
+  QuantizedToken token[T];
+  __m512 a[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    token[t] = token_at(x + t * stride, blocks);
+    a[t] = _mm512_load_ps(acc + t * kLanes);
+  }
+  for (std::size_t b = 0; b < count; ++b) {
+    __m512i w[kGroups];
+#pragma GCC unroll 8
+    for (int j = 0; j < kGroups; ++j) w[j] = _mm512_load_si512(chunk[b].w[j]);
+    const __m512 dw = _mm512_load_ps(chunk[b].d);
+    const std::size_t k = first + b;
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const std::uint8_t* high = token[t].high + 32 * k;
+      const std::uint8_t* low = token[t].low + 32 * k;
+      const __m512 dx = _mm512_set1_ps(token[t].d[k]);
+      if constexpr (Type == kQ6_K) {
+        const std::int32_t first_half = token[t].sum_low[k];
+        const __m512i dot_low = dot_q<0, 4>(_mm512_set1_epi32(-offset * first_half), w, high, low);
+        const __m512i dot_high = dot_q<4, 8>(_mm512_set1_epi32(-offset * (token[t].sum[k] - first_half)), w, high, low);
+        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), a[t]);
+        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(chunk[b].m), dx), a[t]);
+      } else {
+        const __m512i dot = dot_q<0, kGroups>(_mm512_set1_epi32(-offset * token[t].sum[k]), w, high, low);
+        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), a[t]);
+        if constexpr (Type == kQ4_K || Type == kQ5_K) {
+          a[t] = _mm512_fnmadd_ps(_mm512_load_ps(chunk[b].m), _mm512_set1_ps(token[t].scaled_sum[k]), a[t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_store_ps(acc + t * kLanes, a[t]);
+}
+
+// ---- one token: no transpose ---------------------------------------------------------------------------
+
+ENGINE_KERNEL_INLINE __m256i load256(const std::uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// 32 bytes at a (low half) and at b (high half).
+ENGINE_KERNEL_INLINE __m512i load_pair(const std::uint8_t* a, const std::uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+
+// Block of 32 `sub` of two rows' ggml blocks (a in the low 256 bits, b in the high) as unsigned bytes in
+// element order: the same bytes decode_block puts in lanes (weight_offset above them).
+template <int Type>
+ENGINE_KERNEL_INLINE __m512i pair_values(const std::uint8_t* a, const std::uint8_t* b, int sub) {
+  if constexpr (Type == kQ8_0) {
+    return _mm512_xor_si512(load_pair(a + 2, b + 2), _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else if constexpr (Type == kQ4_0) {
+    // Byte i holds element i (low nibble) and element i + 16 (high nibble): each row's 16 bytes twice, the
+    // second copy shifted down by 4.
+    const auto load = [](const std::uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)); };
+    __m512i v = _mm512_castsi128_si512(load(a));
+    v = _mm512_inserti32x4(v, load(a), 1);
+    v = _mm512_inserti32x4(v, load(b), 2);
+    v = _mm512_inserti32x4(v, load(b), 3);
+    return low_nibbles(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4));
+  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
+    constexpr std::size_t kNibbles = Type == kQ4_K ? 16 : 48;
+    const std::size_t at = kNibbles + 32 * static_cast<std::size_t>(sub / 2);
+    const __m512i packed = load_pair(a + at, b + at);
+    const __m512i nibbles = sub % 2 == 0 ? low_nibbles(packed) : high_nibbles(packed);
+    if constexpr (Type == kQ4_K) return nibbles;
+    return _mm512_or_si512(nibbles, high_bits(load_pair(a + 16, b + 16), sub, 1));
+  } else {
+    // Q6_K (layout in decode_block).
+    const auto half = static_cast<std::size_t>(sub / 4);
+    const int k = sub % 4;
+    const std::size_t at = 64 * half + 32 * static_cast<std::size_t>(k & 1);
+    const __m512i low = load_pair(a + at, b + at);
+    const __m512i nibbles = k < 2 ? low_nibbles(low) : high_nibbles(low);
+    return _mm512_or_si512(nibbles, high_bits(load_pair(a + 128 + 32 * half, b + 128 + 32 * half), 2 * k, 3));
+  }
+}
+
+// The rows in the two halves of pair register i, chosen so that reduce() leaves row r in lane r.
+constexpr int kPairLow[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+constexpr int kPairHigh[8] = {4, 5, 6, 7, 12, 13, 14, 15};
+
+// v[i] holds 8 int32 partial dots of row kPairLow[i] (lanes 0-7) and of kPairHigh[i] (8-15); lanes 0-3 of
+// each half cover a block's elements 0-15, 4-7 elements 16-31. Lane r of first / second: row r's sum over
+// elements 0-15 / 16-31 (integer sums: the same in any order).
+ENGINE_KERNEL_INLINE void reduce(const __m512i* v, __m512i& first, __m512i& second) {
+  __m512i a[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    a[i] =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  }
+  // Each 128-bit lane of b[i]: the four rows of registers 4i .. 4i+3 (one half's), summed over 16 elements.
+  const __m512i b0 = _mm512_add_epi32(_mm512_unpacklo_epi64(a[0], a[1]), _mm512_unpackhi_epi64(a[0], a[1]));
+  const __m512i b1 = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2], a[3]), _mm512_unpackhi_epi64(a[2], a[3]));
+  // 128-bit lanes 0 and 2 of b: elements 0-15 of the low and the high rows; 1 and 3: elements 16-31.
+  first = _mm512_shuffle_i32x4(b0, b1, 0x88);
+  second = _mm512_shuffle_i32x4(b0, b1, 0xDD);
+}
+
+// micro's chain for one token and block of 32 without a chunk (int_gemv): two rows' 32 weights of the block
+// per register in element order, vpdpbusd against the token's high and low bytes broadcast to both halves, the
+// partial dots summed into lane r by reduce(): the same exact integer dots, so the same bits as the chunked
+// product, with no transpose and no chunk to store and reload.
+template <int Type>
+ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, const std::byte* x, std::size_t blocks,
+                                     std::size_t k, const BlockScales<kLanes>& scales, __m512& acc) {
+  constexpr std::int32_t offset = weight_offset(Type);
+  const QuantizedToken token = token_at(x, blocks);
+  const __m512i high = _mm512_broadcast_i64x4(load256(token.high + 32 * k));
+  const __m512i low = _mm512_broadcast_i64x4(load256(token.low + 32 * k));
+  __m512i dots[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    const __m512i values = pair_values<Type>(row[kPairLow[i]], row[kPairHigh[i]], sub);
+    const __m512i h = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, high);
+    dots[i] = _mm512_add_epi32(_mm512_slli_epi32(h, 8), _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, low));
+  }
+  __m512i first, second;
+  reduce(dots, first, second);
+  const __m512 dx = _mm512_set1_ps(token.d[k]);
+  const __m512 dw = _mm512_load_ps(scales.d);
+  if constexpr (Type == kQ6_K) {
+    const std::int32_t first_half = token.sum_low[k];
+    const __m512i dot_low = _mm512_add_epi32(first, _mm512_set1_epi32(-offset * first_half));
+    const __m512i dot_high = _mm512_add_epi32(second, _mm512_set1_epi32(-offset * (token.sum[k] - first_half)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(scales.m), dx), acc);
+  } else {
+    const __m512i dot = _mm512_add_epi32(_mm512_add_epi32(first, second), _mm512_set1_epi32(-offset * token.sum[k]));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), acc);
+    if constexpr (Type == kQ4_K || Type == kQ5_K) {
+      acc = _mm512_fnmadd_ps(_mm512_load_ps(scales.m), _mm512_set1_ps(token.scaled_sum[k]), acc);
+    }
+  }
+}
+
+struct Vnni {
+  static constexpr std::size_t kLanes = kernels::kLanes;
+  static constexpr std::size_t kChunkBlocks = kernels::kChunkBlocks;
+  static constexpr std::size_t kTokenBlock = kernels::kTokenBlock;
+  static constexpr std::size_t kTokenTile = kernels::kTokenTile;
+  static constexpr std::size_t kPrefetchTiles = 1;
+  static constexpr int kGemvPrefetchLocality = 1;
+  using Decoded = DecodedBlock;
+  using Acc = __m512;
+
+  static std::size_t token_bytes(std::size_t cols) { return kernels::token_bytes(cols); }
+
+  template <int Type>
+  static void decode_scales(const std::uint8_t* const* rows, BlockScales<kLanes>* scales) {
+    kernels::decode_scales<Type>(rows, scales);
+  }
+
+  template <int Type>
+  static void gemv_step(const std::uint8_t* const* rows, int sub, const std::byte* x, std::size_t blocks, std::size_t k,
+                        const BlockScales<kLanes>& scales, __m512& acc) {
+    gemv_block<Type>(rows, sub, x, blocks, k, scales, acc);
+  }
+
+  template <int Type>
+  static void decode(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
+                     std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
+    decode_chunk<Type>(tile, row_bytes, rows, first, count, prefetch, chunk);
+  }
+
+  template <int Type, int T>
+  static void multiply(const DecodedBlock* chunk, std::size_t first, std::size_t count, const std::byte* x,
+                       std::size_t stride, std::size_t blocks, float* acc) {
+    micro<Type, T>(chunk, first, count, x, stride, blocks, acc);
+  }
+};
+
+#undef ENGINE_KERNEL_INLINE
+
+}  // namespace
+}  // namespace engine::cpu::kernels
