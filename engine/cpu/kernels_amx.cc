@@ -54,7 +54,6 @@ std::size_t packed_bytes(std::size_t tokens, std::size_t cols) {
 // the block, then their low bytes; the last group's missing tokens are zeros.
 void pack_tokens(const std::byte* x, std::size_t cols, std::size_t tokens, std::size_t first, std::size_t last,
                  std::byte* packed) {
-  if (tokens < kTileTokens) return;
   const std::size_t blocks = cols / 32, stride = token_bytes(cols);
   for (std::size_t t = first * kTileTokens; t < last * kTileTokens; ++t) {
     auto* out =
@@ -86,10 +85,8 @@ void make_signed(DecodedBlock* chunk, std::size_t count) {
   }
 }
 
-// Tile registers (GCC's tile intrinsics take their numbers as literals): 0 and 5 two row tiles' weights, 1 and 2
+// Tile registers, by number (GCC's tile intrinsics take them as literals): 0 and 5 two row tiles' weights, 1 and 2
 // the tokens' high and low bytes, 3 and 4 the first row tile's dots with them, 6 and 7 the second's.
-constexpr int kWeights = 0, kHigh = 1, kLow = 2, kDotHigh = 3, kDotLow = 4, kSecondWeights = 5, kSecondDotHigh = 6,
-              kSecondDotLow = 7;
 
 // LDTILECFG's 64-byte operand (palette 1).
 struct alignas(64) TileConfig {
@@ -109,14 +106,11 @@ void configure_tiles(int k) {
     config.rows[tile] = static_cast<std::uint8_t>(rows);
     config.bytes_per_row[tile] = static_cast<std::uint16_t>(bytes);
   };
-  set(kWeights, k / 4, 64);
-  set(kHigh, static_cast<int>(kTileTokens), k);
-  set(kLow, static_cast<int>(kTileTokens), k);
-  set(kDotHigh, static_cast<int>(kTileTokens), 64);
-  set(kDotLow, static_cast<int>(kTileTokens), 64);
-  set(kSecondWeights, k / 4, 64);
-  set(kSecondDotHigh, static_cast<int>(kTileTokens), 64);
-  set(kSecondDotLow, static_cast<int>(kTileTokens), 64);
+  constexpr int tokens = static_cast<int>(kTileTokens);
+  constexpr int weights[] = {0, 5}, token_tiles[] = {1, 2}, dots[] = {3, 4, 6, 7};
+  for (const int tile : weights) set(tile, k / 4, 64);
+  for (const int tile : token_tiles) set(tile, tokens, k);
+  for (const int tile : dots) set(tile, tokens, 64);
   // GCC 12's _tile_loadconfig tells the compiler it reads only the first 8 bytes of the configuration, which
   // lets the stores of the rest be dropped; this operand is the whole of it.
   __asm__ volatile("ldtilecfg %0" ::"m"(config));
