@@ -26,6 +26,9 @@ struct WeightSource {
   std::span<const std::byte> bytes;
   std::size_t rows = 0;
   std::size_t cols = 0;
+  // The bytes lie in a read-only mapping of a file: a backend that keeps its own copy (repacked, uploaded) may
+  // drop their pages from memory, and whatever touches them again reads them back from the file.
+  bool file_mapped = false;
 };
 
 // A weight the backend holds (in place, or uploaded). Owned by the backend; valid while it lives.

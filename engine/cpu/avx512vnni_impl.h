@@ -147,10 +147,27 @@ ENGINE_KERNEL_INLINE void transpose_16x16(const std::uint8_t* const* block, std:
   out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// 32 bytes at `offset` of each row's block, transposed: out[0..7].
-ENGINE_KERNEL_INLINE void transpose_16x32(const std::uint8_t* const* block, std::size_t offset, __m512i* out) {
-  transpose_16x16(block, offset, out);
-  transpose_16x16(block, offset + 16, out + 4);
+// Where one ggml block of a tile's 16 rows is read from. dwords(offset, out): out[i] lane r = bytes
+// offset + 4i .. offset + 4i + 3 of row r's block, for i < 4.
+// - StoredBlocks: the rows' blocks as the file stores them (`block[r]`: row r's), transposed here.
+// - RepackedBlock: repack_tiles' copy, whose dwords are already in lanes (offset a multiple of 4).
+struct StoredBlocks {
+  const std::uint8_t* const* block;
+  ENGINE_KERNEL_INLINE void dwords(std::size_t offset, __m512i* out) const { transpose_16x16(block, offset, out); }
+};
+struct RepackedBlock {
+  const std::uint8_t* p;  // dword i of the 16 rows' block in the 64 bytes at 64 i
+  ENGINE_KERNEL_INLINE void dwords(std::size_t offset, __m512i* out) const {
+#pragma GCC unroll 4
+    for (std::size_t i = 0; i < 4; ++i) out[i] = _mm512_loadu_si512(p + 16 * offset + 64 * i);
+  }
+};
+
+// 32 bytes at `offset` of each row's block, in lanes: out[0..7].
+template <class Src>
+ENGINE_KERNEL_INLINE void dwords32(const Src& src, std::size_t offset, __m512i* out) {
+  src.dwords(offset, out);
+  src.dwords(offset + 16, out + 4);
 }
 
 ENGINE_KERNEL_INLINE void store_weights(DecodedBlock& out, const __m512i* w) {
@@ -172,36 +189,37 @@ ENGINE_KERNEL_INLINE __m512i high_bits(__m512i v, int shift, int mask) {
   return _mm512_slli_epi16(bits, 4);
 }
 
-// One ggml block of 16 rows (`block[r]` points at row r's) into sub_blocks(Type) decoded blocks.
-template <int Type>
-ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* const* block, DecodedBlock* out) {
+// One ggml block of 16 rows into its sub_blocks(Type) blocks of 32, in order: sink(i, w) with w[j] lane r row
+// r's unsigned weight bytes 4j .. 4j+3 of block of 32 number i.
+template <int Type, class Src, class Sink>
+ENGINE_KERNEL_INLINE void decode_block(const Src& block, Sink&& sink) {
   __m512i w[kGroups];
   if constexpr (Type == kQ8_0) {
     // q + 128 as an unsigned byte.
-    transpose_16x32(block, 2, w);
+    dwords32(block, 2, w);
 #pragma GCC unroll 8
     for (int j = 0; j < kGroups; ++j) w[j] = _mm512_xor_si512(w[j], _mm512_set1_epi8(static_cast<char>(0x80)));
-    store_weights(out[0], w);
+    sink(0, w);
   } else if constexpr (Type == kQ4_0) {
     // Byte i holds element i (low nibble) and element i + 16 (high nibble).
     __m512i packed[4];
-    transpose_16x16(block, 2, packed);
+    block.dwords(2, packed);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
       w[g] = low_nibbles(packed[g]);
       w[4 + g] = high_nibbles(packed[g]);
     }
-    store_weights(out[0], w);
+    sink(0, w);
   } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
     // 64 elements per 32 bytes of nibbles: the low nibbles are the first block of 32, the high the second;
     // Q5_K's fifth bits are bit 2c (first) and 2c + 1 (second) of 32 bytes shared by the four pairs.
     constexpr std::size_t kNibbles = Type == kQ4_K ? 16 : 48;
     __m512i fifth[kGroups];
-    if constexpr (Type == kQ5_K) transpose_16x32(block, 16, fifth);
+    if constexpr (Type == kQ5_K) dwords32(block, 16, fifth);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       __m512i packed[kGroups];
-      transpose_16x32(block, kNibbles + 32 * static_cast<std::size_t>(c), packed);
+      dwords32(block, kNibbles + 32 * static_cast<std::size_t>(c), packed);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 8
@@ -209,7 +227,7 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* const* block, Decoded
           w[j] = h == 0 ? low_nibbles(packed[j]) : high_nibbles(packed[j]);
           if constexpr (Type == kQ5_K) w[j] = _mm512_or_si512(w[j], high_bits(fifth[j], 2 * c + h, 1));
         }
-        store_weights(out[2 * c + h], w);
+        sink(2 * c + h, w);
       }
     }
   } else {
@@ -218,9 +236,9 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* const* block, Decoded
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m512i low[2][kGroups], pairs[kGroups];
-      transpose_16x32(block, 64 * static_cast<std::size_t>(h), low[0]);
-      transpose_16x32(block, 64 * static_cast<std::size_t>(h) + 32, low[1]);
-      transpose_16x32(block, 128 + 32 * static_cast<std::size_t>(h), pairs);
+      dwords32(block, 64 * static_cast<std::size_t>(h), low[0]);
+      dwords32(block, 64 * static_cast<std::size_t>(h) + 32, low[1]);
+      dwords32(block, 128 + 32 * static_cast<std::size_t>(h), pairs);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
 #pragma GCC unroll 8
@@ -228,7 +246,7 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* const* block, Decoded
           const __m512i nibbles = k < 2 ? low_nibbles(low[k & 1][j]) : high_nibbles(low[k & 1][j]);
           w[j] = _mm512_or_si512(nibbles, high_bits(pairs[j], 2 * k, 3));
         }
-        store_weights(out[4 * h + k], w);
+        sink(4 * h + k, w);
       }
     }
   }
@@ -250,17 +268,17 @@ ENGINE_KERNEL_INLINE __m512 signed_byte(__m512i v, int i) {
 // The rows' scales of one ggml block into its decoded blocks, row r in lane r: ggml's f32 products (a
 // sub-block scale times d), as the float kernels compute them.
 // (Out: DecodedBlock, or BlockScales<kLanes> for the one-token product.)
-template <int Type, class Out>
-ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* out) {
+template <int Type, class Src, class Out>
+ENGINE_KERNEL_INLINE void decode_scales(const Src& block, Out* out) {
   __m512i head[4];
   if constexpr (Type == kQ8_0 || Type == kQ4_0) {
-    transpose_16x16(block, 0, head);
+    block.dwords(0, head);
     _mm512_store_ps(out[0].d, halves(head[0], false));
   } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
     // d and dmin, then the 12 bytes of 6-bit scales and mins as three words u0, u1, u2: scales and mins 0-3
     // are the low 6 bits of u0's and u1's bytes; 4-7 a nibble of u2's bytes (low: scales, high: mins) with
     // their top two bits from the top of u0's (scales) and u1's (mins) bytes.
-    transpose_16x16(block, 0, head);
+    block.dwords(0, head);
     const __m512 d = halves(head[0], false), dmin = halves(head[0], true);
     const __m512i six = _mm512_set1_epi32(0x3F3F3F3F), four = _mm512_set1_epi32(0x0F0F0F0F);
     const __m512i two = _mm512_set1_epi32(0x03030303);
@@ -280,8 +298,8 @@ ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* o
   } else {
     // Q6_K: 16 signed scales at byte 192, d at 208 (the top half of the last word read from 194).
     __m512i tail[4];
-    transpose_16x16(block, 192, head);
-    transpose_16x16(block, 194, tail);
+    block.dwords(192, head);
+    block.dwords(194, tail);
     const __m512 d = halves(tail[3], true);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
@@ -291,26 +309,82 @@ ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* o
   }
 }
 
-// Blocks of 32 [first, first + count) of the tile's rows into `chunk` (both whole ggml blocks); rows >= `rows`
-// are zeros. Prefetches (into L2) the tile at `prefetch` at the rate this one is read (its rows are
-// contiguous, like ours).
-template <int Type>
-void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
-                  std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
+// Blocks of 32 [first, first + count) of a tile into `chunk` (both whole ggml blocks), ggml block g read from
+// source(g) (StoredBlocks or RepackedBlock). Prefetches (into L2) the tile at `prefetch` at the rate this one is
+// read (a tile's bytes are contiguous in either layout, ggml block g's 16 * bb of them at 16 * bb * g).
+template <int Type, class Source>
+ENGINE_KERNEL_INLINE void decode_blocks(Source&& source, std::size_t first, std::size_t count,
+                                        const std::uint8_t* prefetch, DecodedBlock* chunk) {
   constexpr std::size_t bb = block_bytes(Type), per_block = sub_blocks(Type);
   for (std::size_t b = 0; b < count; b += per_block) {
     const std::size_t ggml_block = (first + b) / per_block;
-    const std::uint8_t* block[kLanes];
-#pragma GCC unroll 16
-    for (int r = 0; r < kLanes; ++r) {
-      block[r] = static_cast<std::size_t>(r) < rows ? tile + r * row_bytes + ggml_block * bb : kZeroBlock;
-    }
-    decode_scales<Type>(block, chunk + b);
+    const auto src = source(ggml_block);
+    decode_scales<Type>(src, chunk + b);
     const std::uint8_t* ahead = prefetch + ggml_block * kLanes * bb;
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < kLanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, 1);
-    decode_block<Type>(block, chunk + b);
+    decode_block<Type>(src, [&](int i, const __m512i* w) { store_weights(chunk[b + static_cast<std::size_t>(i)], w); });
   }
+}
+
+// decode_blocks over a tile as stored: row r's blocks at tile + r * row_bytes; rows >= `rows` are zeros.
+template <int Type>
+void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t rows, std::size_t first,
+                  std::size_t count, const std::uint8_t* prefetch, DecodedBlock* chunk) {
+  const std::uint8_t* block[kLanes];
+  const auto source = [&](std::size_t ggml_block) {
+#pragma GCC unroll 16
+    for (int r = 0; r < kLanes; ++r) {
+      block[r] =
+          static_cast<std::size_t>(r) < rows ? tile + r * row_bytes + ggml_block * block_bytes(Type) : kZeroBlock;
+    }
+    return StoredBlocks{block};
+  };
+  decode_blocks<Type>(source, first, count, prefetch, chunk);
+}
+
+// ---- repacked weights ------------------------------------------------------------------------------------
+
+// The types whose weights the level repacks at load: blocks of a whole number of 16-byte pieces, which
+// repack_tiles puts in lanes as StoredBlocks::dwords would (a repacked tile is as large as the stored one). Only
+// the reading of the blocks changes: the integers and the f32 chain are the stored layout's.
+constexpr bool repacks(int type) {
+  return type == kQ4_K || type == kQ5_K;
+}
+
+// Tiles [first, last) of 16 rows of `m` repacked: per tile and ggml block g (at (16 * g) * bb in the tile's
+// 16 * row_bytes), dword i of the 16 rows' blocks in the 64 bytes at 64 i; rows past the matrix are zeros.
+template <int Type>
+void repack_tiles(const Rows& m, std::size_t first, std::size_t last, std::byte* out) {
+  static_assert(repacks(Type) && block_bytes(Type) % 16 == 0 && block_bytes(Type) <= sizeof kZeroBlock);
+  constexpr std::size_t bb = block_bytes(Type);
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  auto* dst = reinterpret_cast<std::uint8_t*>(out);
+  for (std::size_t tile = first; tile < last; ++tile) {
+    const std::size_t r0 = tile * kLanes;
+    for (std::size_t g = 0; g < m.row_bytes / bb; ++g) {
+      const std::uint8_t* block[kLanes];
+      for (std::size_t r = 0; r < kLanes; ++r)
+        block[r] = r0 + r < m.rows ? w + (r0 + r) * m.row_bytes + g * bb : kZeroBlock;
+      std::uint8_t* at = dst + r0 * m.row_bytes + g * kLanes * bb;
+      for (std::size_t piece = 0; piece < bb; piece += 16) {
+        __m512i v[4];
+        transpose_16x16(block, piece, v);
+#pragma GCC unroll 4
+        for (std::size_t i = 0; i < 4; ++i) _mm512_storeu_si512(at + 16 * piece + 64 * i, v[i]);
+      }
+    }
+  }
+}
+
+// decode_blocks over a repacked tile (`tile`: its first row's repacking); the same decoded blocks as stored.
+template <int Type>
+void decode_repacked_chunk(const std::uint8_t* tile, std::size_t first, std::size_t count, const std::uint8_t* prefetch,
+                           DecodedBlock* chunk) {
+  const auto source = [&](std::size_t ggml_block) {
+    return RepackedBlock{tile + ggml_block * kLanes * block_bytes(Type)};
+  };
+  decode_blocks<Type>(source, first, count, prefetch, chunk);
 }
 
 // ---- the product ---------------------------------------------------------------------------------------
@@ -336,12 +410,37 @@ ENGINE_KERNEL_INLINE __m512i dot_q(__m512i start, const __m512i* w, const std::u
   return _mm512_add_epi32(_mm512_slli_epi32(h, 8), dot_groups<First, Last>(start, w, low));
 }
 
+// One block of 32 of 16 rows (`w` as decode_block gives it; d and m its rows' scales) against block k of a
+// token, added to acc: the chain of the header comment, one lane per row.
+template <int Type>
+ENGINE_KERNEL_INLINE __m512 add_block(__m512 acc, const __m512i* w, const float* d, const float* m,
+                                      const QuantizedToken& token, std::size_t k) {
+  constexpr std::int32_t offset = weight_offset(Type);
+  const std::uint8_t* high = token.high + 32 * k;
+  const std::uint8_t* low = token.low + 32 * k;
+  const __m512 dx = _mm512_set1_ps(token.d[k]);
+  const __m512 dw = _mm512_load_ps(d);
+  if constexpr (Type == kQ6_K) {
+    const std::int32_t first_half = token.sum_low[k];
+    const __m512i dot_low = dot_q<0, 4>(_mm512_set1_epi32(-offset * first_half), w, high, low);
+    const __m512i dot_high = dot_q<4, 8>(_mm512_set1_epi32(-offset * (token.sum[k] - first_half)), w, high, low);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), acc);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(m), dx), acc);
+  } else {
+    const __m512i dot = dot_q<0, kGroups>(_mm512_set1_epi32(-offset * token.sum[k]), w, high, low);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), acc);
+    if constexpr (Type == kQ4_K || Type == kQ5_K) {
+      acc = _mm512_fnmadd_ps(_mm512_load_ps(m), _mm512_set1_ps(token.scaled_sum[k]), acc);
+    }
+    return acc;
+  }
+}
+
 // T tokens against `count` decoded blocks (blocks [first, first + count) of the row), accumulating into
-// acc[t * 16 ...]: the chain of the header comment, one lane per row.
+// acc[t * 16 ...].
 template <int Type, int T>
 void micro(const DecodedBlock* chunk, std::size_t first, std::size_t count, const std::byte* x, std::size_t stride,
            std::size_t blocks, float* acc) {
-  constexpr std::int32_t offset = weight_offset(Type);
   QuantizedToken token[T];
   __m512 a[T];
 #pragma GCC unroll 16
@@ -353,27 +452,8 @@ void micro(const DecodedBlock* chunk, std::size_t first, std::size_t count, cons
     __m512i w[kGroups];
 #pragma GCC unroll 8
     for (int j = 0; j < kGroups; ++j) w[j] = _mm512_load_si512(chunk[b].w[j]);
-    const __m512 dw = _mm512_load_ps(chunk[b].d);
-    const std::size_t k = first + b;
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const std::uint8_t* high = token[t].high + 32 * k;
-      const std::uint8_t* low = token[t].low + 32 * k;
-      const __m512 dx = _mm512_set1_ps(token[t].d[k]);
-      if constexpr (Type == kQ6_K) {
-        const std::int32_t first_half = token[t].sum_low[k];
-        const __m512i dot_low = dot_q<0, 4>(_mm512_set1_epi32(-offset * first_half), w, high, low);
-        const __m512i dot_high = dot_q<4, 8>(_mm512_set1_epi32(-offset * (token[t].sum[k] - first_half)), w, high, low);
-        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), a[t]);
-        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(chunk[b].m), dx), a[t]);
-      } else {
-        const __m512i dot = dot_q<0, kGroups>(_mm512_set1_epi32(-offset * token[t].sum[k]), w, high, low);
-        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), a[t]);
-        if constexpr (Type == kQ4_K || Type == kQ5_K) {
-          a[t] = _mm512_fnmadd_ps(_mm512_load_ps(chunk[b].m), _mm512_set1_ps(token[t].scaled_sum[k]), a[t]);
-        }
-      }
-    }
+    for (int t = 0; t < T; ++t) a[t] = add_block<Type>(a[t], w, chunk[b].d, chunk[b].m, token[t], first + b);
   }
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) _mm512_store_ps(acc + t * kLanes, a[t]);
@@ -496,7 +576,7 @@ struct Vnni {
 
   template <int Type>
   static void decode_scales(const std::uint8_t* const* rows, BlockScales<kLanes>* scales) {
-    kernels::decode_scales<Type>(rows, scales);
+    kernels::decode_scales<Type>(StoredBlocks{rows}, scales);
   }
 
   template <int Type>
@@ -517,6 +597,55 @@ struct Vnni {
     micro<Type, T>(chunk, first, count, x, stride, blocks, acc);
   }
 };
+
+// One token against repacked rows (Rows.w: a tile's first row's repacking): each ggml block's dwords are loaded
+// in lanes as they are, so the step is micro's for one token with no transpose, no reduction and no chunk: the
+// same exact integer dots and f32 chain, so int_gemv's and int_matmul's bits.
+template <int Type>
+void repacked_gemv(const Rows& m, const std::byte* x, float* out, const float* bias) {
+  constexpr std::size_t bb = block_bytes(Type), per_block = sub_blocks(Type);
+  const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
+  const std::size_t blocks = m.cols / 32;
+  const QuantizedToken token = token_at(x, blocks);
+  for (std::size_t r0 = 0; r0 < m.rows; r0 += kLanes) {
+    const std::uint8_t* tile = w + r0 * m.row_bytes;
+    // The next tile, at the rate this one is read (prefetches past the matrix's end never fault).
+    const std::uint8_t* ahead = tile + kLanes * m.row_bytes;
+    __m512 acc = _mm512_setzero_ps();
+    for (std::size_t g = 0; g < blocks / per_block; ++g) {
+      const RepackedBlock src{tile + g * kLanes * bb};
+#pragma GCC unroll 16
+      for (std::size_t i = 0; i < kLanes * bb; i += 64)
+        __builtin_prefetch(ahead + g * kLanes * bb + i, 0, Vnni::kGemvPrefetchLocality);
+      BlockScales<kLanes> scales[per_block];
+      decode_scales<Type>(src, scales);
+      decode_block<Type>(src, [&](int i, const __m512i* wv) {
+        acc = add_block<Type>(acc, wv, scales[i].d, scales[i].m, token, g * per_block + static_cast<std::size_t>(i));
+      });
+    }
+    const __mmask16 rows =
+        m.rows - r0 >= kLanes ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (m.rows - r0)) - 1);
+    if (bias != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(rows, bias + r0));
+    _mm512_mask_storeu_ps(out + r0, rows, acc);
+  }
+}
+
+// int_matmul's Isa over repacked rows: Vnni's but for reading the blocks.
+struct VnniRepacked : Vnni {
+  template <int Type>
+  static void decode(const std::uint8_t* tile, std::size_t, std::size_t, std::size_t first, std::size_t count,
+                     const std::uint8_t* prefetch, DecodedBlock* chunk) {
+    decode_repacked_chunk<Type>(tile, first, count, prefetch, chunk);
+  }
+};
+
+// Table::int8_matmul_repacked: one token by repacked_gemv, more by int_matmul over the repacked tiles.
+template <int Type>
+void repacked_product(const Rows& m, const std::byte* x, std::size_t tokens, float* out, std::size_t out_stride,
+                      const float* bias) {
+  if (tokens == 1) return repacked_gemv<Type>(m, x, out, bias);
+  int_matmul<VnniRepacked, Type>(m, x, tokens, out, out_stride, bias);
+}
 
 #undef ENGINE_KERNEL_INLINE
 

@@ -50,6 +50,10 @@ using PackFn = void (*)(const std::byte* x, std::size_t cols, std::size_t tokens
 // has one); any token count, the same bits for each token.
 using Int8MatmulFn = void (*)(const Rows& rows, const std::byte* x, std::size_t tokens, float* out,
                               std::size_t out_stride, const float* bias);
+// Weights repacked once, at load, into the layout a level's int8 kernels read (tiles of Table::row_tile rows,
+// the last one padded with zero rows). A repacking keeps each tile's size and place: tile i of `rows` takes
+// the row_tile * row_bytes bytes at i * row_tile * row_bytes of `out`. RepackFn writes tiles [first, last).
+using RepackFn = void (*)(const Rows& rows, std::size_t first, std::size_t last, std::byte* out);
 
 // Keys per attention tile: the online softmax takes keys in tiles of this many positions, aligned to
 // multiples of it, so a query's order of operations depends on its position alone (attention.h).
@@ -107,6 +111,10 @@ struct Table {
   GatedMulFn gelu_tanh_mul = nullptr;
   PackedBytesFn packed_activation_bytes = nullptr;  // both null where the products read the tokens as quantized
   PackFn pack_activations = nullptr;
+  // By type: where not null, weights repacked by repack_weights, multiplied by int8_matmul_repacked (Rows.w at
+  // the repacking of a tile's first row; the bits of int8_matmul).
+  RepackFn repack_weights[kTypeCount] = {};
+  Int8MatmulFn int8_matmul_repacked[kTypeCount] = {};
 };
 
 const Table& portable_table();

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/cpu/huge_pages.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/simd_levels.h"
 
@@ -84,12 +85,32 @@ std::size_t rows_per_range(const kernels::Table& table, quant::WeightType type, 
   return range_rows(row_bytes, streamed ? kGemvRangeBytes : kGemmRangeBytes, table.row_tile);
 }
 
+// The int8 product of w at this table and the bytes it reads: w's repacking where this level made it (its
+// row ranges start on whole tiles, as range_rows gives them), else the stored rows.
+struct Int8Product {
+  kernels::Int8MatmulFn fn;
+  const std::byte* data;
+};
+Int8Product int8_product(const kernels::Table& table, const WeightMatrix& w, std::size_t row_bytes) {
+  const auto type = static_cast<std::size_t>(w.type);
+  if (w.repacked != nullptr && w.repacked->level() == table.name && table.int8_matmul_repacked[type] != nullptr) {
+    const std::size_t tiles = (w.rows + table.row_tile - 1) / table.row_tile;
+    if (w.repacked->size_bytes() != tiles * table.row_tile * row_bytes) {
+      throw std::invalid_argument("a repacking of " + std::to_string(w.repacked->size_bytes()) +
+                                  " bytes does not belong to a matrix of " + std::to_string(w.rows) + " rows of " +
+                                  std::to_string(row_bytes) + " bytes: repack_weights makes one per matrix");
+    }
+    return {table.int8_matmul_repacked[type], w.repacked->data()};
+  }
+  return {table.int8_matmul[type], w.data};
+}
+
 void run_int8_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w, std::size_t row_bytes,
                      const std::byte* quantized, std::size_t tokens, float* out, const float* bias) {
-  const kernels::Int8MatmulFn product = table.int8_matmul[static_cast<std::size_t>(w.type)];
+  const Int8Product product = int8_product(table, w, row_bytes);
   pool.parallel_for(w.rows, rows_per_range(table, w.type, row_bytes, tokens), [&](std::size_t begin, std::size_t end) {
-    product(kernels::Rows{w.data + begin * row_bytes, row_bytes, w.cols, end - begin}, quantized, tokens, out + begin,
-            w.rows, bias != nullptr ? bias + begin : nullptr);
+    product.fn(kernels::Rows{product.data + begin * row_bytes, row_bytes, w.cols, end - begin}, quantized, tokens,
+               out + begin, w.rows, bias != nullptr ? bias + begin : nullptr);
   });
 }
 
@@ -193,7 +214,9 @@ void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<c
       const float* bias = p.target->bias != nullptr ? p.target->bias + p.begin : nullptr;
       const auto type = static_cast<std::size_t>(w.type);
       if (table.int8_matmul[type] != nullptr) {
-        table.int8_matmul[type](rows, quantized.get(), tokens, p.target->out + p.begin, w.rows, bias);
+        const Int8Product product = int8_product(table, w, p.row_bytes);
+        product.fn(kernels::Rows{product.data + p.begin * p.row_bytes, p.row_bytes, w.cols, p.end - p.begin},
+                   quantized.get(), tokens, p.target->out + p.begin, w.rows, bias);
       } else if (tokens == 1) {
         table.gemv[type](rows, x, p.target->out + p.begin, bias);
       } else {
@@ -201,6 +224,20 @@ void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<c
       }
     }
   });
+}
+
+std::unique_ptr<RepackedWeights> run_repack(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w) {
+  const std::size_t row_bytes = checked_row_bytes(w);
+  const kernels::RepackFn repack = table.repack_weights[static_cast<std::size_t>(w.type)];
+  if (repack == nullptr || w.rows == 0 || w.cols == 0) return nullptr;
+  const std::size_t tile_bytes = table.row_tile * row_bytes;
+  const std::size_t tiles = (w.rows + table.row_tile - 1) / table.row_tile;
+  auto repacked = std::make_unique<RepackedWeights>(table.name, tiles * tile_bytes);
+  const kernels::Rows rows{w.data, row_bytes, w.cols, w.rows};
+  std::byte* out = repacked->data();
+  pool.parallel_for(tiles, std::max<std::size_t>(1, (1u << 20) / tile_bytes),
+                    [&](std::size_t first, std::size_t last) { repack(rows, first, last, out); });
+  return repacked;
 }
 
 void run_dequantize_rows(const kernels::Table& table, const WeightMatrix& w, std::size_t first, std::size_t count,
@@ -217,6 +254,18 @@ void run_dequantize_rows(const kernels::Table& table, const WeightMatrix& w, std
 }
 
 }  // namespace
+
+RepackedWeights::RepackedWeights(std::string_view level, std::size_t bytes)
+    : level_(level), size_(bytes), data_(allocate_huge_pages(bytes)) {}
+
+std::unique_ptr<RepackedWeights> repack_weights(ThreadPool& pool, const WeightMatrix& w) {
+  return run_repack(active_table(), pool, w);
+}
+
+std::unique_ptr<RepackedWeights> repack_weights_at_level(std::string_view level, ThreadPool& pool,
+                                                         const WeightMatrix& w) {
+  return run_repack(table_or_throw(level), pool, w);
+}
 
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,
             const float* bias) {

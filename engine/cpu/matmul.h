@@ -5,23 +5,53 @@
 // time from what the CPU reports.
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "engine/cpu/huge_pages.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/quant/quant.h"
 
 namespace engine::cpu {
 
+class RepackedWeights;
+
 // A row-major weight matrix: `rows` output features, each a row of `cols` input features stored as
-// quant::row_bytes(type, cols) bytes. The data is read in place (usually a mapped file).
+// quant::row_bytes(type, cols) bytes. The data is read in place (usually a mapped file), or, where `repacked`
+// is set, its repacking by the level that made it (repack_weights); `data` stays valid either way (embedding
+// lookups and the other levels read it).
 struct WeightMatrix {
   quant::WeightType type = quant::WeightType::F32;
   const std::byte* data = nullptr;
   std::size_t rows = 0;
   std::size_t cols = 0;
+  const RepackedWeights* repacked = nullptr;
 };
+
+// A weight matrix's bytes rearranged once, at load, into the layout one SIMD level's kernels read (at
+// avx512vnni, Q4_K and Q5_K: each block's 16 rows side by side, as the int8 kernels take them), so that no
+// product transposes or reduces across rows. The products give the same bits as from the stored layout.
+class RepackedWeights {
+ public:
+  RepackedWeights(std::string_view level, std::size_t bytes);
+  std::string_view level() const { return level_; }
+  std::size_t size_bytes() const { return size_; }
+  const std::byte* data() const { return data_.get(); }
+  std::byte* data() { return data_.get(); }
+
+ private:
+  std::string_view level_;
+  std::size_t size_;
+  HugePagesBuffer data_;  // in 2 MiB pages where Linux allows (huge_pages.h)
+};
+
+// `w` repacked for the active level (repack_weights_at_level: for `level`), or nullptr where that level reads
+// w's type as stored. Spread over the pool.
+std::unique_ptr<RepackedWeights> repack_weights(ThreadPool& pool, const WeightMatrix& w);
+std::unique_ptr<RepackedWeights> repack_weights_at_level(std::string_view level, ThreadPool& pool,
+                                                         const WeightMatrix& w);
 
 // out[t * w.rows + n] = dot(x[t * w.cols ...], row n of w) + (bias ? bias[n] : 0), for t < tokens.
 // Accumulates in f32 with the weights converted exactly (bf16, f16) or as ggml dequantizes them, against f32

@@ -224,7 +224,7 @@ class WeightBinder {
                         " with rows of " + std::to_string(cols) + " values, not a whole number of " +
                         std::to_string(quant::block_elements(*t.type)) + "-value blocks");
     }
-    return {*t.type, t.bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
+    return {*t.type, t.bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols), /*file_mapped=*/true};
   }
 
   // Matrices stacked along their rows in one tensor, each a view of its rows (no copy).
@@ -238,7 +238,7 @@ class WeightBinder {
     std::size_t first = 0;
     for (const auto r : rows) {
       parts.push_back({whole.type, whole.bytes.subspan(first * row_bytes, r * row_bytes), static_cast<std::size_t>(r),
-                       static_cast<std::size_t>(cols)});
+                       static_cast<std::size_t>(cols), whole.file_mapped});
       first += r;
     }
     return parts;

@@ -3,8 +3,10 @@
 // 64 tokens (prefill) as GFLOP/s. With --batches, the time of one matmul at 1..48 tokens (batched decode)
 // instead, weights streamed from memory. With --compare A,B, two levels alternating in one run on the
 // quantized types (batch-1 GB/s, 8-token decode and 512-token prefill), with the ratio A / B: on a shared
-// machine only such ratios hold. With --prefill, the matmuls of a 512-token prefill of Qwen3-0.6B in ms.
-// Usage: engine-kernel-bench [--threads N] [--level L] [--quick] [--batches] [--prefill] [--compare A,B]
+// machine only such ratios hold (LEVEL+repacked: the weights repacked at that level, as the engine loads them,
+// e.g. --compare avx512vnni+repacked,avx512vnni). With --prefill, the matmuls of a 512-token prefill of Qwen3-0.6B in
+// ms. Usage: engine-kernel-bench [--threads N] [--level L] [--quick] [--batches] [--prefill] [--compare A,B] (the plain
+// modes read the weights as stored)
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -133,16 +137,39 @@ std::pair<double, double> alternating_best(int rounds, A&& a, B&& b) {
   return {best_a, best_b};
 }
 
-// Level a against level b on the quantized types: batch-1 GB/s (weights from memory), an 8-token decode
-// step in ms (weights from memory) and a 512-token prefill in GFLOP/s, alternating a and b.
-void bench_compare(ThreadPool& pool, const std::string& a, const std::string& b, bool quick) {
+// A level, reading the weights as stored or repacked by it (as the engine's CPU backend does at load).
+struct Variant {
+  std::string level;
+  bool repacked = false;
+  std::string name() const { return level + (repacked ? " repacked" : ""); }
+};
+
+// The matrices `w` as the variant reads them: their repackings (kept in `keep`), or w unchanged. False where
+// the variant repacks and its level does not repack the type.
+bool as_read_by(ThreadPool& pool, const Variant& v, std::vector<WeightMatrix>& w,
+                std::vector<std::unique_ptr<engine::cpu::RepackedWeights>>& keep) {
+  if (!v.repacked) return true;
+  for (auto& m : w) {
+    auto repacked = engine::cpu::repack_weights_at_level(v.level, pool, m);
+    if (repacked == nullptr) return false;
+    m.repacked = repacked.get();
+    keep.push_back(std::move(repacked));
+  }
+  return true;
+}
+
+// Variant a against variant b on the quantized types: batch-1 GB/s (weights from memory), an 8-token decode
+// step in ms (weights from memory) and a 512-token prefill in GFLOP/s, alternating a and b. Types a variant
+// cannot read as asked (repacked, at a level that does not repack them) are left out.
+void bench_compare(ThreadPool& pool, const Variant& a, const Variant& b, bool quick) {
   const WeightType types[] = {WeightType::Q8_0, WeightType::Q4_0,   WeightType::Q4_1,   WeightType::Q5_0,
                               WeightType::Q5_1, WeightType::Q3_K,   WeightType::Q4_K,   WeightType::Q5_K,
                               WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K};
   const Shape shapes[] = {{"3072x1024", 3072, 1024}, {"1024x3072", 1024, 3072}};
   constexpr std::size_t kPrefill = 512, kDecodeBatch = 8;
   const int rounds = quick ? 2 : 5;
-  std::printf("%s against %s, alternating (ratio = first / second; for ms, second / first)\n", a.c_str(), b.c_str());
+  std::printf("%s against %s, alternating (ratio = first / second; for ms, second / first)\n", a.name().c_str(),
+              b.name().c_str());
   std::printf("%-6s %-10s %22s %22s %26s\n", "type", "matrix", "batch-1 GB/s", "8 tokens ms", "512-token GFLOP/s");
   for (const WeightType type : types) {
     for (const Shape& shape : shapes) {
@@ -154,22 +181,33 @@ void bench_compare(ThreadPool& pool, const std::string& a, const std::string& b,
       std::vector<float> x(kPrefill * shape.cols);
       for (auto& v : x) v = dist(rng);
       std::vector<float> out(kPrefill * shape.rows);
-      const auto streamed_run = [&](const std::string& level, std::size_t tokens) {
-        return [&, tokens] {
+      // Per variant: the streamed copies, then the one matrix the prefill reads.
+      std::vector<WeightMatrix> matrices[2];
+      std::vector<std::unique_ptr<engine::cpu::RepackedWeights>> keep;
+      for (auto& m : matrices) {
+        for (std::size_t c = 0; c < copies; ++c)
+          m.push_back({type, streamed.data() + c * bytes.size(), shape.rows, shape.cols});
+        m.push_back({type, bytes.data(), shape.rows, shape.cols});
+      }
+      if (!as_read_by(pool, a, matrices[0], keep) || !as_read_by(pool, b, matrices[1], keep)) break;
+      const auto streamed_run = [&](int side, std::size_t tokens) {
+        const std::string& level = side == 0 ? a.level : b.level;
+        return [&, side, tokens] {
           for (std::size_t c = 0; c < copies; ++c) {
-            const WeightMatrix copy{type, streamed.data() + c * bytes.size(), shape.rows, shape.cols};
-            engine::cpu::matmul_at_level(level, pool, copy, x.data(), tokens, out.data());
+            engine::cpu::matmul_at_level(level, pool, matrices[side][c], x.data(), tokens, out.data());
           }
         };
       };
-      const auto [gemv_a, gemv_b] = alternating_best(rounds, streamed_run(a, 1), streamed_run(b, 1));
+      const auto [gemv_a, gemv_b] = alternating_best(rounds, streamed_run(0, 1), streamed_run(1, 1));
       const auto [batch_a, batch_b] =
-          alternating_best(rounds, streamed_run(a, kDecodeBatch), streamed_run(b, kDecodeBatch));
-      const WeightMatrix w{type, bytes.data(), shape.rows, shape.cols};
-      const auto prefill = [&](const std::string& level) {
-        return [&] { engine::cpu::matmul_at_level(level, pool, w, x.data(), kPrefill, out.data()); };
+          alternating_best(rounds, streamed_run(0, kDecodeBatch), streamed_run(1, kDecodeBatch));
+      const auto prefill = [&](int side) {
+        const std::string& level = side == 0 ? a.level : b.level;
+        return [&, side] {
+          engine::cpu::matmul_at_level(level, pool, matrices[side].back(), x.data(), kPrefill, out.data());
+        };
       };
-      const auto [gemm_a, gemm_b] = alternating_best(rounds, prefill(a), prefill(b));
+      const auto [gemm_a, gemm_b] = alternating_best(rounds, prefill(0), prefill(1));
       const double gb = static_cast<double>(streamed.size()) / 1e9;
       const double gflop = 2.0 * static_cast<double>(shape.rows * shape.cols * kPrefill) / 1e9;
       const double per_copy_ms = 1e3 / static_cast<double>(copies);
@@ -260,7 +298,7 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: engine-kernel-bench [--threads N] [--level amx|avx512vnni|avx512bf16|avx512|avx2int16|avx2|portable] "
-          "[--quick] [--batches] [--prefill] [--compare LEVEL_A,LEVEL_B]\n");
+          "[--quick] [--batches] [--prefill] [--compare LEVEL_A[+repacked],LEVEL_B[+repacked]]\n");
       return arg == "--help" ? 0 : 2;
     }
   }
@@ -280,14 +318,25 @@ int main(int argc, char** argv) {
   if (!compare.empty()) {
     const auto comma = compare.find(',');
     const auto levels = engine::cpu::supported_simd_levels();
-    const auto known = [&](std::string_view l) { return std::find(levels.begin(), levels.end(), l) != levels.end(); };
-    if (comma == std::string::npos || !known(compare.substr(0, comma)) || !known(compare.substr(comma + 1))) {
-      std::fprintf(stderr, "--compare %s: give two levels this CPU runs, as A,B\n", compare.c_str());
+    // LEVEL, or LEVEL+repacked: the weights repacked by that level.
+    const auto variant = [&](std::string text) -> std::optional<Variant> {
+      constexpr std::string_view kRepacked = "+repacked";
+      const bool repacked = text.ends_with(kRepacked);
+      if (repacked) text.resize(text.size() - kRepacked.size());
+      if (std::find(levels.begin(), levels.end(), text) == levels.end()) return std::nullopt;
+      return Variant{text, repacked};
+    };
+    const auto a = comma == std::string::npos ? std::nullopt : variant(compare.substr(0, comma));
+    const auto b = comma == std::string::npos ? std::nullopt : variant(compare.substr(comma + 1));
+    if (!a || !b) {
+      std::fprintf(stderr,
+                   "--compare %s: give two levels this CPU runs, as A,B (LEVEL+repacked: the weights repacked)\n",
+                   compare.c_str());
       return 2;
     }
     const double bandwidth = engine::cpu::measure_memory_bandwidth(pool, quick ? (256u << 20) : (1u << 30));
     std::printf("measured memory read bandwidth: %.1f GB/s\n", bandwidth);
-    bench_compare(pool, compare.substr(0, comma), compare.substr(comma + 1), quick);
+    bench_compare(pool, *a, *b, quick);
     return 0;
   }
   const double bandwidth = engine::cpu::measure_memory_bandwidth(pool, quick ? (256u << 20) : (1u << 30));

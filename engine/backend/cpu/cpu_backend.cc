@@ -3,8 +3,12 @@
 // (token, head) is computed the same way whatever else is in the step, so a sequence's results do not
 // depend on its batch.
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -15,6 +19,7 @@
 #include "engine/backend/backend.h"
 #include "engine/cpu/activation.h"
 #include "engine/cpu/attention.h"
+#include "engine/cpu/huge_pages.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
 
@@ -66,6 +71,16 @@ class Workspace {
   std::size_t used_ = 0;
 };
 
+// Drops the whole pages of `bytes`, which lie in a read-only file mapping, from the process's resident memory;
+// pages touched again (an embedding lookup) are read back from the file. Only advice: where the kernel
+// declines, the pages stay resident and nothing else changes.
+void release_file_pages(std::span<const std::byte> bytes) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<std::uintptr_t>(bytes.data());
+  const std::uintptr_t begin = (start + page - 1) / page * page, end = (start + bytes.size()) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 // Where each of the step's tokens sits: its sequence, its position and its KV cache slot.
 struct TokenPlace {
   std::size_t sequence = 0;
@@ -90,8 +105,13 @@ class CpuBackend final : public Backend {
                                   " weight of " + std::to_string(source.rows) + " x " + std::to_string(source.cols) +
                                   " cannot be " + std::to_string(source.bytes.size()) + " bytes");
     }
-    const auto& m =
-        weights_.emplace_back(cpu::WeightMatrix{source.type, source.bytes.data(), source.rows, source.cols});
+    auto& m = weights_.emplace_back(cpu::WeightMatrix{source.type, source.bytes.data(), source.rows, source.cols});
+    if (auto repacked = cpu::repack_weights(pool_, m)) {
+      m.repacked = repacked.get();
+      repacked_.push_back(std::move(repacked));
+      // The products read the repacking only, so the stored copy need not stay resident (docs/cpu-kernels.md).
+      if (source.file_mapped) release_file_pages(source.bytes);
+    }
     return Weight{source.type, source.rows, source.cols, &m};
   }
 
@@ -111,10 +131,9 @@ class CpuBackend final : public Backend {
     check_attention_plan(plan, shape);
     shape_ = shape;
     plan_ = plan;
-    // Pages are only touched as blocks are first written: a large cache costs memory as it fills.
-    const std::size_t bytes = std::max<std::size_t>(64, (layout_.block_bytes() * shape.num_blocks + 63) / 64 * 64);
-    cache_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
-    if (!cache_) throw std::bad_alloc();
+    // Pages are only touched as blocks are first written: a large cache costs memory as it fills (2 MiB at a
+    // time where it is in huge pages, about one block of a model's layers).
+    cache_ = cpu::allocate_huge_pages(layout_.block_bytes() * shape.num_blocks);
   }
   const KvCacheShape& cache_shape() const override { return shape_; }
 
@@ -296,6 +315,7 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   std::deque<cpu::WeightMatrix> weights_;
+  std::vector<std::unique_ptr<cpu::RepackedWeights>> repacked_;
   // One rotary embedding's cos and sin for the step's tokens, token after token (head_dim / 2 each).
   struct RopeAngles {
     float* cos;
@@ -305,7 +325,7 @@ class CpuBackend final : public Backend {
   KvCacheShape shape_;
   AttentionPlan plan_;
   cpu::KvCacheLayout layout_;
-  std::unique_ptr<std::byte, AlignedFree> cache_;
+  cpu::HugePagesBuffer cache_;
   Workspace workspace_;
   std::vector<TokenPlace> places_;
   std::vector<std::int32_t> tokens_;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -512,6 +513,45 @@ TEST_P(MatmulLevels, LargeQuantizedMatrices) {
   }
 }
 
+// Weights a level repacks at load give the stored layout's bits, for one token and every batch size, over
+// partial tiles, several row ranges and threads, with and without bias.
+TEST_P(MatmulLevels, RepackedWeightsGiveTheStoredBits) {
+  const std::string_view level = GetParam();
+  ThreadPool pool(3);
+  std::uint32_t seed = 1500;
+  std::vector<WeightType> repacked_types;
+  for (const WeightType type : kAllTypes) {
+    for (const std::size_t rows : {1, 5, 16, 17, 40, 300}) {
+      const std::size_t cols = rows == 300 ? 1024 : 512;
+      const Matrix m = make_matrix(type, rows, cols, ++seed);
+      const auto repacked = repack_weights_at_level(level, pool, m.view());
+      if (repacked == nullptr) continue;
+      if (rows == 1) repacked_types.push_back(type);
+      EXPECT_EQ(repacked->level(), level);
+      EXPECT_GE(repacked->size_bytes(), m.bytes.size());
+      WeightMatrix view = m.view();
+      view.repacked = repacked.get();
+      const auto bias = random_vector(rows, ++seed);
+      for (const std::size_t tokens : {1, 2, 7, 17, 49, 130}) {
+        const auto x = random_vector(tokens * cols, ++seed);
+        for (const bool with_bias : {false, true}) {
+          const float* b = with_bias ? bias.data() : nullptr;
+          auto stored = poisoned(tokens * rows), got = poisoned(tokens * rows);
+          matmul_at_level(level, pool, m.view(), x.data(), tokens, stored.data(), b);
+          matmul_at_level(level, pool, view, x.data(), tokens, got.data(), b);
+          ASSERT_EQ(std::memcmp(stored.data(), got.data(), got.size() * sizeof(float)), 0)
+              << describe(level, type, rows, cols, tokens) << (with_bias ? " bias" : "") << " repacked";
+        }
+      }
+    }
+  }
+  if (level == "avx512vnni") {
+    EXPECT_EQ(repacked_types, (std::vector<WeightType>{WeightType::Q4_K, WeightType::Q5_K}));
+  } else {
+    EXPECT_TRUE(repacked_types.empty()) << level << " repacks no type";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Supported, MatmulLevels, ::testing::ValuesIn(supported_simd_levels()),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
@@ -614,6 +654,60 @@ TEST(Matmul, GroupEqualsSeparateProducts) {
   std::vector<float> x(64), out_a(4), out_b(4);
   const MatmulTarget mixed[] = {{&aw, out_a.data()}, {&bw, out_b.data()}};
   EXPECT_THROW(matmul_group(pool, mixed, x.data(), 1), std::invalid_argument);
+}
+
+// A repacking is read only by the level that made it: every other level reads the stored rows; and only for the
+// matrix it was made from.
+TEST(Matmul, OnlyTheRepackingLevelReadsTheRepacking) {
+  ThreadPool pool(2);
+  const Matrix m = make_matrix(WeightType::Q4_K, 20, 512, 1600);
+  const auto x = random_vector(3 * m.cols, 1601);
+  int repacking_levels = 0;
+  for (const std::string_view level : supported_simd_levels()) {
+    const auto repacked = repack_weights_at_level(level, pool, m.view());
+    if (repacked == nullptr) continue;
+    ++repacking_levels;
+    // A repacking whose bytes are all changed: a level that read it would give other results.
+    auto spoiled = std::make_unique<RepackedWeights>(repacked->level(), repacked->size_bytes());
+    std::memset(spoiled->data(), 0x55, spoiled->size_bytes());
+    WeightMatrix view = m.view();
+    view.repacked = spoiled.get();
+    for (const std::string_view other : supported_simd_levels()) {
+      auto stored = poisoned(3 * m.rows), got = poisoned(3 * m.rows);
+      matmul_at_level(other, pool, m.view(), x.data(), 3, stored.data());
+      matmul_at_level(other, pool, view, x.data(), 3, got.data());
+      const bool same = std::memcmp(stored.data(), got.data(), got.size() * sizeof(float)) == 0;
+      EXPECT_EQ(same, other != level) << "the repacking made at " << level << ", read at " << other;
+    }
+    // A repacking handed to another matrix is refused, not read past its end.
+    const Matrix larger = make_matrix(WeightType::Q4_K, 40, 512, 1602);
+    WeightMatrix mismatched = larger.view();
+    mismatched.repacked = repacked.get();
+    std::vector<float> out(3 * larger.rows);
+    EXPECT_THROW(matmul_at_level(level, pool, mismatched, x.data(), 3, out.data()), std::invalid_argument);
+  }
+  if (repacking_levels == 0) GTEST_SKIP() << "no SIMD level of this CPU repacks Q4_K (avx512vnni does)";
+}
+
+// matmul_group reads the repackings of its matrices as matmul does.
+TEST(Matmul, GroupReadsRepackedWeights) {
+  ThreadPool pool(2);
+  const Matrix a = make_matrix(WeightType::Q4_K, 40, 512, 1700), b = make_matrix(WeightType::Q5_K, 24, 512, 1701);
+  const auto ra = repack_weights(pool, a.view()), rb = repack_weights(pool, b.view());
+  WeightMatrix va = a.view(), vb = b.view();
+  va.repacked = ra.get();
+  vb.repacked = rb.get();
+  for (const std::size_t tokens : {1, 3, 20}) {
+    const auto x = random_vector(tokens * 512, 1702);
+    auto ga = poisoned(tokens * a.rows), gb = poisoned(tokens * b.rows);
+    const MatmulTarget targets[] = {{&va, ga.data(), nullptr}, {&vb, gb.data(), nullptr}};
+    matmul_group(pool, targets, x.data(), tokens);
+    auto sa = poisoned(tokens * a.rows), sb = poisoned(tokens * b.rows);
+    matmul(pool, a.view(), x.data(), tokens, sa.data());
+    matmul(pool, b.view(), x.data(), tokens, sb.data());
+    EXPECT_EQ(std::memcmp(ga.data(), sa.data(), ga.size() * sizeof(float)), 0) << tokens << " tokens";
+    EXPECT_EQ(std::memcmp(gb.data(), sb.data(), gb.size() * sizeof(float)), 0) << tokens << " tokens";
+  }
 }
 
 TEST(Matmul, EmptyShapes) {

@@ -1,7 +1,7 @@
 // The engine's KV cache sizing on the CPU: kv_cache_bytes when given, else cpu_kv_cache_bytes (serverd's
 // VLLM_CPU_KVCACHE_SPACE), and a cache too small names the setting to raise; its element type from
 // --kv-cache-dtype (bf16 by default on the CPU); its CPU threads pinned when given CPUs; the hidden states a
-// pooling step returns are what its logits are computed from.
+// pooling step returns are what its logits are computed from; weights it repacks do not stay resident twice.
 #include "engine/runtime/engine.h"
 
 #include <gmock/gmock.h>
@@ -9,10 +9,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/cpu/cpu_set.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/quant/quant.h"
 #include "tests/support/temp_dir.h"
@@ -150,6 +157,61 @@ TEST_F(EngineCacheTest, HiddenStatesAreWhatTheLogitsAreComputedFrom) {
     }
   }
   EXPECT_LT(worst, 1e-3);
+}
+
+// Bytes of the process's resident memory in its mappings of `file` (/proc/self/smaps).
+std::size_t resident_bytes_of(const std::filesystem::path& file) {
+  std::ifstream smaps("/proc/self/smaps");
+  const std::string name = std::filesystem::canonical(file).string();
+  std::size_t kib = 0;
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::istringstream fields(line);
+    std::string first;
+    fields >> first;
+    if (first == "Rss:") {
+      std::size_t value = 0;
+      fields >> value;
+      if (inside) kib += value;
+    } else if (first.find('-') != std::string::npos && first.back() != ':') {  // a mapping's header line
+      inside = line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0;
+    }
+  }
+  return kib * 1024;
+}
+
+// Where the CPU's SIMD level repacks Q4_K (avx512vnni), the backend copies the weights at load and drops the
+// mapped pages it read: after a step, the file's pages in memory are a small part of it (its header, the norms,
+// the embedding rows looked up), not the weights a second time.
+TEST(RepackedWeights, TheMappedWeightsDoNotStayResident) {
+  {
+    engine::cpu::ThreadPool pool(1);
+    const std::vector<std::byte> blocks(16 * *engine::quant::row_bytes(engine::quant::WeightType::Q4_K, 256));
+    if (engine::cpu::repack_weights(pool, {engine::quant::WeightType::Q4_K, blocks.data(), 16, 256}) == nullptr) {
+      GTEST_SKIP() << "the SIMD level " << engine::cpu::simd_level() << " reads Q4_K as stored";
+    }
+  }
+  testing_support::TempDir dir;
+  engine::tools::ModelWriterOptions writer;
+  writer.out_dir = dir.path();
+  writer.gguf_types = {engine::quant::WeightType::Q4_K};
+  writer.safetensors = false;
+  engine::tools::write_model(writer);
+  const auto file = dir.path() / "model-Q4_K.gguf";
+  engine::runtime::EngineOptions options;
+  options.device = engine::runtime::Device::Cpu;
+  options.threads = 1;
+  options.max_model_len = 64;
+  const auto engine = engine::runtime::Engine::load(file, options);
+  const std::vector<std::int32_t> tokens = {3, 1, 4, 1, 5};
+  engine::runtime::SequenceCache cache;
+  ASSERT_TRUE(engine->reserve(cache, tokens.size()));
+  std::vector<float> logits;
+  const engine::runtime::StepInput input{&cache, tokens, true};
+  engine->step(std::span(&input, 1), logits);
+  ASSERT_EQ(logits.size(), tokens.size() * engine->config().vocab_size);
+  const std::size_t file_bytes = std::filesystem::file_size(file), resident = resident_bytes_of(file);
+  EXPECT_LT(resident, file_bytes / 4) << resident << " of the file's " << file_bytes << " bytes resident";
 }
 
 }  // namespace
