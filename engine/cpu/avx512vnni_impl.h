@@ -150,16 +150,36 @@ ENGINE_KERNEL_INLINE void transpose_16x16(const std::uint8_t* const* block, std:
 // Where one ggml block of a tile's 16 rows is read from. dwords(offset, out): out[i] lane r = bytes
 // offset + 4i .. offset + 4i + 3 of row r's block, for i < 4.
 // - StoredBlocks: the rows' blocks as the file stores them (`block[r]`: row r's), transposed here.
-// - RepackedBlock: repack_tiles' copy, whose dwords are already in lanes (offset a multiple of 4).
+// - RepackedBlock<Type>: repack_tiles' copy, whose dwords are already in lanes (repack_tiles says where).
 struct StoredBlocks {
   const std::uint8_t* const* block;
   ENGINE_KERNEL_INLINE void dwords(std::size_t offset, __m512i* out) const { transpose_16x16(block, offset, out); }
 };
+
+// Types whose blocks are an f16 scale then 16 or 32 bytes of quants (2 + 16k bytes): repacked as the 16 rows'
+// scales (32 bytes), then the quants' dwords in lanes; the scale is the only thing read at offset 0.
+constexpr bool scale_first(int type) {
+  return type == kQ8_0 || type == kQ4_0;
+}
+
+template <int Type>
 struct RepackedBlock {
-  const std::uint8_t* p;  // dword i of the 16 rows' block in the 64 bytes at 64 i
+  const std::uint8_t* p;
   ENGINE_KERNEL_INLINE void dwords(std::size_t offset, __m512i* out) const {
+    if constexpr (scale_first(Type)) {
+      if (offset == 0) {
+        // decode_scales reads lane r's low 16 bits of the first dword: the scale.
+        out[0] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        out[1] = out[2] = out[3] = _mm512_setzero_si512();
+        return;
+      }
+      const std::uint8_t* quants = p + 32 + 16 * (offset - 2);  // offset 2 + 16k: dwords 4k .. 4k + 3
 #pragma GCC unroll 4
-    for (std::size_t i = 0; i < 4; ++i) out[i] = _mm512_loadu_si512(p + 16 * offset + 64 * i);
+      for (std::size_t i = 0; i < 4; ++i) out[i] = _mm512_loadu_si512(quants + 64 * i);
+    } else {
+#pragma GCC unroll 4
+      for (std::size_t i = 0; i < 4; ++i) out[i] = _mm512_loadu_si512(p + 16 * offset + 64 * i);
+    }
   }
 };
 
@@ -345,19 +365,21 @@ void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t r
 
 // ---- repacked weights ------------------------------------------------------------------------------------
 
-// The types whose weights the level repacks at load: blocks of a whole number of 16-byte pieces, which
-// repack_tiles puts in lanes as StoredBlocks::dwords would (a repacked tile is as large as the stored one). Only
-// the reading of the blocks changes: the integers and the f32 chain are the stored layout's.
+// The types whose weights the level repacks at load: blocks of whole 16-byte pieces (Q4_K, Q5_K), or an f16
+// scale and such pieces (Q8_0, Q4_0); a repacked tile is as large as the stored one. Only the reading of the
+// blocks changes: the integers and the f32 chain are the stored layout's.
 constexpr bool repacks(int type) {
-  return type == kQ4_K || type == kQ5_K;
+  return type == kQ4_K || type == kQ5_K || scale_first(type);
 }
 
-// Tiles [first, last) of 16 rows of `m` repacked: per tile and ggml block g (at (16 * g) * bb in the tile's
-// 16 * row_bytes), dword i of the 16 rows' blocks in the 64 bytes at 64 i; rows past the matrix are zeros.
+// Tiles [first, last) of 16 rows of `m` repacked. Per tile, ggml block g takes the 16 * bb bytes at 16 * bb * g
+// of the tile's 16 * row_bytes: dword i of the 16 rows' blocks in the 64 bytes at 64 i (RepackedBlock reads
+// bytes offset .. offset + 15 at 16 * offset); for scale_first types, the 16 rows' scales, then the dwords of
+// their quants from byte 32. Rows past the matrix are zeros.
 template <int Type>
 void repack_tiles(const Rows& m, std::size_t first, std::size_t last, std::byte* out) {
-  static_assert(repacks(Type) && block_bytes(Type) % 16 == 0 && block_bytes(Type) <= sizeof kZeroBlock);
-  constexpr std::size_t bb = block_bytes(Type);
+  constexpr std::size_t bb = block_bytes(Type), skip = scale_first(Type) ? 2 : 0;
+  static_assert(repacks(Type) && (bb - skip) % 16 == 0 && bb <= sizeof kZeroBlock);
   const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
   auto* dst = reinterpret_cast<std::uint8_t*>(out);
   for (std::size_t tile = first; tile < last; ++tile) {
@@ -367,11 +389,15 @@ void repack_tiles(const Rows& m, std::size_t first, std::size_t last, std::byte*
       for (std::size_t r = 0; r < kLanes; ++r)
         block[r] = r0 + r < m.rows ? w + (r0 + r) * m.row_bytes + g * bb : kZeroBlock;
       std::uint8_t* at = dst + r0 * m.row_bytes + g * kLanes * bb;
-      for (std::size_t piece = 0; piece < bb; piece += 16) {
+      if constexpr (skip != 0) {
+        for (std::size_t r = 0; r < kLanes; ++r) std::memcpy(at + 2 * r, block[r], 2);
+        at += 2 * kLanes;
+      }
+      for (std::size_t piece = skip; piece < bb; piece += 16) {
         __m512i v[4];
         transpose_16x16(block, piece, v);
 #pragma GCC unroll 4
-        for (std::size_t i = 0; i < 4; ++i) _mm512_storeu_si512(at + 16 * piece + 64 * i, v[i]);
+        for (std::size_t i = 0; i < 4; ++i) _mm512_storeu_si512(at + 16 * (piece - skip) + 64 * i, v[i]);
       }
     }
   }
@@ -382,7 +408,7 @@ template <int Type>
 void decode_repacked_chunk(const std::uint8_t* tile, std::size_t first, std::size_t count, const std::uint8_t* prefetch,
                            DecodedBlock* chunk) {
   const auto source = [&](std::size_t ggml_block) {
-    return RepackedBlock{tile + ggml_block * kLanes * block_bytes(Type)};
+    return RepackedBlock<Type>{tile + ggml_block * kLanes * block_bytes(Type)};
   };
   decode_blocks<Type>(source, first, count, prefetch, chunk);
 }
@@ -613,7 +639,7 @@ void repacked_gemv(const Rows& m, const std::byte* x, float* out, const float* b
     const std::uint8_t* ahead = tile + kLanes * m.row_bytes;
     __m512 acc = _mm512_setzero_ps();
     for (std::size_t g = 0; g < blocks / per_block; ++g) {
-      const RepackedBlock src{tile + g * kLanes * bb};
+      const RepackedBlock<Type> src{tile + g * kLanes * bb};
 #pragma GCC unroll 16
       for (std::size_t i = 0; i < kLanes * bb; i += 64)
         __builtin_prefetch(ahead + g * kLanes * bb + i, 0, Vnni::kGemvPrefetchLocality);

@@ -19,11 +19,12 @@ void HugePagesFree::operator()(std::byte* p) const {
 HugePagesBuffer allocate_huge_pages(std::size_t bytes) {
   const std::size_t size = std::max<std::size_t>(64, bytes);
   const std::size_t alignment = size >= kHugePage ? kHugePage : 64;
-  const std::size_t rounded = (size + alignment - 1) / alignment * alignment;
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded));
-  if (p == nullptr) throw std::bad_alloc();
-  if (alignment == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
-  return HugePagesBuffer(p);
+  void* p = nullptr;
+  if (::posix_memalign(&p, alignment, size) != 0) throw std::bad_alloc();
+  // Only the whole 2 MiB pages inside the buffer: a huge page over its tail would make the bytes past its end
+  // resident too (up to 2 MiB a buffer, and the CPU backend holds one per weight matrix).
+  if (alignment == kHugePage) ::madvise(p, size / kHugePage * kHugePage, MADV_HUGEPAGE);
+  return HugePagesBuffer(static_cast<std::byte*>(p));
 }
 
 }  // namespace engine::cpu

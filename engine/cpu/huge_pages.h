@@ -16,9 +16,10 @@ struct HugePagesFree {
 };
 using HugePagesBuffer = std::unique_ptr<std::byte[], HugePagesFree>;
 
-// At least `bytes` (and 64) bytes, 64-byte aligned; from 2 MiB on, 2 MiB aligned and advised into huge pages
-// (only advice: 4 KiB pages where it is declined). Pages are not touched here, so memory is taken as the
-// buffer is first written. std::bad_alloc when there is no memory.
+// At least `bytes` (and 64) bytes, 64-byte aligned; from 2 MiB on, 2 MiB aligned with its whole 2 MiB pages
+// advised into huge pages (only advice: 4 KiB pages where it is declined; the tail past the last whole one stays
+// in 4 KiB pages). Pages are not touched here, so memory is taken as the buffer is first written. std::bad_alloc
+// when there is no memory.
 HugePagesBuffer allocate_huge_pages(std::size_t bytes);
 
 }  // namespace engine::cpu

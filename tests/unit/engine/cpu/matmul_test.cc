@@ -546,7 +546,8 @@ TEST_P(MatmulLevels, RepackedWeightsGiveTheStoredBits) {
     }
   }
   if (level == "avx512vnni") {
-    EXPECT_EQ(repacked_types, (std::vector<WeightType>{WeightType::Q4_K, WeightType::Q5_K}));
+    EXPECT_EQ(repacked_types,
+              (std::vector<WeightType>{WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K}));
   } else {
     EXPECT_TRUE(repacked_types.empty()) << level << " repacks no type";
   }
