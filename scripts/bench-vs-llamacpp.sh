@@ -8,7 +8,7 @@
 # Needs: build/engine/model-writer and build/tests/engine-bench (cmake --build build --target model-writer
 # engine-bench), tests/node_modules (scripts/install-test-peers.sh: the Qwen3 tokenizer).
 # Environment: BUILD_DIR (build), ROUNDS (3), THREADS (2: both sides), STEPS (decode steps per measure, 32),
-# TYPES (BF16,Q8_0,Q4_K),
+# TYPES (BF16,Q8_0,Q4_K_M: Q4_K_M as llama.cpp's quantizer mixes it, with Q6_K matrices; any --gguf TYPE of model-writer),
 # BENCH_MODEL_DIR (.bench/qwen3-0.6b, reused while its stamp matches), RUN_TIMEOUT (seconds per run, 1200),
 # ENGINE_SIMD (passed on to engine-bench), BENCH_RESULTS (the JSON lines, .bench/llamacpp-DATE.jsonl).
 set -euo pipefail
@@ -18,7 +18,7 @@ bin=${BUILD_DIR:-build}
 rounds=${ROUNDS:-3}
 threads=${THREADS:-2}
 steps=${STEPS:-32}
-types=${TYPES:-BF16,Q8_0,Q4_K}
+types=${TYPES:-BF16,Q8_0,Q4_K_M}
 model_dir=${BENCH_MODEL_DIR:-.bench/qwen3-0.6b}
 run_timeout=${RUN_TIMEOUT:-1200}
 results=${BENCH_RESULTS:-.bench/llamacpp-$(date -u +%Y%m%dT%H%M%SZ).jsonl}

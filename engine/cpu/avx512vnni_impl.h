@@ -162,24 +162,70 @@ constexpr bool scale_first(int type) {
   return type == kQ8_0 || type == kQ4_0;
 }
 
+// Types whose blocks are 16k bytes then an f16 scale (Q6_K: 208 + 2): repacked as the dwords in lanes, then the
+// 16 rows' scales (32 bytes); the scale is the only thing read in the last 16 bytes (at bb - 16).
+constexpr bool scale_last(int type) {
+  return type == kQ6_K;
+}
+
+// The f16 scale bytes repack_tiles moves apart from a block's 16-byte pieces, before and after them.
+constexpr std::size_t head_scale_bytes(int type) {
+  return scale_first(type) ? 2 : 0;
+}
+constexpr std::size_t tail_scale_bytes(int type) {
+  return scale_last(type) ? 2 : 0;
+}
+
+// Where repack_tiles puts ggml block g of a tile of `blocks` blocks, from the tile's first byte: the 16 rows'
+// f16 scales (scale_first and scale_last types) and the dwords of its 16-byte pieces in lanes (64 bytes per
+// dword). Blocks go in pairs, so that every block's pieces start on a cache line where one block's 16 * bb
+// bytes are not whole lines (Q8_0: 544, Q4_0: 288, Q6_K: 3,360): per pair, both blocks' leading scales, both
+// blocks' pieces, both blocks' trailing scales; a last block without a pair alone, in the same order.
+struct RepackedOffsets {
+  std::size_t scales;
+  std::size_t pieces;
+};
+
+template <int Type>
+ENGINE_KERNEL_INLINE RepackedOffsets repacked_offsets(std::size_t g, std::size_t blocks) {
+  constexpr std::size_t bb = block_bytes(Type), head = head_scale_bytes(Type), tail = tail_scale_bytes(Type);
+  constexpr std::size_t pieces = bb - head - tail;
+  const std::size_t start = (g & ~std::size_t{1}) * kLanes * bb, second = g & 1;
+  const std::size_t in_unit = (g | 1) < blocks ? 2 : 1;
+  const std::size_t pieces_at = start + in_unit * kLanes * head;
+  const std::size_t tails_at = pieces_at + in_unit * kLanes * pieces;
+  return {head != 0 ? start + second * kLanes * head : tails_at + second * kLanes * tail,
+          pieces_at + second * kLanes * pieces};
+}
+
 template <int Type>
 struct RepackedBlock {
-  const std::uint8_t* p;
+  const std::uint8_t* scales;
+  const std::uint8_t* pieces;
+
+  ENGINE_KERNEL_INLINE static RepackedBlock in_tile(const std::uint8_t* tile, std::size_t g, std::size_t blocks) {
+    const RepackedOffsets at = repacked_offsets<Type>(g, blocks);
+    return {tile + at.scales, tile + at.pieces};
+  }
+
   ENGINE_KERNEL_INLINE void dwords(std::size_t offset, __m512i* out) const {
-    if constexpr (scale_first(Type)) {
-      if (offset == 0) {
-        // decode_scales reads lane r's low 16 bits of the first dword: the scale.
-        out[0] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-        out[1] = out[2] = out[3] = _mm512_setzero_si512();
-        return;
-      }
-      const std::uint8_t* quants = p + 32 + 16 * (offset - 2);  // offset 2 + 16k: dwords 4k .. 4k + 3
-#pragma GCC unroll 4
-      for (std::size_t i = 0; i < 4; ++i) out[i] = _mm512_loadu_si512(quants + 64 * i);
-    } else {
-#pragma GCC unroll 4
-      for (std::size_t i = 0; i < 4; ++i) out[i] = _mm512_loadu_si512(p + 16 * offset + 64 * i);
+    constexpr std::size_t head = head_scale_bytes(Type);
+    if (scale_first(Type) && offset == 0) {
+      // decode_scales reads lane r's low 16 bits of the first dword: the scale.
+      out[0] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+      out[1] = out[2] = out[3] = _mm512_setzero_si512();
+      return;
     }
+    if (scale_last(Type) && offset == block_bytes(Type) - 16) {
+      // decode_scales reads lane r's high 16 bits of the last dword: the scale.
+      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales));
+      out[0] = out[1] = out[2] = _mm512_setzero_si512();
+      out[3] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(s), 16);
+      return;
+    }
+    const std::uint8_t* at = pieces + 16 * (offset - head);  // bytes offset .. offset + 15: dwords in lanes
+#pragma GCC unroll 4
+    for (std::size_t i = 0; i < 4; ++i) out[i] = _mm512_loadu_si512(at + 64 * i);
   }
 };
 
@@ -365,51 +411,52 @@ void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t r
 
 // ---- repacked weights ------------------------------------------------------------------------------------
 
-// The types whose weights the level repacks at load: blocks of whole 16-byte pieces (Q4_K, Q5_K), or an f16
-// scale and such pieces (Q8_0, Q4_0); a repacked tile is as large as the stored one. Only the reading of the
-// blocks changes: the integers and the f32 chain are the stored layout's.
+// The types whose weights the level repacks at load: blocks of whole 16-byte pieces (Q4_K, Q5_K), or such
+// pieces and an f16 scale before (Q8_0, Q4_0) or after them (Q6_K); a repacked tile is as large as the stored
+// one. Only the reading of the blocks changes: the integers and the f32 chain are the stored layout's.
 constexpr bool repacks(int type) {
-  return type == kQ4_K || type == kQ5_K || scale_first(type);
+  return type == kQ4_K || type == kQ5_K || scale_first(type) || scale_last(type);
 }
 
-// Tiles [first, last) of 16 rows of `m` repacked. Per tile, ggml block g takes the 16 * bb bytes at 16 * bb * g
-// of the tile's 16 * row_bytes: dword i of the 16 rows' blocks in the 64 bytes at 64 i (RepackedBlock reads
-// bytes offset .. offset + 15 at 16 * offset); for scale_first types, the 16 rows' scales, then the dwords of
-// their quants from byte 32. Rows past the matrix are zeros.
+// Tiles [first, last) of 16 rows of `m` repacked. A tile keeps its 16 * row_bytes bytes and its place; inside
+// it, ggml block g's bytes go where repacked_offsets says: the 16 rows' scales side by side, and for each 16-byte
+// piece of the block, dword i of the 16 rows' pieces in the 64 bytes at 64 i. Rows past the matrix are zeros.
 template <int Type>
 void repack_tiles(const Rows& m, std::size_t first, std::size_t last, std::byte* out) {
-  constexpr std::size_t bb = block_bytes(Type), skip = scale_first(Type) ? 2 : 0;
-  static_assert(repacks(Type) && (bb - skip) % 16 == 0 && bb <= sizeof kZeroBlock);
+  constexpr std::size_t bb = block_bytes(Type), head = head_scale_bytes(Type), tail = tail_scale_bytes(Type);
+  static_assert(repacks(Type) && (bb - head - tail) % 16 == 0 && bb <= sizeof kZeroBlock);
   const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
   auto* dst = reinterpret_cast<std::uint8_t*>(out);
+  const std::size_t blocks = m.row_bytes / bb;
   for (std::size_t tile = first; tile < last; ++tile) {
     const std::size_t r0 = tile * kLanes;
-    for (std::size_t g = 0; g < m.row_bytes / bb; ++g) {
+    for (std::size_t g = 0; g < blocks; ++g) {
       const std::uint8_t* block[kLanes];
       for (std::size_t r = 0; r < kLanes; ++r)
         block[r] = r0 + r < m.rows ? w + (r0 + r) * m.row_bytes + g * bb : kZeroBlock;
-      std::uint8_t* at = dst + r0 * m.row_bytes + g * kLanes * bb;
-      if constexpr (skip != 0) {
-        for (std::size_t r = 0; r < kLanes; ++r) std::memcpy(at + 2 * r, block[r], 2);
-        at += 2 * kLanes;
+      const RepackedOffsets at = repacked_offsets<Type>(g, blocks);
+      std::uint8_t* base = dst + r0 * m.row_bytes;
+      if constexpr (head + tail != 0) {
+        const std::size_t scale = head != 0 ? 0 : bb - tail;
+        for (std::size_t r = 0; r < kLanes; ++r) std::memcpy(base + at.scales + 2 * r, block[r] + scale, 2);
       }
-      for (std::size_t piece = skip; piece < bb; piece += 16) {
+      for (std::size_t piece = head; piece < bb - tail; piece += 16) {
         __m512i v[4];
         transpose_16x16(block, piece, v);
 #pragma GCC unroll 4
-        for (std::size_t i = 0; i < 4; ++i) _mm512_storeu_si512(at + 16 * (piece - skip) + 64 * i, v[i]);
+        for (std::size_t i = 0; i < 4; ++i) _mm512_storeu_si512(base + at.pieces + 16 * (piece - head) + 64 * i, v[i]);
       }
     }
   }
 }
 
-// decode_blocks over a repacked tile (`tile`: its first row's repacking); the same decoded blocks as stored.
+// decode_blocks over a repacked tile (`tile`: its first row's repacking, of rows of `row_bytes`); the same
+// decoded blocks as stored.
 template <int Type>
-void decode_repacked_chunk(const std::uint8_t* tile, std::size_t first, std::size_t count, const std::uint8_t* prefetch,
-                           DecodedBlock* chunk) {
-  const auto source = [&](std::size_t ggml_block) {
-    return RepackedBlock<Type>{tile + ggml_block * kLanes * block_bytes(Type)};
-  };
+void decode_repacked_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t first, std::size_t count,
+                           const std::uint8_t* prefetch, DecodedBlock* chunk) {
+  const std::size_t blocks = row_bytes / block_bytes(Type);
+  const auto source = [&](std::size_t ggml_block) { return RepackedBlock<Type>::in_tile(tile, ggml_block, blocks); };
   decode_blocks<Type>(source, first, count, prefetch, chunk);
 }
 
@@ -639,7 +686,7 @@ void repacked_gemv(const Rows& m, const std::byte* x, float* out, const float* b
     const std::uint8_t* ahead = tile + kLanes * m.row_bytes;
     __m512 acc = _mm512_setzero_ps();
     for (std::size_t g = 0; g < blocks / per_block; ++g) {
-      const RepackedBlock<Type> src{tile + g * kLanes * bb};
+      const auto src = RepackedBlock<Type>::in_tile(tile, g, blocks / per_block);
 #pragma GCC unroll 16
       for (std::size_t i = 0; i < kLanes * bb; i += 64)
         __builtin_prefetch(ahead + g * kLanes * bb + i, 0, Vnni::kGemvPrefetchLocality);
@@ -659,9 +706,9 @@ void repacked_gemv(const Rows& m, const std::byte* x, float* out, const float* b
 // int_matmul's Isa over repacked rows: Vnni's but for reading the blocks.
 struct VnniRepacked : Vnni {
   template <int Type>
-  static void decode(const std::uint8_t* tile, std::size_t, std::size_t, std::size_t first, std::size_t count,
+  static void decode(const std::uint8_t* tile, std::size_t row_bytes, std::size_t, std::size_t first, std::size_t count,
                      const std::uint8_t* prefetch, DecodedBlock* chunk) {
-    decode_repacked_chunk<Type>(tile, first, count, prefetch, chunk);
+    decode_repacked_chunk<Type>(tile, row_bytes, first, count, prefetch, chunk);
   }
 };
 

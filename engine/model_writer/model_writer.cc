@@ -515,8 +515,24 @@ std::string shard_file_name(std::uint32_t index, std::uint32_t count) {
   return name;
 }
 
-std::string gguf_file_name(WeightType type) {
-  return "model-" + std::string(quant::weight_type_name(type)) + ".gguf";
+std::string gguf_type_name(GgufFileType file) {
+  return std::string(quant::weight_type_name(file.type)) + (file.medium_mix ? "_M" : "");
+}
+
+std::optional<GgufFileType> gguf_type_from_name(std::string_view name) {
+  if (name == "Q4_K_M") return GgufFileType(WeightType::Q4_K, true);
+  if (name == "Q5_K_M") return GgufFileType(WeightType::Q5_K, true);
+  const auto type = quant::weight_type_from_name(name);
+  if (!type || !quant::has_quantizer(*type)) return std::nullopt;
+  return GgufFileType(*type);
+}
+
+std::string gguf_type_names() {
+  return quant::quantizable_type_names() + ", Q4_K_M, Q5_K_M";
+}
+
+std::string gguf_file_name(GgufFileType file) {
+  return "model-" + gguf_type_name(file) + ".gguf";
 }
 
 model::RopeScaling preset_rope_scaling(model::RopeType type, const model::ModelConfig& config) {
@@ -661,8 +677,8 @@ WrittenModel write_model(const ModelWriterOptions& options) {
 
   // GGUF: the header of each file, with every tensor's type and offset decided now.
   std::vector<GgufOutput> ggufs;
-  for (const auto type : options.gguf_types) {
-    ggufs.push_back(detail::open_gguf(type, dir / gguf_file_name(type), config, tokenizer, tensors));
+  for (const auto file : options.gguf_types) {
+    ggufs.push_back(detail::open_gguf(file, dir / gguf_file_name(file), config, tokenizer, tensors));
   }
 
   write_tensors(result, tensors, options, script, dtype, safetensors, ggufs);

@@ -22,6 +22,23 @@ namespace engine::tools {
 
 enum class ModelPreset { Tiny, Qwen3_0_6B };
 
+// A GGUF file to write: every matrix in `type`, or, with `medium_mix`, llama.cpp's "_M" mix of that K-quant
+// (Q4_K_M, Q5_K_M): Q6_K for the output matrix (the token embedding where the two are tied) and for attn_v
+// (attn_qkv) and ffn_down of the layers llama.cpp's quantizer gives more bits, `type` for the other matrices.
+struct GgufFileType {
+  quant::WeightType type;
+  bool medium_mix = false;
+  // Implicit: a weight type names the file of that one type.
+  GgufFileType(quant::WeightType matrices, bool medium = false) : type(matrices), medium_mix(medium) {}  // NOLINT
+  bool operator==(const GgufFileType&) const = default;
+};
+// "Q4_K", "Q4_K_M"
+std::string gguf_type_name(GgufFileType file);
+// A --gguf TYPE: a weight type model-writer can quantize to, or Q4_K_M / Q5_K_M; nullopt for anything else.
+std::optional<GgufFileType> gguf_type_from_name(std::string_view name);
+// The --gguf TYPE names, comma-separated.
+std::string gguf_type_names();
+
 struct ModelWriterOptions {
   model::Architecture arch = model::Architecture::Qwen3;
   ModelPreset preset = ModelPreset::Tiny;
@@ -31,7 +48,7 @@ struct ModelWriterOptions {
   std::optional<quant::WeightType> dtype;
   std::uint32_t shards = 1;
   std::uint64_t seed = 0;
-  std::vector<quant::WeightType> gguf_types;           // one model-TYPE.gguf each
+  std::vector<GgufFileType> gguf_types;                // one model-TYPE.gguf each
   std::optional<std::filesystem::path> tokenizer_dir;  // a real tokenizer to copy instead of the generated one
   bool safetensors = true;                             // false: no .safetensors files (nor index)
   // RoPE scaling in config.json and the GGUF files, with the preset's parameters (factor 4 over
@@ -75,7 +92,7 @@ model::RopeScaling preset_rope_scaling(model::RopeType type, const model::ModelC
 
 // "model-00002-of-00003.safetensors"
 std::string shard_file_name(std::uint32_t index, std::uint32_t count);
-// "model-Q4_K.gguf"
-std::string gguf_file_name(quant::WeightType type);
+// "model-Q4_K.gguf", "model-Q4_K_M.gguf"
+std::string gguf_file_name(GgufFileType file);
 
 }  // namespace engine::tools

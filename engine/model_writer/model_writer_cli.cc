@@ -100,23 +100,24 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
     if (!parse_number(v, options.seed)) throw bad_value("seed", v, "expected an unsigned 64-bit integer");
   });
   flags.add_value(
-      "gguf", "TYPE[,TYPE...]", "Also write model-TYPE.gguf; TYPE: " + quant::quantizable_type_names(),
+      "gguf", "TYPE[,TYPE...]",
+      "Also write model-TYPE.gguf; TYPE: " + gguf_type_names() +
+          " (the _M mixes as llama.cpp's quantizer makes them: Q6_K for the output and some attn_v and ffn_down)",
       [&options](std::string_view v) {
         std::size_t start = 0;
         while (start <= v.size()) {
           const auto comma = std::min(v.find(',', start), v.size());
           const auto name = v.substr(start, comma - start);
-          const auto type = quant::weight_type_from_name(name);
-          if (!type) {
-            throw bad_value("gguf", v,
-                            "unknown GGUF type \"" + std::string(name) + "\" (expected one of " +
-                                quant::quantizable_type_names() + ")");
-          }
-          if (!quant::has_quantizer(*type)) {
+          const auto type = gguf_type_from_name(name);
+          if (!type && quant::weight_type_from_name(name)) {
             throw bad_value("gguf", v,
                             "the engine reads " + std::string(name) +
-                                " but has no quantizer to write it (expected one of " +
-                                quant::quantizable_type_names() + ")");
+                                " but has no quantizer to write it (expected one of " + gguf_type_names() + ")");
+          }
+          if (!type) {
+            throw bad_value(
+                "gguf", v,
+                "unknown GGUF type \"" + std::string(name) + "\" (expected one of " + gguf_type_names() + ")");
           }
           if (std::find(options.gguf_types.begin(), options.gguf_types.end(), *type) == options.gguf_types.end())
             options.gguf_types.push_back(*type);

@@ -1,7 +1,9 @@
 // model-writer's GGUF files: the metadata, the tensors' layout and the header, written before the tensor
 // data that model_writer.cc streams after it.
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -32,9 +34,11 @@ using detail::TensorSpec;
 
 using GgufMetadata = std::vector<std::pair<std::string, format::GgufValue>>;
 
-// llama.cpp's general.file_type for a file whose matrices are all of one type (the K-quants' "S" mixes).
-std::uint32_t llama_file_type(WeightType type) {
-  switch (type) {
+// llama.cpp's general.file_type: a file whose matrices are all of one type (the K-quants' "S" mixes), or its
+// Q4_K_M and Q5_K_M.
+std::uint32_t llama_file_type(GgufFileType file) {
+  if (file.medium_mix) return file.type == WeightType::Q4_K ? 15 : 17;
+  switch (file.type) {
     case WeightType::F32: return 0;
     case WeightType::F16: return 1;
     case WeightType::Q4_0: return 2;
@@ -107,7 +111,7 @@ class GgufHeader {
 };
 
 // The GGUF file's metadata: general.*, the architecture's hyperparameters and the tokenizer.
-GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, const TokenizerSpec& tokenizer) {
+GgufMetadata gguf_metadata(GgufFileType file, const model::ModelConfig& config, const TokenizerSpec& tokenizer) {
   const std::string arch(detail::gguf_arch_name(config.architecture));
   GgufMetadata metadata;
   const auto u32 = [&](const std::string& k, std::uint64_t v) {
@@ -118,8 +122,8 @@ GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, co
   };
   metadata.emplace_back("general.architecture", format::GgufValue::string(arch));
   metadata.emplace_back("general.name", format::GgufValue::string("model-writer " + arch));
-  u32("general.file_type", llama_file_type(type));
-  if (!is_float_type(type)) u32("general.quantization_version", 2);
+  u32("general.file_type", llama_file_type(file));
+  if (!is_float_type(file.type)) u32("general.quantization_version", 2);
   u32(arch + ".vocab_size", config.vocab_size);
   u32(arch + ".context_length", config.max_position_embeddings);
   u32(arch + ".embedding_length", config.hidden_size);
@@ -157,17 +161,41 @@ GgufMetadata gguf_metadata(WeightType type, const model::ModelConfig& config, co
   return metadata;
 }
 
-// Each GGUF tensor's type (the file's type for matrices, F32 for the rest) and offset in the data.
-std::vector<GgufTensorPlan> plan_tensors(WeightType type, const std::vector<TensorSpec>& tensors) {
+// llama.cpp's quantizer gives the layers it protects more bits: the first and last eighth, and every third
+// between.
+bool more_bits_layer(std::uint64_t layer, std::uint64_t layers) {
+  const auto i = static_cast<std::int64_t>(layer), n = static_cast<std::int64_t>(layers);
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+// A matrix's type in `file`: the file's type, or in an _M mix Q6_K for the output matrix (the token embedding
+// where no output.weight is written: tied) and for attn_v / attn_qkv and ffn_down of the more-bits layers.
+WeightType matrix_type(GgufFileType file, const TensorSpec& t, std::uint64_t layers, bool tied_output) {
+  if (!file.medium_mix) return file.type;
+  if (t.gguf_name == "output.weight" || (tied_output && t.gguf_name == "token_embd.weight")) return WeightType::Q6_K;
+  unsigned layer = 0;
+  int end = 0;
+  if (std::sscanf(t.gguf_name.c_str(), "blk.%u.%n", &layer, &end) != 1 || end == 0) return file.type;
+  const std::string_view role = std::string_view(t.gguf_name).substr(static_cast<std::size_t>(end));
+  const bool protected_role = role == "attn_v.weight" || role == "attn_qkv.weight" || role == "ffn_down.weight";
+  return protected_role && more_bits_layer(layer, layers) ? WeightType::Q6_K : file.type;
+}
+
+// Each GGUF tensor's type (matrix_type for matrices, F32 for the rest) and offset in the data.
+std::vector<GgufTensorPlan> plan_tensors(GgufFileType file, const model::ModelConfig& config,
+                                         const std::vector<TensorSpec>& tensors) {
+  const bool tied_output =
+      std::none_of(tensors.begin(), tensors.end(), [](const TensorSpec& t) { return t.gguf_name == "output.weight"; });
   std::vector<GgufTensorPlan> plans;
   std::uint64_t offset = 0;
   for (const auto& t : tensors) {
     if (t.gguf_name.empty()) continue;
-    const WeightType tensor_type = t.is_matrix() ? type : WeightType::F32;
+    const WeightType tensor_type =
+        t.is_matrix() ? matrix_type(file, t, config.num_layers, tied_output) : WeightType::F32;
     const auto row = quant::row_bytes(tensor_type, t.cols());
     if (!row) {
-      throw UsageError("--gguf " + std::string(quant::weight_type_name(type)) + ": tensor " + t.gguf_name +
-                       " has rows of " + std::to_string(t.cols()) + " values, not whole blocks of " +
+      throw UsageError("--gguf " + gguf_type_name(file) + ": tensor " + t.gguf_name + " has rows of " +
+                       std::to_string(t.cols()) + " values, not whole blocks of " +
                        std::to_string(quant::block_elements(tensor_type)));
     }
     plans.push_back({&t, tensor_type, offset, *row * t.rows()});
@@ -203,11 +231,11 @@ GgufHeader gguf_header(const GgufMetadata& metadata, const std::vector<GgufTenso
 
 namespace detail {
 
-GgufOutput open_gguf(WeightType type, std::filesystem::path path, const model::ModelConfig& config,
+GgufOutput open_gguf(GgufFileType type, std::filesystem::path path, const model::ModelConfig& config,
                      const TokenizerSpec& tokenizer, const std::vector<TensorSpec>& tensors) {
   GgufOutput out{type, std::move(path), {}, nullptr, 0};
   const GgufMetadata metadata = gguf_metadata(type, config, tokenizer);
-  out.tensors = plan_tensors(type, tensors);
+  out.tensors = plan_tensors(type, config, tensors);
   GgufHeader header = gguf_header(metadata, out.tensors);
   out.file = std::make_unique<OutputFile>(out.path);
   out.file->write(header.bytes());

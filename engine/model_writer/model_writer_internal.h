@@ -170,7 +170,7 @@ struct GgufTensorPlan {
 
 // One GGUF output: its tensors' types and offsets are fixed before any data is written.
 struct GgufOutput {
-  WeightType type;
+  GgufFileType type;
   std::filesystem::path path;
   std::vector<GgufTensorPlan> tensors;  // in write order
   std::unique_ptr<OutputFile> file;
@@ -179,8 +179,8 @@ struct GgufOutput {
 
 // Creates the GGUF file of `type` at `path` and writes its header (metadata and tensor infos), with every
 // tensor's type and offset decided; the tensor data is written after it. Throws UsageError for a tensor
-// whose rows are not whole blocks of `type`.
-GgufOutput open_gguf(WeightType type, std::filesystem::path path, const model::ModelConfig& config,
+// whose rows are not whole blocks of its type.
+GgufOutput open_gguf(GgufFileType type, std::filesystem::path path, const model::ModelConfig& config,
                      const TokenizerSpec& tokenizer, const std::vector<TensorSpec>& tensors);
 
 }  // namespace engine::tools::detail

@@ -98,7 +98,7 @@ void write_tiny(Architecture arch, const fs::path& dir, WeightType dtype, std::v
   options.seed = 5;
   options.dtype = dtype;
   options.shards = 2;
-  options.gguf_types = std::move(gguf);
+  options.gguf_types.assign(gguf.begin(), gguf.end());
   engine::tools::write_model(options);
 }
 

@@ -35,7 +35,7 @@ engine::tools::WrittenModel write_tiny(Architecture arch, const fs::path& dir, s
   options.arch = arch;
   options.out_dir = dir;
   options.seed = 11;
-  options.gguf_types = std::move(gguf);
+  options.gguf_types.assign(gguf.begin(), gguf.end());
   options.dtype = dtype;
   options.shards = shards;
   return engine::tools::write_model(options);

@@ -46,10 +46,11 @@ constexpr int kGreedySteps = 24;
 // positions, so that both pick the same LongRoPE factors (the long ones past Phi-3's original context).
 constexpr std::size_t kLlamaCppContext = 256;
 
-const std::vector<WeightType> kGgufTypes = {
-    WeightType::F32,    WeightType::F16,    WeightType::BF16, WeightType::Q8_0,    WeightType::Q4_0, WeightType::Q4_1,
-    WeightType::Q5_0,   WeightType::Q5_1,   WeightType::Q3_K, WeightType::Q4_K,    WeightType::Q5_K, WeightType::Q6_K,
-    WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K, WeightType::IQ3_XXS, WeightType::IQ3_S};
+const std::vector<engine::tools::GgufFileType> kGgufTypes = {
+    WeightType::F32,     WeightType::F16,   WeightType::BF16,        WeightType::Q8_0,   WeightType::Q4_0,
+    WeightType::Q4_1,    WeightType::Q5_0,  WeightType::Q5_1,        WeightType::Q3_K,   WeightType::Q4_K,
+    WeightType::Q5_K,    WeightType::Q6_K,  WeightType::IQ4_NL,      WeightType::IQ4_XS, WeightType::Q2_K,
+    WeightType::IQ3_XXS, WeightType::IQ3_S, {WeightType::Q4_K, true}};
 
 // Below this, a distance from the reference is the f32 rounding of an unquantized path (the reference
 // tests hold float-activation logits to 1e-4 of their scale), not a difference between implementations.
@@ -228,7 +229,7 @@ TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFi
 
   for (std::size_t f = 0; f < files.size(); ++f) {
     const auto type = kGgufTypes[f];
-    const std::string name(engine::quant::weight_type_name(type));
+    const std::string name = engine::tools::gguf_type_name(type);
     SCOPED_TRACE(name);
     const auto& run = llama_cpp.at(files[f]);
     ASSERT_EQ(run.path.size(), kPrompt.size() + kGreedySteps);
@@ -246,7 +247,7 @@ TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFi
       std::printf("[ llama.cpp ] %s %s %-10s  %s\n", arch.c_str(), name.c_str(), int8.c_str(),
                   describe(ours_int8).c_str());
       EXPECT_LE(ours_int8.path_max, bar) << files[f] << " at " << int8;
-      if (engine::cpu::quantizes_activations(int8, type)) {
+      if (engine::cpu::quantizes_activations(int8, type.type)) {
         EXPECT_GT(ours_int8.any_max, 1e-4) << files[f] << ": the activations were not quantized";
       }
     }

@@ -514,7 +514,8 @@ TEST_P(MatmulLevels, LargeQuantizedMatrices) {
 }
 
 // Weights a level repacks at load give the stored layout's bits, for one token and every batch size, over
-// partial tiles, several row ranges and threads, with and without bias.
+// partial tiles, several row ranges and threads, with and without bias, and rows of an odd number of blocks (the
+// repacking pairs blocks).
 TEST_P(MatmulLevels, RepackedWeightsGiveTheStoredBits) {
   const std::string_view level = GetParam();
   ThreadPool pool(3);
@@ -522,7 +523,8 @@ TEST_P(MatmulLevels, RepackedWeightsGiveTheStoredBits) {
   std::vector<WeightType> repacked_types;
   for (const WeightType type : kAllTypes) {
     for (const std::size_t rows : {1, 5, 16, 17, 40, 300}) {
-      const std::size_t cols = rows == 300 ? 1024 : 512;
+      const std::size_t odd_blocks = 3 * std::max<std::size_t>(32, engine::quant::block_elements(type));
+      const std::size_t cols = rows == 300 ? 1024 : rows == 17 ? odd_blocks : 512;
       const Matrix m = make_matrix(type, rows, cols, ++seed);
       const auto repacked = repack_weights_at_level(level, pool, m.view());
       if (repacked == nullptr) continue;
@@ -546,8 +548,8 @@ TEST_P(MatmulLevels, RepackedWeightsGiveTheStoredBits) {
     }
   }
   if (level == "avx512vnni") {
-    EXPECT_EQ(repacked_types,
-              (std::vector<WeightType>{WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K, WeightType::Q5_K}));
+    EXPECT_EQ(repacked_types, (std::vector<WeightType>{WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K,
+                                                       WeightType::Q5_K, WeightType::Q6_K}));
   } else {
     EXPECT_TRUE(repacked_types.empty()) << level << " repacks no type";
   }

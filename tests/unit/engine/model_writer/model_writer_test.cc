@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -116,7 +117,7 @@ TEST(ModelWriterArgs, ParsesEveryFlag) {
                                          "--seed",
                                          "42",
                                          "--gguf",
-                                         "Q8_0,Q4_K",
+                                         "Q8_0,Q4_K,Q4_K_M",
                                          "--gguf",
                                          "F32",
                                          "--tokenizer-dir",
@@ -129,7 +130,8 @@ TEST(ModelWriterArgs, ParsesEveryFlag) {
   EXPECT_EQ(options.dtype, WeightType::BF16);
   EXPECT_EQ(options.shards, 3u);
   EXPECT_EQ(options.seed, 42u);
-  EXPECT_EQ(options.gguf_types, (std::vector<WeightType>{WeightType::Q8_0, WeightType::Q4_K, WeightType::F32}));
+  EXPECT_EQ(options.gguf_types, (std::vector<engine::tools::GgufFileType>{
+                                    WeightType::Q8_0, WeightType::Q4_K, {WeightType::Q4_K, true}, WeightType::F32}));
   EXPECT_EQ(options.tokenizer_dir, tokenizer_dir.path());
   EXPECT_FALSE(options.safetensors);
 }
@@ -150,7 +152,8 @@ TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
   EXPECT_THAT(with({"--gguf", "Q8_0,TQ1_0"}), HasSubstr("unknown GGUF type \"TQ1_0\""));
   EXPECT_THAT(with({"--gguf", "Q8_0,TQ1_0"}), HasSubstr("--gguf Q8_0,TQ1_0"));
   EXPECT_THAT(with({"--gguf", "TQ1_0"}),
-              HasSubstr("(expected one of " + engine::quant::quantizable_type_names() + ")"));
+              HasSubstr("(expected one of " + engine::quant::quantizable_type_names() + ", Q4_K_M, Q5_K_M)"));
+  EXPECT_THAT(with({"--gguf", "Q8_0_M"}), HasSubstr("unknown GGUF type \"Q8_0_M\""));
   // A type the engine reads but cannot write is named as such.
   for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
     const auto type = static_cast<WeightType>(i);
@@ -403,11 +406,11 @@ TEST_P(ModelWriterArch, GgufReadsBackWithTheSameConfig) {
     const auto* embd = layout.find_tensor("token_embd.weight");
     ASSERT_NE(embd, nullptr);
     EXPECT_EQ(embd->dims, (std::vector<std::uint64_t>{hf.hidden_size, hf.vocab_size}));
-    EXPECT_EQ(embd->type->id, quant::ggml_type_id(type));
+    EXPECT_EQ(embd->type->id, quant::ggml_type_id(type.type));
     const auto* down = layout.find_tensor("blk.1.ffn_down.weight");
     ASSERT_NE(down, nullptr);
     EXPECT_EQ(down->dims, (std::vector<std::uint64_t>{hf.intermediate_size, hf.hidden_size}));
-    EXPECT_EQ(down->type->id, quant::ggml_type_id(type));
+    EXPECT_EQ(down->type->id, quant::ggml_type_id(type.type));
     const auto* norm = layout.find_tensor("blk.0.attn_norm.weight");
     ASSERT_NE(norm, nullptr);
     EXPECT_EQ(norm->type->name, "F32");
@@ -422,6 +425,51 @@ TEST_P(ModelWriterArch, GgufReadsBackWithTheSameConfig) {
     EXPECT_EQ(*layout.find("general.file_type")->as_uint(), type == WeightType::F32 ? 0u : 14u);
   }
   EXPECT_EQ(written.files.back(), dir / "model-Q4_K.gguf");
+}
+
+// Q4_K_M and Q5_K_M as llama.cpp's quantizer mixes them: Q6_K for the output matrix (the token embedding
+// where it is tied) and for attn_v / attn_qkv and ffn_down of the first and last eighth of the layers and every
+// third between; the file's K-quant for the other matrices; general.file_type 15 and 17.
+TEST(ModelWriterGguf, MediumMixesGiveQ6_KWhereLlamaCppDoes) {
+  // llama.cpp's rule worked by hand for the tiny presets' layer counts.
+  const std::map<std::uint64_t, std::set<std::uint64_t>> more_bits = {{2, {1}}, {3, {2}}, {4, {2, 3}}, {6, {2, 5}}};
+  for (const Architecture arch : {Architecture::Qwen3, Architecture::Llama, Architecture::Gemma3, Architecture::Phi3}) {
+    const TempDir dir;
+    auto options = tiny(arch, dir.path());
+    options.safetensors = false;
+    options.gguf_types = {{WeightType::Q4_K, true}, {WeightType::Q5_K, true}};
+    const auto written = write_model(options);
+    const std::uint64_t layers = written.config.num_layers;
+    ASSERT_TRUE(more_bits.contains(layers)) << layers;
+    for (const auto& file : options.gguf_types) {
+      const auto path = dir / gguf_file_name(file);
+      SCOPED_TRACE(path.string());
+      const auto gguf = format::GgufFile::open(path);
+      const auto& layout = gguf.layout();
+      ASSERT_NE(layout.find("general.file_type"), nullptr);
+      EXPECT_EQ(layout.find("general.file_type")->as_uint(), file.type == WeightType::Q4_K ? 15u : 17u);
+      const bool tied = layout.find_tensor("output.weight") == nullptr;
+      EXPECT_EQ(tied, written.config.tie_word_embeddings);
+      std::size_t q6_k = 0;
+      for (const auto& tensor : layout.tensors) {
+        std::string expected(quant::weight_type_name(file.type));
+        unsigned layer = 0;
+        char role[32] = {};
+        const bool in_layer = std::sscanf(tensor.name.c_str(), "blk.%u.%31s", &layer, role) == 2;
+        const std::string_view r = role;
+        if (tensor.dims.size() == 1) {
+          expected = "F32";
+        } else if (tensor.name == "output.weight" || (tied && tensor.name == "token_embd.weight") ||
+                   (in_layer && (r == "attn_v.weight" || r == "attn_qkv.weight" || r == "ffn_down.weight") &&
+                    more_bits.at(layers).contains(layer))) {
+          expected = "Q6_K";
+        }
+        EXPECT_EQ(tensor.type->name, expected) << tensor.name;
+        q6_k += expected == "Q6_K";
+      }
+      EXPECT_EQ(q6_k, 1 + 2 * more_bits.at(layers).size());
+    }
+  }
 }
 
 // GGUF F32 holds the safetensors values; llama's Q and K rows are permuted within each head (row i of the
