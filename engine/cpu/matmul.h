@@ -31,8 +31,9 @@ struct WeightMatrix {
 };
 
 // A weight matrix's bytes rearranged once, at load, into the layout one SIMD level's kernels read (at
-// avx512vnni, Q8_0, Q4_0, Q4_K and Q5_K: each block's 16 rows side by side, as the int8 kernels take them), so no
-// product transposes or reduces across rows. The products give the same bits as from the stored layout.
+// avx512vnni, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K: each block's 16 rows side by side, as the int8 kernels take
+// them), so no product transposes or reduces across rows. The products give the same bits as from the stored
+// layout.
 class RepackedWeights {
  public:
   RepackedWeights(std::string_view level, std::size_t bytes);
