@@ -118,11 +118,14 @@ void quantize_token(const float* x, std::size_t cols, std::byte* out) {
 
 // One block of 32 of 16 rows: w[j] holds, in lane r, row r's unsigned weight bytes 4j .. 4j+3 (the elements
 // the activation's bytes 4j .. 4j+3 multiply); d the rows' scales of the block and m their second multiplier
-// (Q4_K / Q5_K: dmin * min; Q6_K: the scale of the block's second half).
+// (Q4_K / Q5_K: dmin * min; Q4_1 / Q5_1: -min; Q6_K / Q3_K / Q2_K: the scale of the block's second half), and
+// Q2_K's mins of its two halves.
 struct DecodedBlock {
   alignas(64) std::uint8_t w[kGroups][64];
   alignas(64) float d[kLanes];
   alignas(64) float m[kLanes];
+  alignas(64) float min0[kLanes];
+  alignas(64) float min1[kLanes];
 };
 
 // 16 bytes at `offset` of each row's block, transposed: out[g] lane r = bytes 4g .. 4g+3 of row r's. Rows r,
@@ -156,40 +159,62 @@ struct StoredBlocks {
   ENGINE_KERNEL_INLINE void dwords(std::size_t offset, __m512i* out) const { transpose_16x16(block, offset, out); }
 };
 
-// Types whose blocks are an f16 scale then 16 or 32 bytes of quants (2 + 16k bytes): repacked as the 16 rows'
-// scales (32 bytes), then the quants' dwords in lanes; the scale is the only thing read at offset 0.
-constexpr bool scale_first(int type) {
-  return type == kQ8_0 || type == kQ4_0;
+// The bytes of a ggml block outside its 16-byte pieces, which repack_tiles keeps as columns: each field's 16
+// rows' values side by side (a field of 2 bytes, an f16, or of 4, a word or two f16s), in the block's order,
+// before the pieces (the head) or after them (the tail). A type's repacked block has one or the other.
+struct Columns {
+  int count;
+  int width[2];
+};
+
+constexpr Columns head_columns(int type) {
+  switch (type) {
+    case kQ8_0:
+    case kQ4_0:
+    case kIQ4_NL: return {1, {2, 0}};  // d
+    case kQ4_1: return {1, {4, 0}};    // d, m
+    case kQ5_0: return {2, {2, 4}};    // d; the fifth bits
+    case kQ5_1: return {2, {4, 4}};    // d, m; the fifth bits
+    case kIQ4_XS: return {2, {4, 4}};  // d, the scales' top bits; their low nibbles
+    default: return {0, {0, 0}};
+  }
 }
 
-// Types whose blocks are 16k bytes then an f16 scale (Q6_K: 208 + 2): repacked as the dwords in lanes, then the
-// 16 rows' scales (32 bytes); the scale is the only thing read in the last 16 bytes (at bb - 16).
-constexpr bool scale_last(int type) {
-  return type == kQ6_K;
+constexpr Columns tail_columns(int type) {
+  switch (type) {
+    case kQ6_K: return {1, {2, 0}};  // d
+    case kQ2_K: return {1, {4, 0}};  // d, dmin
+    default: return {0, {0, 0}};
+  }
 }
 
-// The f16 scale bytes repack_tiles moves apart from a block's 16-byte pieces, before and after them.
-constexpr std::size_t head_scale_bytes(int type) {
-  return scale_first(type) ? 2 : 0;
-}
-constexpr std::size_t tail_scale_bytes(int type) {
-  return scale_last(type) ? 2 : 0;
+constexpr std::size_t column_bytes(Columns columns) {
+  std::size_t bytes = 0;
+  for (int i = 0; i < columns.count; ++i) bytes += static_cast<std::size_t>(columns.width[i]);
+  return bytes;
 }
 
-// Where repack_tiles puts ggml block g of a tile of `blocks` blocks, from the tile's first byte: the 16 rows'
-// f16 scales (scale_first and scale_last types) and the dwords of its 16-byte pieces in lanes (64 bytes per
-// dword). Blocks go in pairs, so that every block's pieces start on a cache line where one block's 16 * bb
-// bytes are not whole lines (Q8_0: 544, Q4_0: 288, Q6_K: 3,360): per pair, both blocks' leading scales, both
-// blocks' pieces, both blocks' trailing scales; a last block without a pair alone, in the same order.
+// The types whose weights the level repacks at load: what is left of a block besides its head and tail is
+// whole 16-byte pieces. Q3_K (96 bytes of pieces, then 14 of scales and d) is read as stored.
+constexpr bool repacks(int type) {
+  return type == kQ4_K || type == kQ5_K || column_bytes(head_columns(type)) + column_bytes(tail_columns(type)) != 0;
+}
+
+// Where repack_tiles puts ggml block g of a tile of `blocks` blocks, from the tile's first byte: its columns
+// (head or tail) and the dwords of its 16-byte pieces in lanes (64 bytes per dword). Blocks go in pairs, so
+// that every block's pieces start on a cache line where one block's 16 * bb bytes are not whole lines (Q8_0:
+// 544, Q4_0: 288, Q6_K: 3,360): per pair, both blocks' heads, both blocks' pieces, both blocks' tails; a last
+// block without a pair alone, in the same order.
 struct RepackedOffsets {
-  std::size_t scales;
+  std::size_t columns;
   std::size_t pieces;
 };
 
 template <int Type>
 ENGINE_KERNEL_INLINE RepackedOffsets repacked_offsets(std::size_t g, std::size_t blocks) {
-  constexpr std::size_t bb = block_bytes(Type), head = head_scale_bytes(Type), tail = tail_scale_bytes(Type);
-  constexpr std::size_t pieces = bb - head - tail;
+  constexpr std::size_t bb = block_bytes(Type), head = column_bytes(head_columns(Type));
+  constexpr std::size_t tail = column_bytes(tail_columns(Type)), pieces = bb - head - tail;
+  static_assert(head == 0 || tail == 0);
   const std::size_t start = (g & ~std::size_t{1}) * kLanes * bb, second = g & 1;
   const std::size_t in_unit = (g | 1) < blocks ? 2 : 1;
   const std::size_t pieces_at = start + in_unit * kLanes * head;
@@ -198,32 +223,48 @@ ENGINE_KERNEL_INLINE RepackedOffsets repacked_offsets(std::size_t g, std::size_t
           pieces_at + second * kLanes * pieces};
 }
 
+// Column `index` of `columns` in lanes: a word as it is, an f16 in the low half.
+ENGINE_KERNEL_INLINE __m512i column_lanes(const std::uint8_t* at, int width) {
+  return width == 4 ? _mm512_loadu_si512(at)
+                    : _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+}
+
 template <int Type>
 struct RepackedBlock {
-  const std::uint8_t* scales;
+  const std::uint8_t* columns;
   const std::uint8_t* pieces;
 
   ENGINE_KERNEL_INLINE static RepackedBlock in_tile(const std::uint8_t* tile, std::size_t g, std::size_t blocks) {
     const RepackedOffsets at = repacked_offsets<Type>(g, blocks);
-    return {tile + at.scales, tile + at.pieces};
+    return {tile + at.columns, tile + at.pieces};
   }
 
+  // As StoredBlocks::dwords for the bytes the kernels read: in the head, out[i] holds the field starting at
+  // offset + 4 i (a 2-byte field in the dword's low half; zero where no field starts); at bb - 16 in a tailed
+  // block, out[3] holds the tail's field in the dword's top bytes (out[0..2] zero); elsewhere the pieces.
   ENGINE_KERNEL_INLINE void dwords(std::size_t offset, __m512i* out) const {
-    constexpr std::size_t head = head_scale_bytes(Type);
-    if (scale_first(Type) && offset == 0) {
-      // decode_scales reads lane r's low 16 bits of the first dword: the scale.
-      out[0] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
-      out[1] = out[2] = out[3] = _mm512_setzero_si512();
+    constexpr Columns head = head_columns(Type), tail = tail_columns(Type);
+    constexpr std::size_t head_bytes = column_bytes(head), bb = block_bytes(Type);
+    if (offset < head_bytes) {
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) out[i] = _mm512_setzero_si512();
+      std::size_t field = 0, at = 0;
+#pragma GCC unroll 2
+      for (int c = 0; c < head.count; ++c) {
+        if (field >= offset && (field - offset) % 4 == 0 && field - offset < 16)
+          out[(field - offset) / 4] = column_lanes(columns + at, head.width[c]);
+        field += static_cast<std::size_t>(head.width[c]);
+        at += kLanes * static_cast<std::size_t>(head.width[c]);
+      }
       return;
     }
-    if (scale_last(Type) && offset == block_bytes(Type) - 16) {
-      // decode_scales reads lane r's high 16 bits of the last dword: the scale.
-      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales));
+    if (tail.count != 0 && offset == bb - 16) {
+      static_assert(tail.count <= 1, "one tail field, at the block's end");
       out[0] = out[1] = out[2] = _mm512_setzero_si512();
-      out[3] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(s), 16);
+      out[3] = _mm512_slli_epi32(column_lanes(columns, tail.width[0]), 8 * (4 - tail.width[0]));
       return;
     }
-    const std::uint8_t* at = pieces + 16 * (offset - head);  // bytes offset .. offset + 15: dwords in lanes
+    const std::uint8_t* at = pieces + 16 * (offset - head_bytes);  // bytes offset .. offset + 15: dwords in lanes
 #pragma GCC unroll 4
     for (std::size_t i = 0; i < 4; ++i) out[i] = _mm512_loadu_si512(at + 64 * i);
   }
@@ -255,6 +296,61 @@ ENGINE_KERNEL_INLINE __m512i high_bits(__m512i v, int shift, int mask) {
   return _mm512_slli_epi16(bits, 4);
 }
 
+// Bits [shift, shift + 4) of each lane's dword spread to bit 4 of its four bytes, one bit a byte (Q5_0 / Q5_1:
+// the fifth bits of a group's four elements). Bit i lands at 7 i by the multiply (no two copies overlap, so
+// nothing carries) and at bit 8 i after the mask.
+ENGINE_KERNEL_INLINE __m512i spread_bits(__m512i v, int shift) {
+  const __m512i nibble = _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(0xF));
+  const __m512i spread = _mm512_mullo_epi32(nibble, _mm512_set1_epi32(0x00204081));
+  return _mm512_slli_epi32(_mm512_and_si512(spread, _mm512_set1_epi32(0x01010101)), 4);
+}
+
+// IQ4_NL's and IQ4_XS's 16 levels plus 128 (unsigned bytes: weight_offset takes the 128 off), in each 128-bit
+// lane for vpshufb.
+ENGINE_KERNEL_INLINE __m512i iq4_levels() {
+  alignas(16) std::uint8_t levels[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) levels[i] = static_cast<std::uint8_t>(kIq4Values[i] + 128);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(levels)));
+}
+
+// The K-quants whose blocks of 32 are bit fields of 32-byte runs: Q4_K and Q5_K nibbles (two blocks per run,
+// at 16 and 48), Q2_K and Q3_K two-bit fields (four per run, at 16 and 32); Q5_K's fifth bits (at 16) and Q3_K's
+// third (at 0) in a plane of 32 bytes, bit i of byte j for element j of block i.
+struct FieldLayout {
+  int runs;   // byte of the first run
+  int width;  // bits per field
+  int plane;  // byte of the top bits' plane, or -1
+};
+
+constexpr bool bit_fields(int type) {
+  return type == kQ4_K || type == kQ5_K || type == kQ2_K || type == kQ3_K;
+}
+
+constexpr FieldLayout field_layout(int type) {
+  switch (type) {
+    case kQ4_K: return {16, 4, -1};
+    case kQ5_K: return {48, 4, 16};
+    case kQ2_K: return {16, 2, -1};
+    default: return {32, 2, 0};  // kQ3_K
+  }
+}
+
+// Field f of each byte (unsigned).
+template <FieldLayout Layout>
+ENGINE_KERNEL_INLINE __m512i field_of(__m512i v, int f) {
+  const __m512i mask = _mm512_set1_epi8(static_cast<char>((1 << Layout.width) - 1));
+  if (f == 0) return _mm512_and_si512(v, mask);
+  return _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(Layout.width * f)), mask);
+}
+
+// Bit `bit` of each byte of the plane, moved above the field's bits.
+template <FieldLayout Layout>
+ENGINE_KERNEL_INLINE __m512i top_bit_of(__m512i plane, int bit) {
+  const __m512i one = _mm512_and_si512(_mm512_srl_epi16(plane, _mm_cvtsi32_si128(bit)), _mm512_set1_epi8(1));
+  return _mm512_sll_epi16(one, _mm_cvtsi32_si128(Layout.width));
+}
+
 // One ggml block of 16 rows into its sub_blocks(Type) blocks of 32, in order: sink(i, w) with w[j] lane r row
 // r's unsigned weight bytes 4j .. 4j+3 of block of 32 number i.
 template <int Type, class Src, class Sink>
@@ -266,34 +362,56 @@ ENGINE_KERNEL_INLINE void decode_block(const Src& block, Sink&& sink) {
 #pragma GCC unroll 8
     for (int j = 0; j < kGroups; ++j) w[j] = _mm512_xor_si512(w[j], _mm512_set1_epi8(static_cast<char>(0x80)));
     sink(0, w);
-  } else if constexpr (Type == kQ4_0) {
-    // Byte i holds element i (low nibble) and element i + 16 (high nibble).
-    __m512i packed[4];
-    block.dwords(2, packed);
+  } else if constexpr (is_nibble32_type(Type)) {
+    // Byte i of the nibbles at the layout's qs holds element i (low nibble) and element i + 16 (high nibble);
+    // Q5's fifth bits (bit j of the word at qh: element j's) on top.
+    constexpr Nibble32Layout layout = nibble32_layout(Type);
+    __m512i packed[4], fifth[4];
+    block.dwords(static_cast<std::size_t>(layout.qs), packed);
+    if constexpr (layout.qh >= 0) block.dwords(static_cast<std::size_t>(layout.qh), fifth);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
       w[g] = low_nibbles(packed[g]);
       w[4 + g] = high_nibbles(packed[g]);
+      if constexpr (layout.qh >= 0) {
+        w[g] = _mm512_or_si512(w[g], spread_bits(fifth[0], 4 * g));
+        w[4 + g] = _mm512_or_si512(w[4 + g], spread_bits(fifth[0], 16 + 4 * g));
+      }
     }
     sink(0, w);
-  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
-    // 64 elements per 32 bytes of nibbles: the low nibbles are the first block of 32, the high the second;
-    // Q5_K's fifth bits are bit 2c (first) and 2c + 1 (second) of 32 bytes shared by the four pairs.
-    constexpr std::size_t kNibbles = Type == kQ4_K ? 16 : 48;
-    __m512i fifth[kGroups];
-    if constexpr (Type == kQ5_K) dwords32(block, 16, fifth);
+  } else if constexpr (Type == kIQ4_NL || Type == kIQ4_XS) {
+    // Q4_0's nibbles (IQ4_XS: 16 bytes per block of 32 from byte 8), each replaced by its level.
+    const __m512i levels = iq4_levels();
+    for (int sub = 0; sub < static_cast<int>(sub_blocks(Type)); ++sub) {
+      __m512i packed[4];
+      block.dwords(Type == kIQ4_NL ? 2 : 8 + 16 * static_cast<std::size_t>(sub), packed);
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
+      for (int g = 0; g < 4; ++g) {
+        w[g] = _mm512_shuffle_epi8(levels, low_nibbles(packed[g]));
+        w[4 + g] = _mm512_shuffle_epi8(levels, high_nibbles(packed[g]));
+      }
+      sink(sub, w);
+    }
+  } else if constexpr (bit_fields(Type)) {
+    // Run r of 32 bytes holds blocks of 32 kFields r .. kFields r + kFields - 1, a field of each byte each; the
+    // plane's bit i of byte j is element j's top bit of block i.
+    constexpr FieldLayout layout = field_layout(Type);
+    constexpr int kFields = 8 / layout.width;
+    __m512i plane[kGroups];
+    if constexpr (layout.plane >= 0) dwords32(block, static_cast<std::size_t>(layout.plane), plane);
+#pragma GCC unroll 4
+    for (int run = 0; run < 8 / kFields; ++run) {
       __m512i packed[kGroups];
-      dwords32(block, kNibbles + 32 * static_cast<std::size_t>(c), packed);
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
+      dwords32(block, static_cast<std::size_t>(layout.runs + 32 * run), packed);
+#pragma GCC unroll 4
+      for (int f = 0; f < kFields; ++f) {
+        const int sub = kFields * run + f;
 #pragma GCC unroll 8
-        for (int j = 0; j < kGroups; ++j) {
-          w[j] = h == 0 ? low_nibbles(packed[j]) : high_nibbles(packed[j]);
-          if constexpr (Type == kQ5_K) w[j] = _mm512_or_si512(w[j], high_bits(fifth[j], 2 * c + h, 1));
+        for (int g = 0; g < kGroups; ++g) {
+          w[g] = field_of<layout>(packed[g], f);
+          if constexpr (layout.plane >= 0) w[g] = _mm512_or_si512(w[g], top_bit_of<layout>(plane[g], sub));
         }
-        sink(2 * c + h, w);
+        sink(sub, w);
       }
     }
   } else {
@@ -331,15 +449,64 @@ ENGINE_KERNEL_INLINE __m512 signed_byte(__m512i v, int i) {
   return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24));
 }
 
+ENGINE_KERNEL_INLINE float half_at(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _cvtsh_ss(v);
+}
+
 // The rows' scales of one ggml block into its decoded blocks, row r in lane r: ggml's f32 products (a
 // sub-block scale times d), as the float kernels compute them.
 // (Out: DecodedBlock, or BlockScales<kLanes> for the one-token product.)
 template <int Type, class Src, class Out>
 ENGINE_KERNEL_INLINE void decode_scales(const Src& block, Out* out) {
   __m512i head[4];
-  if constexpr (Type == kQ8_0 || Type == kQ4_0) {
+  if constexpr (block_elements(Type) == 32) {
+    // An f16 d at byte 0; Q4_1 / Q5_1 an f16 min after it, kept as -min (an exact negation) so that the min's
+    // term is the K-quants' d q - m.
     block.dwords(0, head);
     _mm512_store_ps(out[0].d, halves(head[0], false));
+    if constexpr (Type == kQ4_1 || Type == kQ5_1) {
+      const __m512i min = _mm512_castps_si512(halves(head[0], true));
+      _mm512_store_ps(out[0].m, _mm512_castsi512_ps(_mm512_xor_si512(min, _mm512_set1_epi32(INT32_MIN))));
+    }
+  } else if constexpr (Type == kIQ4_XS) {
+    // d and the eight scales' top two bits (bits 2j of the word after d), then their low nibbles (nibble j of
+    // the next word): d (s - 32) per block of 32.
+    block.dwords(0, head);
+    const __m512 d = halves(head[0], false);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i low = _mm512_and_si512(_mm512_srli_epi32(head[1], 4 * j), _mm512_set1_epi32(0xF));
+      const __m512i top = _mm512_and_si512(_mm512_srli_epi32(head[0], 16 + 2 * j), _mm512_set1_epi32(3));
+      const __m512i scale = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(top, 4)), _mm512_set1_epi32(32));
+      _mm512_store_ps(out[j].d, _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale)));
+    }
+  } else if constexpr (Type == kQ2_K) {
+    // 16 bytes of a scale (low nibble) and a min (high nibble) per 16 elements, then d and dmin at 80 (the
+    // last word read from 68): the halves' d * scale and dmin * min.
+    __m512i tail[4];
+    block.dwords(0, head);
+    block.dwords(68, tail);
+    const __m512 d = halves(tail[3], false), dmin = halves(tail[3], true);
+    const __m512i four = _mm512_set1_epi32(0x0F0F0F0F);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512i scales = _mm512_and_si512(head[i], four);
+      const __m512i mins = _mm512_and_si512(_mm512_srli_epi32(head[i], 4), four);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        auto& block32 = out[2 * i + h];
+        _mm512_store_ps(block32.d, _mm512_mul_ps(d, unsigned_byte(scales, 2 * h)));
+        _mm512_store_ps(block32.m, _mm512_mul_ps(d, unsigned_byte(scales, 2 * h + 1)));
+        _mm512_store_ps(block32.min0, _mm512_mul_ps(dmin, unsigned_byte(mins, 2 * h)));
+        _mm512_store_ps(block32.min1, _mm512_mul_ps(dmin, unsigned_byte(mins, 2 * h + 1)));
+      }
+    }
+  } else if constexpr (Type == kQ3_K) {
+    static_assert(
+        requires { block.block; }, "Q3_K is read as stored");
+    row_scales<Type, kLanes, half_at>(block.block, out);
   } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
     // d and dmin, then the 12 bytes of 6-bit scales and mins as three words u0, u1, u2: scales and mins 0-3
     // are the low 6 bits of u0's and u1's bytes; 4-7 a nibble of u2's bytes (low: scales, high: mins) with
@@ -411,19 +578,14 @@ void decode_chunk(const std::uint8_t* tile, std::size_t row_bytes, std::size_t r
 
 // ---- repacked weights ------------------------------------------------------------------------------------
 
-// The types whose weights the level repacks at load: blocks of whole 16-byte pieces (Q4_K, Q5_K), or such
-// pieces and an f16 scale before (Q8_0, Q4_0) or after them (Q6_K); a repacked tile is as large as the stored
-// one. Only the reading of the blocks changes: the integers and the f32 chain are the stored layout's.
-constexpr bool repacks(int type) {
-  return type == kQ4_K || type == kQ5_K || scale_first(type) || scale_last(type);
-}
-
 // Tiles [first, last) of 16 rows of `m` repacked. A tile keeps its 16 * row_bytes bytes and its place; inside
-// it, ggml block g's bytes go where repacked_offsets says: the 16 rows' scales side by side, and for each 16-byte
-// piece of the block, dword i of the 16 rows' pieces in the 64 bytes at 64 i. Rows past the matrix are zeros.
+// it, ggml block g's bytes go where repacked_offsets says: its head's or tail's fields as columns (Columns), and
+// for each 16-byte piece of the block, dword i of the 16 rows' pieces in the 64 bytes at 64 i. Rows past the
+// matrix are zeros.
 template <int Type>
 void repack_tiles(const Rows& m, std::size_t first, std::size_t last, std::byte* out) {
-  constexpr std::size_t bb = block_bytes(Type), head = head_scale_bytes(Type), tail = tail_scale_bytes(Type);
+  constexpr Columns head_fields = head_columns(Type), tail_fields = tail_columns(Type);
+  constexpr std::size_t bb = block_bytes(Type), head = column_bytes(head_fields), tail = column_bytes(tail_fields);
   static_assert(repacks(Type) && (bb - head - tail) % 16 == 0 && bb <= sizeof kZeroBlock);
   const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
   auto* dst = reinterpret_cast<std::uint8_t*>(out);
@@ -436,9 +598,14 @@ void repack_tiles(const Rows& m, std::size_t first, std::size_t last, std::byte*
         block[r] = r0 + r < m.rows ? w + (r0 + r) * m.row_bytes + g * bb : kZeroBlock;
       const RepackedOffsets at = repacked_offsets<Type>(g, blocks);
       std::uint8_t* base = dst + r0 * m.row_bytes;
-      if constexpr (head + tail != 0) {
-        const std::size_t scale = head != 0 ? 0 : bb - tail;
-        for (std::size_t r = 0; r < kLanes; ++r) std::memcpy(base + at.scales + 2 * r, block[r] + scale, 2);
+      // The head's or the tail's fields, each a column of the 16 rows' values.
+      const Columns fields = head != 0 ? head_fields : tail_fields;
+      std::size_t field = head != 0 ? 0 : bb - tail, column = at.columns;
+      for (int c = 0; c < fields.count; ++c) {
+        const auto width = static_cast<std::size_t>(fields.width[c]);
+        for (std::size_t r = 0; r < kLanes; ++r) std::memcpy(base + column + width * r, block[r] + field, width);
+        field += width;
+        column += kLanes * width;
       }
       for (std::size_t piece = head; piece < bb - tail; piece += 16) {
         __m512i v[4];
@@ -465,7 +632,16 @@ void decode_repacked_chunk(const std::uint8_t* tile, std::size_t row_bytes, std:
 // The constant the unsigned weight bytes exceed the signed weights by (0: the weights are unsigned, with a
 // separate min term).
 constexpr std::int32_t weight_offset(int type) {
-  return type == kQ8_0 ? 128 : type == kQ4_0 ? 8 : type == kQ6_K ? 32 : 0;
+  switch (type) {
+    case kQ8_0:
+    case kIQ4_NL:
+    case kIQ4_XS: return 128;
+    case kQ4_0: return 8;
+    case kQ5_0: return 16;
+    case kQ6_K: return 32;
+    case kQ3_K: return 4;
+    default: return 0;
+  }
 }
 
 // Groups [first, last) of a block against one byte of a token's q, from `dot`.
@@ -485,27 +661,50 @@ ENGINE_KERNEL_INLINE __m512i dot_q(__m512i start, const __m512i* w, const std::u
 
 // One block of 32 of 16 rows (`w` as decode_block gives it; d and m its rows' scales) against block k of a
 // token, added to acc: the chain of the header comment, one lane per row.
-template <int Type>
-ENGINE_KERNEL_INLINE __m512 add_block(__m512 acc, const __m512i* w, const float* d, const float* m,
-                                      const QuantizedToken& token, std::size_t k) {
+//
+// The chain's two forms after the integer dots (the offset's term already in them), shared with gemv_block:
+// a whole block of 32, then its min's term (has_min types);
+template <int Type, class Scales>
+ENGINE_KERNEL_INLINE __m512 add_whole(__m512 acc, __m512i dot, const Scales& scales, const QuantizedToken& token,
+                                      std::size_t k) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(_mm512_load_ps(scales.d), _mm512_set1_ps(token.d[k])),
+                        acc);
+  if constexpr (has_min(Type))
+    acc = _mm512_fnmadd_ps(_mm512_load_ps(scales.m), _mm512_set1_ps(token.scaled_sum[k]), acc);
+  return acc;
+}
+
+// or its two halves of 16, each with its scale, then (Q2_K) each half's min times d_x * the half's sum of q.
+template <int Type, class Scales>
+ENGINE_KERNEL_INLINE __m512 add_halves(__m512 acc, __m512i dot_low, __m512i dot_high, const Scales& scales,
+                                       const QuantizedToken& token, std::size_t k) {
+  const __m512 dx = _mm512_set1_ps(token.d[k]);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(_mm512_load_ps(scales.d), dx), acc);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(scales.m), dx), acc);
+  if constexpr (half_mins(Type)) {
+    const std::int32_t first_half = token.sum_low[k], second_half = token.sum[k] - first_half;
+    acc =
+        _mm512_fnmadd_ps(_mm512_load_ps(scales.min0), _mm512_set1_ps(token.d[k] * static_cast<float>(first_half)), acc);
+    acc = _mm512_fnmadd_ps(_mm512_load_ps(scales.min1), _mm512_set1_ps(token.d[k] * static_cast<float>(second_half)),
+                           acc);
+  }
+  return acc;
+}
+
+template <int Type, class Scales>
+ENGINE_KERNEL_INLINE __m512 add_block(__m512 acc, const __m512i* w, const Scales& scales, const QuantizedToken& token,
+                                      std::size_t k) {
   constexpr std::int32_t offset = weight_offset(Type);
   const std::uint8_t* high = token.high + 32 * k;
   const std::uint8_t* low = token.low + 32 * k;
-  const __m512 dx = _mm512_set1_ps(token.d[k]);
-  const __m512 dw = _mm512_load_ps(d);
-  if constexpr (Type == kQ6_K) {
+  if constexpr (halves(Type)) {
     const std::int32_t first_half = token.sum_low[k];
     const __m512i dot_low = dot_q<0, 4>(_mm512_set1_epi32(-offset * first_half), w, high, low);
     const __m512i dot_high = dot_q<4, 8>(_mm512_set1_epi32(-offset * (token.sum[k] - first_half)), w, high, low);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), acc);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(m), dx), acc);
+    return add_halves<Type>(acc, dot_low, dot_high, scales, token, k);
   } else {
     const __m512i dot = dot_q<0, kGroups>(_mm512_set1_epi32(-offset * token.sum[k]), w, high, low);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), acc);
-    if constexpr (Type == kQ4_K || Type == kQ5_K) {
-      acc = _mm512_fnmadd_ps(_mm512_load_ps(m), _mm512_set1_ps(token.scaled_sum[k]), acc);
-    }
-    return acc;
+    return add_whole<Type>(acc, dot, scales, token, k);
   }
 }
 
@@ -526,7 +725,7 @@ void micro(const DecodedBlock* chunk, std::size_t first, std::size_t count, cons
 #pragma GCC unroll 8
     for (int j = 0; j < kGroups; ++j) w[j] = _mm512_load_si512(chunk[b].w[j]);
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) a[t] = add_block<Type>(a[t], w, chunk[b].d, chunk[b].m, token[t], first + b);
+    for (int t = 0; t < T; ++t) a[t] = add_block<Type>(a[t], w, chunk[b], token[t], first + b);
   }
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) _mm512_store_ps(acc + t * kLanes, a[t]);
@@ -549,22 +748,36 @@ template <int Type>
 ENGINE_KERNEL_INLINE __m512i pair_values(const std::uint8_t* a, const std::uint8_t* b, int sub) {
   if constexpr (Type == kQ8_0) {
     return _mm512_xor_si512(load_pair(a + 2, b + 2), _mm512_set1_epi8(static_cast<char>(0x80)));
-  } else if constexpr (Type == kQ4_0) {
+  } else if constexpr (is_nibble32_type(Type) || Type == kIQ4_NL || Type == kIQ4_XS) {
     // Byte i holds element i (low nibble) and element i + 16 (high nibble): each row's 16 bytes twice, the
-    // second copy shifted down by 4.
-    const auto load = [](const std::uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)); };
+    // second copy shifted down by 4. Q5's fifth bits (bit j of the word at qh: element j's) add 16 where set;
+    // IQ4's nibbles index its levels.
+    std::size_t qs = 2;
+    if constexpr (is_nibble32_type(Type)) qs = static_cast<std::size_t>(nibble32_layout(Type).qs);
+    if constexpr (Type == kIQ4_XS) qs = 8 + 16 * static_cast<std::size_t>(sub);
+    const auto load = [&](const std::uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs)); };
     __m512i v = _mm512_castsi128_si512(load(a));
     v = _mm512_inserti32x4(v, load(a), 1);
     v = _mm512_inserti32x4(v, load(b), 2);
     v = _mm512_inserti32x4(v, load(b), 3);
-    return low_nibbles(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4));
-  } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
-    constexpr std::size_t kNibbles = Type == kQ4_K ? 16 : 48;
-    const std::size_t at = kNibbles + 32 * static_cast<std::size_t>(sub / 2);
-    const __m512i packed = load_pair(a + at, b + at);
-    const __m512i nibbles = sub % 2 == 0 ? low_nibbles(packed) : high_nibbles(packed);
-    if constexpr (Type == kQ4_K) return nibbles;
-    return _mm512_or_si512(nibbles, high_bits(load_pair(a + 16, b + 16), sub, 1));
+    const __m512i nibbles = low_nibbles(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4));
+    if constexpr (Type == kIQ4_NL || Type == kIQ4_XS) return _mm512_shuffle_epi8(iq4_levels(), nibbles);
+    if constexpr (is_nibble32_type(Type) && nibble32_layout(Type).qh >= 0) {
+      constexpr std::size_t qh = nibble32_layout(Type).qh;
+      const auto bits = static_cast<std::uint64_t>(static_cast<std::uint32_t>(load_i32(a + qh))) |
+                        static_cast<std::uint64_t>(static_cast<std::uint32_t>(load_i32(b + qh))) << 32;
+      return _mm512_mask_add_epi8(nibbles, _cvtu64_mask64(bits), nibbles, _mm512_set1_epi8(0x10));
+    }
+    return nibbles;
+  } else if constexpr (bit_fields(Type)) {
+    // Layout in decode_block.
+    constexpr FieldLayout layout = field_layout(Type);
+    constexpr int kFields = 8 / layout.width;
+    const std::size_t at = static_cast<std::size_t>(layout.runs + 32 * (sub / kFields));
+    const __m512i value = field_of<layout>(load_pair(a + at, b + at), sub % kFields);
+    if constexpr (layout.plane < 0) return value;
+    constexpr auto plane = static_cast<std::size_t>(layout.plane);
+    return _mm512_or_si512(value, top_bit_of<layout>(load_pair(a + plane, b + plane), sub));
   } else {
     // Q6_K (layout in decode_block).
     const auto half = static_cast<std::size_t>(sub / 4);
@@ -618,20 +831,14 @@ ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, co
   }
   __m512i first, second;
   reduce(dots, first, second);
-  const __m512 dx = _mm512_set1_ps(token.d[k]);
-  const __m512 dw = _mm512_load_ps(scales.d);
-  if constexpr (Type == kQ6_K) {
+  if constexpr (halves(Type)) {
     const std::int32_t first_half = token.sum_low[k];
     const __m512i dot_low = _mm512_add_epi32(first, _mm512_set1_epi32(-offset * first_half));
     const __m512i dot_high = _mm512_add_epi32(second, _mm512_set1_epi32(-offset * (token.sum[k] - first_half)));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_low), _mm512_mul_ps(dw, dx), acc);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_high), _mm512_mul_ps(_mm512_load_ps(scales.m), dx), acc);
+    acc = add_halves<Type>(acc, dot_low, dot_high, scales, token, k);
   } else {
     const __m512i dot = _mm512_add_epi32(_mm512_add_epi32(first, second), _mm512_set1_epi32(-offset * token.sum[k]));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), acc);
-    if constexpr (Type == kQ4_K || Type == kQ5_K) {
-      acc = _mm512_fnmadd_ps(_mm512_load_ps(scales.m), _mm512_set1_ps(token.scaled_sum[k]), acc);
-    }
+    acc = add_whole<Type>(acc, dot, scales, token, k);
   }
 }
 
@@ -693,7 +900,7 @@ void repacked_gemv(const Rows& m, const std::byte* x, float* out, const float* b
       BlockScales<kLanes> scales[per_block];
       decode_scales<Type>(src, scales);
       decode_block<Type>(src, [&](int i, const __m512i* wv) {
-        acc = add_block<Type>(acc, wv, scales[i].d, scales[i].m, token, g * per_block + static_cast<std::size_t>(i));
+        acc = add_block<Type>(acc, wv, scales[i], token, g * per_block + static_cast<std::size_t>(i));
       });
     }
     const __mmask16 rows =

@@ -1,6 +1,6 @@
 // AVX-512 VNNI: the avx512bf16 table with an int8 kernel for each quantized weight type (Table::int8_matmul:
-// vpdpbusd against activations quantized to two int8 bytes, avx512vnni_impl.h), and Q8_0, Q4_0, Q4_K, Q5_K and
-// Q6_K weights repacked at load into the lanes those kernels read; float weights keep avx512bf16's kernels.
+// vpdpbusd against activations quantized to two int8 bytes, avx512vnni_impl.h), and the weights of every such type
+// but Q3_K repacked at load into the lanes those kernels read; float weights keep avx512bf16's kernels.
 // Nothing from the standard library may be instantiated here (see kernels.h).
 
 #include "engine/cpu/avx512vnni_impl.h"
@@ -9,6 +9,13 @@
 
 namespace engine::cpu::kernels {
 namespace {
+
+// The type's weights repacked at load and read so (every type repacks() names; Q3_K is read as stored).
+template <int Type>
+void repacked(Table& table) {
+  table.repack_weights[Type] = repack_tiles<Type>;
+  table.int8_matmul_repacked[Type] = repacked_product<Type>;
+}
 
 Table make_vnni_table() {
   Table table = avx512bf16_table();
@@ -21,16 +28,24 @@ Table make_vnni_table() {
   table.int8_matmul[kQ4_K] = int_product<Vnni, kQ4_K>;
   table.int8_matmul[kQ5_K] = int_product<Vnni, kQ5_K>;
   table.int8_matmul[kQ6_K] = int_product<Vnni, kQ6_K>;
-  table.repack_weights[kQ8_0] = repack_tiles<kQ8_0>;
-  table.repack_weights[kQ4_0] = repack_tiles<kQ4_0>;
-  table.repack_weights[kQ4_K] = repack_tiles<kQ4_K>;
-  table.repack_weights[kQ5_K] = repack_tiles<kQ5_K>;
-  table.repack_weights[kQ6_K] = repack_tiles<kQ6_K>;
-  table.int8_matmul_repacked[kQ8_0] = repacked_product<kQ8_0>;
-  table.int8_matmul_repacked[kQ4_0] = repacked_product<kQ4_0>;
-  table.int8_matmul_repacked[kQ4_K] = repacked_product<kQ4_K>;
-  table.int8_matmul_repacked[kQ5_K] = repacked_product<kQ5_K>;
-  table.int8_matmul_repacked[kQ6_K] = repacked_product<kQ6_K>;
+  table.int8_matmul[kQ4_1] = int_product<Vnni, kQ4_1>;
+  table.int8_matmul[kQ5_0] = int_product<Vnni, kQ5_0>;
+  table.int8_matmul[kQ5_1] = int_product<Vnni, kQ5_1>;
+  table.int8_matmul[kQ3_K] = int_product<Vnni, kQ3_K>;
+  table.int8_matmul[kIQ4_NL] = int_product<Vnni, kIQ4_NL>;
+  table.int8_matmul[kIQ4_XS] = int_product<Vnni, kIQ4_XS>;
+  table.int8_matmul[kQ2_K] = int_product<Vnni, kQ2_K>;
+  repacked<kQ8_0>(table);
+  repacked<kQ4_0>(table);
+  repacked<kQ4_1>(table);
+  repacked<kQ5_0>(table);
+  repacked<kQ5_1>(table);
+  repacked<kIQ4_NL>(table);
+  repacked<kIQ4_XS>(table);
+  repacked<kQ2_K>(table);
+  repacked<kQ4_K>(table);
+  repacked<kQ5_K>(table);
+  repacked<kQ6_K>(table);
   return table;
 }
 

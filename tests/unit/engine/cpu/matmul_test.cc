@@ -548,8 +548,13 @@ TEST_P(MatmulLevels, RepackedWeightsGiveTheStoredBits) {
     }
   }
   if (level == "avx512vnni") {
-    EXPECT_EQ(repacked_types, (std::vector<WeightType>{WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K,
-                                                       WeightType::Q5_K, WeightType::Q6_K}));
+    // Every type with integer kernels but Q3_K (its scales are not whole 16-byte pieces), in kAllTypes' order.
+    std::vector<WeightType> expected;
+    for (const WeightType type : kAllTypes) {
+      if (quantizes_activations(level, type) && type != WeightType::Q3_K) expected.push_back(type);
+    }
+    EXPECT_EQ(expected.size(), 11u);
+    EXPECT_EQ(repacked_types, expected);
   } else {
     EXPECT_TRUE(repacked_types.empty()) << level << " repacks no type";
   }
@@ -583,6 +588,41 @@ TEST(Matmul, LevelsAgree) {
         expect_within_quantization_error(m, x, 6, got, nullptr, what + " (int8 activations)");
       } else {
         agree(got, expected, 1e-5f, what);
+      }
+    }
+  }
+}
+
+// The levels with integer activations share one numerics (docs/cpu-kernels.md): each takes the same weight
+// types and gives the same bits, one token or many, so a model's logits do not depend on which of them the
+// machine has.
+TEST(Matmul, IntegerLevelsTakeTheSameTypesAndGiveTheSameBits) {
+  std::vector<std::string_view> integer_levels;
+  for (const auto level : supported_simd_levels()) {
+    if (quantizes_activations(level, WeightType::Q8_0)) integer_levels.push_back(level);
+  }
+  if (integer_levels.size() < 2) GTEST_SKIP() << "this CPU runs one level with integer activations";
+  ThreadPool pool(2);
+  std::uint32_t seed = 2500;
+  for (const WeightType type : kAllTypes) {
+    const std::string name(quant::weight_type_name(type));
+    const std::string_view first = integer_levels.front();
+    for (const auto level : integer_levels) {
+      EXPECT_EQ(quantizes_activations(level, type), quantizes_activations(first, type))
+          << name << " at " << level << " and at " << first;
+    }
+    if (!quantizes_activations(first, type)) continue;
+    const Matrix m = make_matrix(type, 37, 512, ++seed);
+    const auto bias = random_vector(m.rows, ++seed);
+    for (const std::size_t tokens : {1, 5, 17}) {
+      const auto x = random_vector(tokens * m.cols, ++seed);
+      auto expected = poisoned(tokens * m.rows);
+      matmul_at_level(first, pool, m.view(), x.data(), tokens, expected.data(), bias.data());
+      for (const auto level : integer_levels) {
+        auto got = poisoned(tokens * m.rows);
+        matmul_at_level(level, pool, m.view(), x.data(), tokens, got.data(), bias.data());
+        EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0)
+            << name << " " << tokens << " tokens at " << level << " and at " << first;
       }
     }
   }
