@@ -164,27 +164,28 @@ struct StoredBlocks {
 // before the pieces (the head) or after them (the tail). A type's repacked block has one or the other.
 struct Columns {
   int count;
-  int width[2];
+  int width[4];
 };
 
 constexpr Columns head_columns(int type) {
   switch (type) {
     case kQ8_0:
     case kQ4_0:
-    case kIQ4_NL: return {1, {2, 0}};  // d
-    case kQ4_1: return {1, {4, 0}};    // d, m
+    case kIQ4_NL: return {1, {2}};     // d
+    case kQ4_1: return {1, {4}};       // d, m
     case kQ5_0: return {2, {2, 4}};    // d; the fifth bits
     case kQ5_1: return {2, {4, 4}};    // d, m; the fifth bits
     case kIQ4_XS: return {2, {4, 4}};  // d, the scales' top bits; their low nibbles
-    default: return {0, {0, 0}};
+    default: return {0, {}};
   }
 }
 
 constexpr Columns tail_columns(int type) {
   switch (type) {
-    case kQ6_K: return {1, {2, 0}};  // d
-    case kQ2_K: return {1, {4, 0}};  // d, dmin
-    default: return {0, {0, 0}};
+    case kQ6_K: return {1, {2}};           // d
+    case kQ2_K: return {1, {4}};           // d, dmin
+    case kQ3_K: return {4, {4, 4, 4, 2}};  // the 12 bytes of scales; d
+    default: return {0, {}};
   }
 }
 
@@ -195,7 +196,7 @@ constexpr std::size_t column_bytes(Columns columns) {
 }
 
 // The types whose weights the level repacks at load: what is left of a block besides its head and tail is
-// whole 16-byte pieces. Q3_K (96 bytes of pieces, then 14 of scales and d) is read as stored.
+// whole 16-byte pieces.
 constexpr bool repacks(int type) {
   return type == kQ4_K || type == kQ5_K || column_bytes(head_columns(type)) + column_bytes(tail_columns(type)) != 0;
 }
@@ -223,10 +224,26 @@ ENGINE_KERNEL_INLINE RepackedOffsets repacked_offsets(std::size_t g, std::size_t
           pieces_at + second * kLanes * pieces};
 }
 
-// Column `index` of `columns` in lanes: a word as it is, an f16 in the low half.
+// A column in lanes: a word as it is, an f16 in the low half.
 ENGINE_KERNEL_INLINE __m512i column_lanes(const std::uint8_t* at, int width) {
   return width == 4 ? _mm512_loadu_si512(at)
                     : _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+}
+
+// The fields of `fields` (their columns from `at`, the first at byte `first` of the block) that start at
+// offset + 4 i, in out[i]; zero where none starts.
+ENGINE_KERNEL_INLINE void fields_in_lanes(const std::uint8_t* at, Columns fields, std::size_t first, std::size_t offset,
+                                          __m512i* out) {
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) out[i] = _mm512_setzero_si512();
+  std::size_t field = first;
+#pragma GCC unroll 4
+  for (int c = 0; c < fields.count; ++c) {
+    if (field >= offset && (field - offset) % 4 == 0 && field - offset < 16)
+      out[(field - offset) / 4] = column_lanes(at, fields.width[c]);
+    field += static_cast<std::size_t>(fields.width[c]);
+    at += kLanes * static_cast<std::size_t>(fields.width[c]);
+  }
 }
 
 template <int Type>
@@ -239,27 +256,17 @@ struct RepackedBlock {
     return {tile + at.columns, tile + at.pieces};
   }
 
-  // As StoredBlocks::dwords for the bytes the kernels read: in the head, out[i] holds the field starting at
-  // offset + 4 i (a 2-byte field in the dword's low half; zero where no field starts); at bb - 16 in a tailed
-  // block, out[3] holds the tail's field in the dword's top bytes (out[0..2] zero); elsewhere the pieces.
+  // As StoredBlocks::dwords for the bytes the kernels read: in the head or the tail, out[i] holds the field
+  // starting at offset + 4 i (a 2-byte field in the dword's low half; zero where no field starts); at bb - 16 in
+  // a block whose tail is one field, out[3] holds it in the dword's top bytes (out[0..2] zero); elsewhere the
+  // pieces.
   ENGINE_KERNEL_INLINE void dwords(std::size_t offset, __m512i* out) const {
     constexpr Columns head = head_columns(Type), tail = tail_columns(Type);
-    constexpr std::size_t head_bytes = column_bytes(head), bb = block_bytes(Type);
-    if (offset < head_bytes) {
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) out[i] = _mm512_setzero_si512();
-      std::size_t field = 0, at = 0;
-#pragma GCC unroll 2
-      for (int c = 0; c < head.count; ++c) {
-        if (field >= offset && (field - offset) % 4 == 0 && field - offset < 16)
-          out[(field - offset) / 4] = column_lanes(columns + at, head.width[c]);
-        field += static_cast<std::size_t>(head.width[c]);
-        at += kLanes * static_cast<std::size_t>(head.width[c]);
-      }
-      return;
-    }
-    if (tail.count != 0 && offset == bb - 16) {
-      static_assert(tail.count <= 1, "one tail field, at the block's end");
+    constexpr std::size_t head_bytes = column_bytes(head), tail_bytes = column_bytes(tail), bb = block_bytes(Type);
+    if (offset < head_bytes) return fields_in_lanes(columns, head, 0, offset, out);
+    if (tail_bytes != 0 && offset >= bb - tail_bytes)
+      return fields_in_lanes(columns, tail, bb - tail_bytes, offset, out);
+    if (tail.count == 1 && offset == bb - 16) {
       out[0] = out[1] = out[2] = _mm512_setzero_si512();
       out[3] = _mm512_slli_epi32(column_lanes(columns, tail.width[0]), 8 * (4 - tail.width[0]));
       return;
@@ -449,12 +456,6 @@ ENGINE_KERNEL_INLINE __m512 signed_byte(__m512i v, int i) {
   return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24));
 }
 
-ENGINE_KERNEL_INLINE float half_at(const std::uint8_t* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return _cvtsh_ss(v);
-}
-
 // The rows' scales of one ggml block into its decoded blocks, row r in lane r: ggml's f32 products (a
 // sub-block scale times d), as the float kernels compute them.
 // (Out: DecodedBlock, or BlockScales<kLanes> for the one-token product.)
@@ -504,9 +505,34 @@ ENGINE_KERNEL_INLINE void decode_scales(const Src& block, Out* out) {
       }
     }
   } else if constexpr (Type == kQ3_K) {
-    static_assert(
-        requires { block.block; }, "Q3_K is read as stored");
-    row_scales<Type, kLanes, half_at>(block.block, out);
+    // 12 bytes of sixteen 6-bit scales at 96 (low nibbles: bytes 0-7, scale j's in byte j % 8, high for j >= 8;
+    // top two bits: bits 2 (j / 4) of byte 8 + j % 4), then d: d (s - 32), two per block of 32 (d, m). As
+    // stored, from the 16 bytes at 94 (the block's last: 96 would read past its end), realigned by two bytes;
+    // repacked, from its tail's columns.
+    __m512i word[4];
+    __m512 d;
+    if constexpr (requires { block.block; }) {
+      __m512i last[4];
+      block.dwords(94, last);
+#pragma GCC unroll 3
+      for (int i = 0; i < 3; ++i) {
+        word[i] = _mm512_or_si512(_mm512_srli_epi32(last[i], 16), _mm512_slli_epi32(last[i + 1], 16));
+      }
+      d = halves(last[3], true);
+    } else {
+      block.dwords(96, word);
+      d = halves(word[3], false);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      const __m512i low = _mm512_srli_epi32(word[(j % 8) / 4], 8 * (j % 4) + (j < 8 ? 0 : 4));
+      const __m512i top = _mm512_srli_epi32(word[2], 8 * (j % 4) + 2 * (j / 4));
+      const __m512i scale =
+          _mm512_sub_epi32(_mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi32(0xF)),
+                                           _mm512_slli_epi32(_mm512_and_si512(top, _mm512_set1_epi32(3)), 4)),
+                           _mm512_set1_epi32(32));
+      _mm512_store_ps(j % 2 == 0 ? out[j / 2].d : out[j / 2].m, _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale)));
+    }
   } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
     // d and dmin, then the 12 bytes of 6-bit scales and mins as three words u0, u1, u2: scales and mins 0-3
     // are the low 6 bits of u0's and u1's bytes; 4-7 a nibble of u2's bytes (low: scales, high: mins) with

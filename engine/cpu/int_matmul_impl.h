@@ -82,44 +82,6 @@ struct BlockScales {
   alignas(64) float min1[Lanes];
 };
 
-// The scales of one ggml block of `Lanes` rows (`block[r]`: row r's), row r in lane r, for the types whose
-// scale bits are packed across the block and read row by row (ggml's f32 products d * sub-block scale; Half:
-// the unit's f16 conversion): Q2_K the two halves' d * sc (d, m) and dmin * min (min0, min1) of each block of
-// 32; Q3_K its sixteen d (s - 32), two per block of 32 (d, m); IQ4_XS its eight d (s - 32) (d).
-constexpr bool scales_by_row(int type) {
-  return type == kQ2_K || type == kQ3_K || type == kIQ4_XS;
-}
-
-template <int Type, std::size_t Lanes, float (*Half)(const std::uint8_t*), class Out>
-inline void row_scales(const std::uint8_t* const* block, Out* out) {
-  static_assert(scales_by_row(Type));
-#pragma GCC unroll 1
-  for (std::size_t r = 0; r < Lanes; ++r) {
-    const std::uint8_t* b = block[r];
-    if constexpr (Type == kQ2_K) {
-      const float d = Half(b + 80), dmin = Half(b + 82);
-      for (int j = 0; j < 8; ++j) {
-        const std::uint8_t first = b[2 * j], second = b[2 * j + 1];
-        out[j].d[r] = d * static_cast<float>(first & 0xF);
-        out[j].m[r] = d * static_cast<float>(second & 0xF);
-        out[j].min0[r] = dmin * static_cast<float>(first >> 4);
-        out[j].min1[r] = dmin * static_cast<float>(second >> 4);
-      }
-    } else if constexpr (Type == kQ3_K) {
-      int sc[16];
-      q3_k_scales(b + 96, sc);
-      const float d = Half(b + 108);
-      for (int j = 0; j < 8; ++j) {
-        out[j].d[r] = d * static_cast<float>(sc[2 * j]);
-        out[j].m[r] = d * static_cast<float>(sc[2 * j + 1]);
-      }
-    } else {
-      const float d = Half(b);
-      for (int j = 0; j < 8; ++j) out[j].d[r] = d * static_cast<float>(iq4_xs_scale(b, j));
-    }
-  }
-}
-
 // Isa::multiply<Type, T> for n <= T tokens (T at compile time, n at run time).
 template <typename Isa, int Type, int T>
 void multiply_tokens(int n, const typename Isa::Decoded* chunk, std::size_t first, std::size_t count,

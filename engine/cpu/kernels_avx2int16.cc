@@ -303,8 +303,37 @@ ENGINE_KERNEL_INLINE void decode_scales(const std::uint8_t* const* block, Out* o
       _mm256_store_ps(out[j].d, _mm256_mul_ps(unsigned_byte(scales[j / 4], j % 4), d));
       _mm256_store_ps(out[j].m, _mm256_mul_ps(unsigned_byte(mins[j / 4], j % 4), dmin));
     }
-  } else if constexpr (scales_by_row(Type)) {
-    row_scales<Type, kRows, half_at>(block, out);
+  } else if constexpr (Type == kQ2_K) {
+    // Per row, scalar: the two halves' scales d * sc (d, m) and mins dmin * m (min0, min1) of each block of 32.
+#pragma GCC unroll 1
+    for (int r = 0; r < kRows; ++r) {
+      const float d = half_at(block[r] + 80), dmin = half_at(block[r] + 82);
+      for (int j = 0; j < 8; ++j) {
+        const std::uint8_t first = block[r][2 * j], second = block[r][2 * j + 1];
+        out[j].d[r] = d * static_cast<float>(first & 0xF);
+        out[j].m[r] = d * static_cast<float>(second & 0xF);
+        out[j].min0[r] = dmin * static_cast<float>(first >> 4);
+        out[j].min1[r] = dmin * static_cast<float>(second >> 4);
+      }
+    }
+  } else if constexpr (Type == kIQ4_XS || Type == kQ3_K) {
+    // Per row, scalar: IQ4_XS's eight block scales d (s - 32); Q3_K's sixteen d (s - 32), two per block of 32
+    // (the halves' d and m).
+#pragma GCC unroll 1
+    for (int r = 0; r < kRows; ++r) {
+      if constexpr (Type == kIQ4_XS) {
+        const float d = half_at(block[r]);
+        for (int j = 0; j < 8; ++j) out[j].d[r] = d * static_cast<float>(iq4_xs_scale(block[r], j));
+      } else {
+        int sc[16];
+        q3_k_scales(block[r] + 96, sc);
+        const float d = half_at(block[r] + 108);
+        for (int j = 0; j < 8; ++j) {
+          out[j].d[r] = d * static_cast<float>(sc[2 * j]);
+          out[j].m[r] = d * static_cast<float>(sc[2 * j + 1]);
+        }
+      }
+    }
   } else {
     // Q6_K: 16 signed scales at byte 192 (one per 16 elements), d at 208 (the top half of the last word read
     // from 194).

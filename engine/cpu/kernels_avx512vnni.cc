@@ -1,6 +1,6 @@
 // AVX-512 VNNI: the avx512bf16 table with an int8 kernel for each quantized weight type (Table::int8_matmul:
 // vpdpbusd against activations quantized to two int8 bytes, avx512vnni_impl.h), and the weights of every such type
-// but Q3_K repacked at load into the lanes those kernels read; float weights keep avx512bf16's kernels.
+// repacked at load into the lanes those kernels read; float weights keep avx512bf16's kernels.
 // Nothing from the standard library may be instantiated here (see kernels.h).
 
 #include "engine/cpu/avx512vnni_impl.h"
@@ -10,7 +10,7 @@
 namespace engine::cpu::kernels {
 namespace {
 
-// The type's weights repacked at load and read so (every type repacks() names; Q3_K is read as stored).
+// The type's weights repacked at load and read so (every type repacks() names).
 template <int Type>
 void repacked(Table& table) {
   table.repack_weights[Type] = repack_tiles<Type>;
@@ -43,6 +43,7 @@ Table make_vnni_table() {
   repacked<kIQ4_NL>(table);
   repacked<kIQ4_XS>(table);
   repacked<kQ2_K>(table);
+  repacked<kQ3_K>(table);
   repacked<kQ4_K>(table);
   repacked<kQ5_K>(table);
   repacked<kQ6_K>(table);

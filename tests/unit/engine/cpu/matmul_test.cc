@@ -548,12 +548,12 @@ TEST_P(MatmulLevels, RepackedWeightsGiveTheStoredBits) {
     }
   }
   if (level == "avx512vnni") {
-    // Every type with integer kernels but Q3_K (its scales are not whole 16-byte pieces), in kAllTypes' order.
+    // Every type with integer kernels, in kAllTypes' order.
     std::vector<WeightType> expected;
     for (const WeightType type : kAllTypes) {
-      if (quantizes_activations(level, type) && type != WeightType::Q3_K) expected.push_back(type);
+      if (quantizes_activations(level, type)) expected.push_back(type);
     }
-    EXPECT_EQ(expected.size(), 11u);
+    EXPECT_EQ(expected.size(), 12u);
     EXPECT_EQ(repacked_types, expected);
   } else {
     EXPECT_TRUE(repacked_types.empty()) << level << " repacks no type";
