@@ -16,11 +16,14 @@
 // - Every (row, token, block of 32) dot product of weight integers and q is exact: vpdpbusd multiplies the
 //   weights as unsigned bytes by the signed high bytes and by the low bytes, the two combine as
 //   256 * high dot + low dot in int32 (at most about 4e8: no overflow), and a constant offset of the weights
-//   (Q4_0: 8, Q8_0: 128, by an xor; Q6_K: 32) comes off as that times the sum of q, in integers.
+//   (weight_offset: Q4_0 8, Q5_0 16, Q3_K 4, Q6_K 32, Q8_0 128 by an xor, IQ4_NL / IQ4_XS 128 in their levels)
+//   comes off as that times the sum of q, in integers.
 // - A row's result is one f32 chain over its blocks in order, from 0, then + bias. Per block of 32, with
-//   s = d_x * (weight scale): Q8_0 / Q4_0: acc = fma(dot, s, acc); Q4_K / Q5_K: acc = fma(dot, s, acc),
-//   then acc = fma(-(dmin * min), d_x * sum(q), acc); Q6_K: the two 16-element halves one after the other,
-//   each acc = fma(dot_half, s_half, acc). Weight scales are ggml's f32 products (d * scale).
+//   s = d_x * (weight scale): acc = fma(dot, s, acc); then for the types with a min (Q4_K / Q5_K: dmin * min;
+//   Q4_1 / Q5_1: -m) acc = fma(-min, d_x * sum(q), acc). Q6_K, Q3_K and Q2_K take the two 16-element halves
+//   one after the other, each acc = fma(dot_half, s_half, acc), and Q2_K then subtracts each half's min times
+//   d_x * (the half's sum of q). Weight scales are ggml's f32 products (d * scale). avx2int16 computes the same
+//   chain, so the two levels give the same bits.
 // - 16 rows sit side by side in the 16 lanes, so no lane reduction is needed, and a lane's chain does not
 //   depend on the other lanes: rows past the matrix are zero-filled and never stored.
 
