@@ -315,13 +315,22 @@ ENGINE_KERNEL_INLINE __m512i spread_bits(__m512i v, int shift) {
   return _mm512_slli_epi32(_mm512_and_si512(spread, _mm512_set1_epi32(0x01010101)), 4);
 }
 
-// IQ4_NL's and IQ4_XS's 16 levels plus 128 (unsigned bytes: weight_offset takes the 128 off), in each 128-bit
-// lane for vpshufb.
+// IQ4_NL's and IQ4_XS's 16 levels plus 128 (unsigned bytes: weight_offset takes the 128 off), made at compile
+// time; iq4_levels() puts them in each 128-bit lane for vpshufb.
+struct Iq4Levels {
+  alignas(16) std::uint8_t value[16];
+};
+
+constexpr Iq4Levels unsigned_iq4_levels() {
+  Iq4Levels levels{};
+  for (int i = 0; i < 16; ++i) levels.value[i] = static_cast<std::uint8_t>(kIq4Values[i] + 128);
+  return levels;
+}
+
+constexpr Iq4Levels kIq4UnsignedLevels = unsigned_iq4_levels();
+
 ENGINE_KERNEL_INLINE __m512i iq4_levels() {
-  alignas(16) std::uint8_t levels[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) levels[i] = static_cast<std::uint8_t>(kIq4Values[i] + 128);
-  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(levels)));
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4UnsignedLevels.value)));
 }
 
 // The K-quants whose blocks of 32 are bit fields of 32-byte runs: Q4_K and Q5_K nibbles (two blocks per run,

@@ -10,11 +10,13 @@
 namespace engine::cpu::kernels {
 namespace {
 
-// The type's weights repacked at load and read so (every type repacks() names).
-template <int Type>
-void repacked(Table& table) {
-  table.repack_weights[Type] = repack_tiles<Type>;
-  table.int8_matmul_repacked[Type] = repacked_product<Type>;
+// Each type's integer kernel, and its weights repacked at load and read so (every integer type repacks).
+template <int... Types>
+void integer_types(Table& table) {
+  static_assert((repacks(Types) && ...));
+  ((table.int8_matmul[Types] = int_product<Vnni, Types>), ...);
+  ((table.repack_weights[Types] = repack_tiles<Types>), ...);
+  ((table.int8_matmul_repacked[Types] = repacked_product<Types>), ...);
 }
 
 Table make_vnni_table() {
@@ -23,30 +25,7 @@ Table make_vnni_table() {
   table.row_tile = kLanes;
   table.quantize_activations = quantize_token;
   table.quantized_token_bytes = token_bytes;
-  table.int8_matmul[kQ8_0] = int_product<Vnni, kQ8_0>;
-  table.int8_matmul[kQ4_0] = int_product<Vnni, kQ4_0>;
-  table.int8_matmul[kQ4_K] = int_product<Vnni, kQ4_K>;
-  table.int8_matmul[kQ5_K] = int_product<Vnni, kQ5_K>;
-  table.int8_matmul[kQ6_K] = int_product<Vnni, kQ6_K>;
-  table.int8_matmul[kQ4_1] = int_product<Vnni, kQ4_1>;
-  table.int8_matmul[kQ5_0] = int_product<Vnni, kQ5_0>;
-  table.int8_matmul[kQ5_1] = int_product<Vnni, kQ5_1>;
-  table.int8_matmul[kQ3_K] = int_product<Vnni, kQ3_K>;
-  table.int8_matmul[kIQ4_NL] = int_product<Vnni, kIQ4_NL>;
-  table.int8_matmul[kIQ4_XS] = int_product<Vnni, kIQ4_XS>;
-  table.int8_matmul[kQ2_K] = int_product<Vnni, kQ2_K>;
-  repacked<kQ8_0>(table);
-  repacked<kQ4_0>(table);
-  repacked<kQ4_1>(table);
-  repacked<kQ5_0>(table);
-  repacked<kQ5_1>(table);
-  repacked<kIQ4_NL>(table);
-  repacked<kIQ4_XS>(table);
-  repacked<kQ2_K>(table);
-  repacked<kQ3_K>(table);
-  repacked<kQ4_K>(table);
-  repacked<kQ5_K>(table);
-  repacked<kQ6_K>(table);
+  integer_types<kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_NL, kIQ4_XS>(table);
   return table;
 }
 
