@@ -46,8 +46,19 @@ struct Tensor {
   std::size_t cols = 0;
 };
 
-// The KV cache's geometry: `num_blocks` blocks of `block_size` positions, each holding every layer's
-// keys and values for those positions.
+// Layers that keep the same positions share blocks: a group's blocks hold its layers' keys and values, slot
+// by slot, and each sequence has a block table per group. A sliding-window group keeps only the blocks its
+// window still reaches (the blocks behind it are given back, their table entries the null block), so that
+// Gemma's and Mistral's local layers cost their window, not the context (vLLM's hybrid allocator).
+struct KvCacheGroup {
+  std::size_t sliding_window = 0;   // 0: full attention
+  std::vector<std::size_t> layers;  // the model's layers in this group, by slot
+
+  bool operator==(const KvCacheGroup&) const = default;
+};
+
+// The KV cache's geometry: `num_blocks` blocks of `block_size` positions; each block belongs to one group at a
+// time and holds its layers' keys and values for those positions.
 struct KvCacheShape {
   std::size_t num_layers = 0;
   std::size_t num_kv_heads = 0;
@@ -57,19 +68,38 @@ struct KvCacheShape {
   // How keys and values are stored (--kv-cache-dtype): F32, or BF16 or F16 to hold twice the positions and
   // read half the bytes. The CPU backend takes all three; the CUDA backend F32 and BF16.
   quant::WeightType kv_type = quant::WeightType::F32;
+  // Empty: one full-attention group of every layer.
+  std::vector<KvCacheGroup> groups;
+
+  std::size_t num_groups() const { return groups.empty() ? 1 : groups.size(); }
+  // The layers a block holds: the largest group's.
+  std::size_t layers_per_block() const;
+  // The group of layer `layer` and its slot in that group's blocks.
+  struct LayerPlace {
+    std::size_t group = 0;
+    std::size_t slot = 0;
+  };
+  LayerPlace place(std::size_t layer) const;
+  // Whether a group slides: block kNullBlock then stands in for blocks given back, and is never written.
+  bool has_null_block() const;
 
   std::size_t element_bytes() const { return kv_type == quant::WeightType::F32 ? 4 : 2; }
   std::size_t bytes_per_block() const {
-    return num_layers * 2 * num_kv_heads * block_size * head_dim * element_bytes();
+    return layers_per_block() * 2 * num_kv_heads * block_size * head_dim * element_bytes();
   }
 };
 
+// The block a sliding-window group's table names for positions its window no longer reaches. Backends keep it
+// holding zeros (finite keys and values that a tile reading past a window's start multiplies by 0).
+inline constexpr std::int32_t kNullBlock = 0;
+
 // What one forward step computes: for every sequence, its new tokens at consecutive positions starting at
-// `start_position`, written into the KV cache through its block table, attending to every earlier position.
+// `start_position`, written into the KV cache through its block tables, attending to every earlier position.
 struct StepSequence {
   std::size_t start_position = 0;
   std::size_t num_tokens = 0;
-  std::span<const std::int32_t> block_table;  // covers start_position + num_tokens positions
+  // One per cache group, each covering start_position + num_tokens positions.
+  std::vector<std::span<const std::int32_t>> block_tables;
 };
 
 struct StepLayout {
@@ -109,13 +139,14 @@ struct Projection {
   Tensor out;
 };
 
-// Checks a step against the cache before a backend uses it: each sequence's block table covers its
-// positions and names only blocks the cache has, the sequences' tokens add up to the step's, the logit rows
-// are among them. Throws std::invalid_argument naming the backend and the numbers that disagree.
+// Checks a step against the cache before a backend uses it: each sequence has a block table per group, each
+// covering its positions, naming only blocks the cache has and, where a query reads or writes, not the null
+// block; the sequences' tokens add up to the step's; the logit rows are among them. Throws
+// std::invalid_argument naming the backend and the numbers that disagree.
 void check_step_layout(const StepLayout& layout, const KvCacheShape& shape, std::string_view backend);
-// Checks a plan against the cache: one entry per layer, rope indices among the plan's ropes, each rope
-// 1 to head_dim / 2 frequencies and a positive attention factor. Throws std::invalid_argument naming the layer or rope
-// and its numbers.
+// Checks a plan against the cache: one entry per layer, rope indices among the plan's ropes, each rope 1 to
+// head_dim / 2 frequencies and a positive attention factor, every layer in exactly one group that keeps all
+// it reads. Throws std::invalid_argument naming the layer, rope or group and its numbers.
 void check_attention_plan(const AttentionPlan& plan, const KvCacheShape& shape);
 
 class Backend {

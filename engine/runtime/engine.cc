@@ -7,6 +7,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_devices.h"
 #endif
+#include "engine/runtime/kv_cache_groups.h"
 
 namespace engine::runtime {
 
@@ -95,21 +96,39 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
   const std::string more_memory = options.kv_cache_bytes ? "raise --kv-cache-memory-bytes"
                                   : device_budget        ? "raise --gpu-memory-utilization"
                                                          : "raise VLLM_CPU_KVCACHE_SPACE (GiB)";
-  // No more blocks than a few full-length sequences could use: tiny models should not take gigabytes.
-  const std::size_t blocks_for_len = (wanted_len + shape.block_size - 1) / shape.block_size;
-  shape.num_blocks = std::min(cache_bytes / shape.bytes_per_block(), blocks_for_len * 64);
-  const std::size_t cache_positions = shape.num_blocks * shape.block_size;
-  if (shape.num_blocks == 0) {
-    throw std::runtime_error("the KV cache of " + std::to_string(cache_bytes) + " bytes holds no block of " +
-                             std::to_string(shape.bytes_per_block()) + " bytes; give it more memory (" + more_memory +
-                             ")");
+  // Sizes the cache for shape.groups: as many blocks as the bytes hold, but no more than a few full-length
+  // sequences could use (tiny models should not take gigabytes). Returns the longest sequence it holds, up
+  // to wanted_len.
+  const auto size_cache = [&] {
+    const std::size_t null_blocks = shape.has_null_block() ? 1 : 0;
+    const std::size_t blocks_for_len =
+        blocks_for_sequence(shape.groups, shape.block_size, wanted_len, options.max_num_batched_tokens);
+    shape.num_blocks = std::min(cache_bytes / shape.bytes_per_block(), blocks_for_len * 64 + null_blocks);
+    if (shape.num_blocks <= null_blocks) {
+      throw std::runtime_error("the KV cache of " + std::to_string(cache_bytes) + " bytes holds no block of " +
+                               std::to_string(shape.bytes_per_block()) + " bytes; give it more memory (" + more_memory +
+                               ")");
+    }
+    const std::size_t positions = positions_in_blocks(shape.groups, shape.block_size, shape.num_blocks - null_blocks,
+                                                      options.max_num_batched_tokens, wanted_len);
+    if (options.max_model_len && options.max_model_len > positions) {
+      throw std::runtime_error("max_model_len " + std::to_string(options.max_model_len) + " is larger than the " +
+                               std::to_string(positions) + " positions the KV cache of " + std::to_string(cache_bytes) +
+                               " bytes holds; lower --max-model-len or " + more_memory);
+    }
+    return positions;
+  };
+  // Layers keeping the same positions share blocks; sliding-window layers keep only their window. A window
+  // that the cache's longest sequence does not outgrow keeps every position (attention_plan leaves it out):
+  // its layers are full ones, which hold fewer positions, so the split is redone until it settles (each pass
+  // makes another window full, or none).
+  shape.groups = kv_cache_groups(model::attention_plan(c, wanted_len));
+  engine->max_model_len_ = size_cache();
+  for (auto groups = kv_cache_groups(model::attention_plan(c, engine->max_model_len_)); groups != shape.groups;
+       groups = kv_cache_groups(model::attention_plan(c, engine->max_model_len_))) {
+    shape.groups = std::move(groups);
+    engine->max_model_len_ = std::min(engine->max_model_len_, size_cache());
   }
-  if (options.max_model_len && options.max_model_len > cache_positions) {
-    throw std::runtime_error("max_model_len " + std::to_string(options.max_model_len) + " is larger than the " +
-                             std::to_string(cache_positions) + " positions the KV cache of " +
-                             std::to_string(cache_bytes) + " bytes holds; lower --max-model-len or " + more_memory);
-  }
-  engine->max_model_len_ = std::min(wanted_len, cache_positions);
   try {
     engine->backend_->init_cache(shape, model::attention_plan(c, engine->max_model_len_));
   } catch (const std::invalid_argument& e) {
@@ -117,12 +136,12 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
     throw std::invalid_argument(std::string(model::architecture_name(c.architecture)) + " on the " +
                                 std::string(engine->backend_->name()) + " backend: " + e.what());
   }
-  engine->kv_cache_ = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size);
+  engine->kv_cache_ = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size, group_windows(shape.groups));
   return engine;
 }
 
 bool Engine::reserve(SequenceCache& sequence, std::size_t positions) {
-  return kv_cache_->reserve(sequence.block_table, positions);
+  return kv_cache_->reserve(sequence.block_table, positions, sequence.cached);
 }
 
 void Engine::release(SequenceCache& sequence) {
@@ -150,7 +169,9 @@ void Engine::lay_out(std::span<const StepInput> inputs) {
                                   std::to_string(max_model_len_));
     }
     const std::size_t first = layout_.tokens.size();
-    layout_.sequences.push_back({input.cache->cached, input.tokens.size(), input.cache->block_table.ids()});
+    auto& seq = layout_.sequences.emplace_back(backend::StepSequence{input.cache->cached, input.tokens.size(), {}});
+    for (std::size_t g = 0; g < kv_cache_->num_groups(); ++g)
+      seq.block_tables.push_back(input.cache->block_table.ids(g));
     layout_.tokens.insert(layout_.tokens.end(), input.tokens.begin(), input.tokens.end());
     if (input.tokens.empty() || input.no_logits) continue;
     if (input.all_logits) {

@@ -41,7 +41,10 @@ struct EngineOptions {
   std::size_t kv_cache_bytes = 0;  // 0: cpu_kv_cache_bytes on the CPU; on a GPU, from gpu_memory_utilization
   // The CPU's KV cache when kv_cache_bytes is 0 (serverd: VLLM_CPU_KVCACHE_SPACE; 4 GiB is vLLM's default).
   std::size_t cpu_kv_cache_bytes = std::size_t{4} << 30;
-  std::size_t block_size = kDefaultBlockSize;        // KV cache positions per block (--block-size)
+  std::size_t block_size = kDefaultBlockSize;  // KV cache positions per block (--block-size)
+  // The most tokens a step computes (--max-num-batched-tokens; 0: a whole sequence at once): how many blocks a
+  // sliding-window group holds at most, and so the longest sequence the cache holds.
+  std::size_t max_num_batched_tokens = 0;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype
   double gpu_memory_utilization = 0.9;               // share of the GPU's memory the engine may take (vLLM's meaning)
   bool enforce_eager = false;                        // GPU: run every step kernel by kernel (no CUDA graphs)
@@ -87,8 +90,9 @@ class Engine {
   KvCacheManager& kv_cache() { return *kv_cache_; }
   const KvCacheManager& kv_cache() const { return *kv_cache_; }
 
-  // Grows the sequence's block table to hold `positions` (KvCacheManager::reserve); false, nothing taken,
-  // when too few blocks are free.
+  // Grows the sequence's block table to hold `positions` for a step from its `cached` positions on
+  // (KvCacheManager::reserve: sliding-window groups give back what the step's windows pass); false, nothing
+  // more taken, when too few blocks are free.
   bool reserve(SequenceCache& sequence, std::size_t positions);
   // Gives the sequence's blocks back and empties it.
   void release(SequenceCache& sequence);

@@ -200,6 +200,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   eo.device = engine::runtime::parse_device(options.device).value_or(engine::runtime::Device::Auto);
   eo.max_model_len = options.max_model_len;
   eo.block_size = options.block_size;
+  eo.max_num_batched_tokens = options.max_num_batched_tokens;  // the scheduler's step: what a window group holds
   eo.threads = options.cpu_threads;
   eo.cpus = options.cpu_pinned;
   // The flag's choices are checked when it is read; parse_kv_cache_dtype takes each one it accepts.

@@ -31,6 +31,7 @@
 #include "engine/format/gguf_split.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/runtime/engine.h"
+#include "engine/runtime/kv_cache_groups.h"
 #include "tests/support/environment.h"
 #include "tests/support/gguf_rewrite.h"
 #include "tests/support/log_softmax.h"
@@ -604,6 +605,103 @@ TEST(EngineLoad, MistralAttendsOverItsSlidingWindowOnEveryLayer) {
   const auto logits = engine_logits(*engine, kSequences);
   EXPECT_GT(worst_relative_error(logits, full_attention), 1e-2) << "the window changes nothing in this test";
   EXPECT_LE(worst_relative_error(logits, testing_support::reference_logits(dir.path(), kSequences)), 1e-4);
+}
+
+// Runs `ids` from position `from` to the end in steps of `step` tokens, caching every block it fills as the
+// scheduler does; every position's logits from `from` on.
+Rows run_in_steps(Engine& engine, SequenceCache& cache, std::span<const std::int32_t> ids, std::size_t from,
+                  std::size_t step) {
+  auto& kv = engine.kv_cache();
+  std::vector<engine::runtime::BlockKey> keys;
+  kv.extend_keys(ids, keys);
+  Rows rows;
+  std::vector<float> logits;
+  const std::size_t vocab = engine.config().vocab_size;
+  for (std::size_t p = from; p < ids.size(); p += step) {
+    const auto tokens = ids.subspan(p, std::min(step, ids.size() - p));
+    EXPECT_TRUE(engine.reserve(cache, p + tokens.size())) << "position " << p;
+    const StepInput input{&cache, tokens, true};
+    engine.step(std::span(&input, 1), logits);
+    for (std::size_t r = 0; r < tokens.size(); ++r) {
+      rows.emplace_back(logits.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                        logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+    }
+    kv.cache_blocks(ids, keys, cache.block_table, p / engine.block_size(), cache.cached / engine.block_size());
+  }
+  return rows;
+}
+
+// Sliding-window layers keep only their window in the KV cache (the hybrid allocator). Mistral (every layer
+// over 8 positions) and Gemma 3 (five layers over 16, one global) run a 200-token sequence in steps of 4 in a
+// cache of just the blocks that takes, a fraction of what full attention would need, every logit within 1e-4
+// of the reference; then a second sequence takes the first's cached prefix, of the sliding layers' blocks only
+// those within the window, and computes the rest to the same logits.
+class EngineSlidingWindowCache : public testing::TestWithParam<Architecture> {};
+
+INSTANTIATE_TEST_SUITE_P(Architectures, EngineSlidingWindowCache,
+                         testing::Values(Architecture::Mistral, Architecture::Gemma3),
+                         [](const testing::TestParamInfo<Architecture>& param) {
+                           return std::string(engine::model::architecture_name(param.param));
+                         });
+
+TEST_P(EngineSlidingWindowCache, ALongSequenceRunsInTheBlocksItsWindowsReach) {
+  if (on_cuda()) GTEST_SKIP() << "the CUDA backend refuses sliding windows at load";
+  TempDir dir;
+  write_tiny(GetParam(), dir.path(), WeightType::F32);
+  if (GetParam() == Architecture::Mistral) {
+    const auto bytes = testing_support::read_file(dir / "config.json");
+    std::string config(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    config.insert(config.rfind('}'), ", \"sliding_window\": 8");
+    testing_support::write_file(dir / "config.json", config);
+  }
+  const auto ids = long_sequence();
+  constexpr std::size_t kStep = 4;
+  engine::runtime::EngineOptions options;
+  options.threads = 2;
+  options.block_size = 4;
+  options.max_num_batched_tokens = kStep;
+  options.max_model_len = ids.size();
+  options.kv_cache_dtype = KvCacheDtype::Float32;
+  // The blocks one sequence of ids.size() positions holds at most, and the null block.
+  const auto probe = Engine::load(dir.path(), options);
+  const auto& shape = probe->cache_shape();
+  const std::size_t blocks =
+      engine::runtime::blocks_for_sequence(shape.groups, shape.block_size, ids.size(), kStep) + 1;
+  options.kv_cache_bytes = blocks * shape.bytes_per_block();
+  const std::size_t full_attention_bytes =
+      ids.size() / shape.block_size * shape.num_layers * (shape.bytes_per_block() / shape.layers_per_block());
+  EXPECT_LT(2 * options.kv_cache_bytes, full_attention_bytes) << "the window saves little in this test";
+  const auto engine = Engine::load(dir.path(), options);  // throws if the cache held fewer than ids.size()
+  EXPECT_EQ(engine->cache_shape().num_blocks, blocks);
+
+  const auto reference = testing_support::reference_logits(dir.path(), {ids});
+  SequenceCache first;
+  EXPECT_LE(worst_relative_error({run_in_steps(*engine, first, ids, 0, kStep)}, reference), 1e-4);
+  EXPECT_EQ(first.block_table.num_groups(), shape.num_groups());
+  engine->release(first);
+
+  // As the scheduler looks a prompt up: every block but the one holding the last token. The full group has them
+  // all cached; the sliding groups only the last few, those within the window of the position after them (the
+  // cache being this small, the earlier ones were given back and reused).
+  SequenceCache second;
+  std::vector<engine::runtime::BlockKey> keys;
+  engine->kv_cache().extend_keys(ids, keys);
+  const std::size_t max_blocks = (ids.size() - 1) / shape.block_size;
+  const std::size_t hits = engine->kv_cache().match(ids, keys, max_blocks, second.block_table);
+  ASSERT_EQ(hits, max_blocks);
+  for (std::size_t g = 0; g < shape.num_groups(); ++g) {
+    if (shape.groups[g].sliding_window != 0) {
+      EXPECT_EQ(second.block_table.ids(g)[0], engine::backend::kNullBlock) << "group " << g;
+    }
+  }
+  const std::size_t from = hits * shape.block_size;
+  second.cached = from;
+  const Rows rest = run_in_steps(*engine, second, ids, from, kStep);
+  testing_support::ReferenceLogits tail = reference;
+  tail.sequences[0].erase(tail.sequences[0].begin(),
+                          tail.sequences[0].begin() + static_cast<std::ptrdiff_t>(from * reference.vocab_size));
+  EXPECT_LE(worst_relative_error({rest}, tail), 1e-4) << "from position " << from;
+  engine->release(second);
 }
 
 // Phi-3's LongRoPE: a server whose max_model_len stays within the original context (128 positions in the tiny

@@ -85,8 +85,7 @@ void release_file_pages(std::span<const std::byte> bytes) {
 struct TokenPlace {
   std::size_t sequence = 0;
   std::size_t position = 0;
-  std::size_t block = 0;   // physical block
-  std::size_t offset = 0;  // position within the block
+  std::size_t offset = 0;  // position within its block
 };
 
 constexpr std::size_t kMaxBlockSize = 128;
@@ -122,7 +121,8 @@ class CpuBackend final : public Backend {
                                   std::to_string(shape.block_size) + " positions (1 to " +
                                   std::to_string(kMaxBlockSize) + " per block)");
     }
-    layout_ = {shape.kv_type, shape.num_layers, shape.num_kv_heads, shape.head_dim, shape.block_size};
+    // A block's layers are its group's: the cache kernels see a group's slot where the model has a layer.
+    layout_ = {shape.kv_type, shape.layers_per_block(), shape.num_kv_heads, shape.head_dim, shape.block_size};
     try {
       cpu::check_kv_cache_layout(layout_);
     } catch (const std::invalid_argument& e) {
@@ -131,9 +131,13 @@ class CpuBackend final : public Backend {
     check_attention_plan(plan, shape);
     shape_ = shape;
     plan_ = plan;
+    layer_places_.clear();
+    for (std::size_t layer = 0; layer < shape.num_layers; ++layer) layer_places_.push_back(shape.place(layer));
     // Pages are only touched as blocks are first written: a large cache costs memory as it fills (2 MiB at a
     // time where it is in huge pages, about one block of a model's layers).
     cache_ = cpu::allocate_huge_pages(layout_.block_bytes() * shape.num_blocks);
+    if (shape.has_null_block())
+      std::memset(cache_.get() + kNullBlock * layout_.block_bytes(), 0, layout_.block_bytes());
   }
   const KvCacheShape& cache_shape() const override { return shape_; }
 
@@ -147,16 +151,25 @@ class CpuBackend final : public Backend {
     for (std::size_t s = 0; s < layout.sequences.size(); ++s) {
       const auto& seq = layout.sequences[s];
       for (std::size_t p = seq.start_position; p < seq.start_position + seq.num_tokens; ++p) {
-        places_.push_back(
-            {s, p, static_cast<std::size_t>(seq.block_table[p / shape_.block_size]), p % shape_.block_size});
+        places_.push_back({s, p, p % shape_.block_size});
       }
     }
+    // Per group: each token's block, and the sequences as its attention reads them.
     sequences_ = layout.sequences;
-    attention_sequences_.clear();
-    std::size_t first_row = 0;
-    for (const auto& seq : sequences_) {
-      attention_sequences_.push_back({first_row, seq.start_position, seq.num_tokens, seq.block_table});
-      first_row += seq.num_tokens;
+    token_blocks_.resize(shape_.num_groups());
+    attention_sequences_.resize(shape_.num_groups());
+    for (std::size_t g = 0; g < shape_.num_groups(); ++g) {
+      token_blocks_[g].clear();
+      attention_sequences_[g].clear();
+      for (const auto& place : places_) {
+        token_blocks_[g].push_back(
+            static_cast<std::size_t>(sequences_[place.sequence].block_tables[g][place.position / shape_.block_size]));
+      }
+      std::size_t first_row = 0;
+      for (const auto& seq : sequences_) {
+        attention_sequences_[g].push_back({first_row, seq.start_position, seq.num_tokens, seq.block_tables[g]});
+        first_row += seq.num_tokens;
+      }
     }
     // cos/sin of every token's angles for each of the model's rotary embeddings, computed in double so long
     // positions keep their precision, times the rope's attention factor (vLLM's and transformers' form).
@@ -261,23 +274,26 @@ class CpuBackend final : public Backend {
 
   void store_kv(std::size_t layer, Tensor k, Tensor v) override {
     const std::size_t block_bytes = layout_.block_bytes();
+    const auto [group, slot] = layer_places_.at(layer);
+    const auto& blocks = token_blocks_[group];
     pool_.parallel_for(places_.size(), grain(2 * k.cols), [&](std::size_t begin, std::size_t end) {
       for (std::size_t t = begin; t < end; ++t) {
-        cpu::store_kv(layout_, cache_.get() + places_[t].block * block_bytes, layer, places_[t].offset,
-                      k.data + t * k.cols, v.data + t * v.cols);
+        cpu::store_kv(layout_, cache_.get() + blocks[t] * block_bytes, slot, places_[t].offset, k.data + t * k.cols,
+                      v.data + t * v.cols);
       }
     });
   }
 
   void attention(std::size_t layer, Tensor q, float scale, Tensor out) override {
+    const auto [group, slot] = layer_places_.at(layer);
     cpu::attention(pool_, {.layout = &layout_,
                            .cache = cache_.get(),
-                           .layer = layer,
+                           .layer = slot,
                            .q = q.data,
                            .out = out.data,
                            .num_q_heads = q.cols / shape_.head_dim,
                            .scale = scale,
-                           .sequences = attention_sequences_,
+                           .sequences = attention_sequences_[group],
                            .window = plan_.layers.at(layer).sliding_window,
                            .softcap = plan_.layers.at(layer).logit_softcap});
   }
@@ -327,12 +343,14 @@ class CpuBackend final : public Backend {
   cpu::KvCacheLayout layout_;
   cpu::HugePagesBuffer cache_;
   Workspace workspace_;
+  std::vector<KvCacheShape::LayerPlace> layer_places_;  // by layer: its group and slot
   std::vector<TokenPlace> places_;
   std::vector<std::int32_t> tokens_;
   std::vector<std::size_t> logit_rows_;
   std::vector<StepSequence> sequences_;
-  std::vector<cpu::AttentionSequence> attention_sequences_;
-  std::vector<RopeAngles> angles_;  // by AttentionPlan::ropes
+  std::vector<std::vector<std::size_t>> token_blocks_;                    // by group, the step's tokens' blocks
+  std::vector<std::vector<cpu::AttentionSequence>> attention_sequences_;  // by group
+  std::vector<RopeAngles> angles_;                                        // by AttentionPlan::ropes
 };
 
 }  // namespace

@@ -291,6 +291,13 @@ class CudaBackend final : public Backend {
                                   " (partial rotary, Phi-4-mini's), which the CUDA kernels do not implement yet; run "
                                   "this model with --device cpu");
     }
+    // Sliding windows are refused above, so one group holds every layer, each in its own slot.
+    for (std::size_t layer = 0; layer < shape.num_layers; ++layer) {
+      if (const auto place = shape.place(layer); place.group != 0 || place.slot != layer) {
+        throw std::invalid_argument("cuda backend: a KV cache of " + std::to_string(shape.num_groups()) +
+                                    " groups; the CUDA kernels keep every layer in one");
+      }
+    }
     shape_ = shape;
     rope_ = rope;
     cache_buffer_ = DeviceBuffer(shape.bytes_per_block() * shape.num_blocks);
@@ -701,7 +708,7 @@ class CudaBackend final : public Backend {
     std::size_t stride = 1;
     std::size_t tiles = 0;
     for (const auto& seq : layout.sequences) {
-      stride = std::max(stride, seq.block_table.size());
+      stride = std::max(stride, seq.block_tables.front().size());
       tiles += (seq.num_tokens + cuda::kPrefillTile - 1) / cuda::kPrefillTile;
     }
     // The table stride only grows (in powers of two), so graphs keep their offsets.
@@ -738,8 +745,8 @@ class CudaBackend final : public Backend {
         const std::size_t p = seq.start_position + i;
         host[tokens_at + t] = layout.tokens[t];
         host[positions_at + t] = static_cast<std::int32_t>(p);
-        host[slots_at + t] = static_cast<std::int32_t>(seq.block_table[p / shape_.block_size] * shape_.block_size +
-                                                       p % shape_.block_size);
+        host[slots_at + t] = static_cast<std::int32_t>(
+            seq.block_tables.front()[p / shape_.block_size] * shape_.block_size + p % shape_.block_size);
         host[seq_at + t] = static_cast<std::int32_t>(s);
         if (i % cuda::kPrefillTile == 0) {
           host[tile_first_at + tile] = static_cast<std::int32_t>(t);
@@ -748,7 +755,8 @@ class CudaBackend final : public Backend {
           ++tile;
         }
       }
-      std::copy(seq.block_table.begin(), seq.block_table.end(), host + tables_at + s * table_stride_);
+      const auto table = seq.block_tables.front();
+      std::copy(table.begin(), table.end(), host + tables_at + s * table_stride_);
     }
     for (std::size_t i = 0; i < layout.logit_rows.size(); ++i) {
       host[rows_at + i] = static_cast<std::int32_t>(layout.logit_rows[i]);

@@ -1,7 +1,8 @@
 // The engine's KV cache sizing on the CPU: kv_cache_bytes when given, else cpu_kv_cache_bytes (serverd's
 // VLLM_CPU_KVCACHE_SPACE), and a cache too small names the setting to raise; its element type from
 // --kv-cache-dtype (bf16 by default on the CPU); its CPU threads pinned when given CPUs; the hidden states a
-// pooling step returns are what its logits are computed from; weights it repacks do not stay resident twice.
+// pooling step returns are what its logits are computed from; weights it repacks do not stay resident twice;
+// sliding-window layers cost the cache their window.
 #include "engine/runtime/engine.h"
 
 #include <gmock/gmock.h>
@@ -92,6 +93,50 @@ TEST_F(EngineCacheTest, TheKvCacheDtypeChoosesTheCachesTypeAndSixteenBitsHoldTwi
   EXPECT_EQ(blocks(KvCacheDtype::Auto, WeightType::F16), 2 * f32);  // on the CPU (docs/cpu-kernels.md)
   EXPECT_EQ(blocks(KvCacheDtype::BFloat16, WeightType::BF16), 2 * f32);
   EXPECT_EQ(blocks(KvCacheDtype::Float16, WeightType::F16), 2 * f32);
+}
+
+// A Mistral model whose every layer slides over 8 positions: its KV cache holds only the blocks a window and a
+// step reach, so a cache of a few blocks holds sequences of any length; one too small for even a window makes
+// the window moot and the layers full-attention ones again.
+TEST(SlidingWindowCache, AWindowLetsAFewBlocksHoldAnyLength) {
+  testing_support::TempDir dir;
+  engine::tools::ModelWriterOptions writer;
+  writer.arch = engine::model::Architecture::Mistral;
+  writer.out_dir = dir.path();
+  engine::tools::write_model(writer);
+  {
+    std::ifstream in(dir / "config.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string config = text.str();
+    config.insert(config.rfind('}'), ", \"sliding_window\": 8");
+    std::ofstream(dir / "config.json") << config;
+  }
+  engine::runtime::EngineOptions options;
+  options.device = engine::runtime::Device::Cpu;
+  options.threads = 1;
+  options.block_size = 4;
+  options.max_num_batched_tokens = 4;
+  const std::size_t block_bytes = engine::runtime::Engine::load(dir.path(), options)->cache_shape().bytes_per_block();
+  const auto load = [&](std::size_t blocks) {
+    options.kv_cache_bytes = blocks * block_bytes;
+    return engine::runtime::Engine::load(dir.path(), options);
+  };
+  // The null block and five: a step of 4 tokens and the window before it span at most four blocks.
+  const auto roomy = load(6);
+  EXPECT_EQ(roomy->max_model_len(), engine::model::derived_max_model_len(roomy->config()));
+  ASSERT_EQ(roomy->cache_shape().groups.size(), 1u);
+  EXPECT_EQ(roomy->cache_shape().groups[0].sliding_window, 8u);
+  EXPECT_EQ(roomy->kv_cache().num_usable(), 5u);
+  // A whole prompt in one step (max_num_batched_tokens 0) keeps every block until the step ends: 20 positions.
+  options.max_num_batched_tokens = 0;
+  EXPECT_EQ(load(6)->max_model_len(), 20u);
+  // Two blocks besides the null one hold 8 positions, which the window covers: full attention, three blocks.
+  options.max_num_batched_tokens = 4;
+  const auto tight = load(3);
+  EXPECT_EQ(tight->max_model_len(), 8u);
+  EXPECT_EQ(tight->cache_shape().groups[0].sliding_window, 0u);
+  EXPECT_EQ(tight->kv_cache().num_usable(), 3u);
 }
 
 // EngineOptions::cpus pins the CPU backend's threads one per CPU; a thread count that disagrees is refused.

@@ -1,11 +1,14 @@
 // The KV cache manager: block tables that give their blocks back, one reservation path, chained prefix keys,
-// hits and misses, reference counts under preemption, eviction order, blocks of generated tokens, and a
-// forced key collision that the token check refuses.
+// hits and misses, reference counts under preemption, eviction order, blocks of generated tokens, a
+// forced key collision that the token check refuses, and sliding-window groups that give back what their window
+// has passed and match a prefix on the blocks within it.
 #include "engine/runtime/kv_cache_manager.h"
 
 #include <gtest/gtest.h>
 
 #include <numeric>
+
+#include "engine/backend/backend.h"
 
 namespace engine::runtime {
 namespace {
@@ -79,9 +82,9 @@ TEST(KvCacheManager, HitsShareBlocksAndMissesStopTheMatch) {
 
   BlockTable second;
   EXPECT_EQ(kv.match(prompt, keys_of(kv, prompt), 2, second), 2u);  // max_blocks bounds it
-  EXPECT_EQ(second[0], first[0]);
-  EXPECT_EQ(second[1], first[1]);
-  EXPECT_EQ(kv.ref_count(first[0]), 2u);  // both tables hold it
+  EXPECT_EQ(second.ids()[0], first.ids()[0]);
+  EXPECT_EQ(second.ids()[1], first.ids()[1]);
+  EXPECT_EQ(kv.ref_count(first.ids()[0]), 2u);  // both tables hold it
 
   auto diverging = prompt;
   diverging[5] = -1;  // the second block differs: one hit
@@ -100,10 +103,10 @@ TEST(KvCacheManager, ReferenceCountsUnderPreemption) {
   BlockTable preempted;
   ASSERT_EQ(kv.match(prompt, keys_of(kv, prompt), 2, preempted), 2u);
   ASSERT_TRUE(kv.reserve(preempted, 12));  // and a block of its own
-  const std::int32_t own = preempted[2];
-  EXPECT_EQ(kv.ref_count(running[0]), 2u);
+  const std::int32_t own = preempted.ids()[2];
+  EXPECT_EQ(kv.ref_count(running.ids()[0]), 2u);
   preempted.clear();  // preempted
-  EXPECT_EQ(kv.ref_count(running[0]), 1u);
+  EXPECT_EQ(kv.ref_count(running.ids()[0]), 1u);
   EXPECT_EQ(kv.ref_count(own), 0u);
   EXPECT_EQ(kv.num_free(), 4u);
   running.clear();  // now nobody holds the prompt's blocks, but they stay cached
@@ -111,7 +114,7 @@ TEST(KvCacheManager, ReferenceCountsUnderPreemption) {
   EXPECT_EQ(kv.cached_blocks(), 2u);
   BlockTable readmitted;
   EXPECT_EQ(kv.match(prompt, keys_of(kv, prompt), 2, readmitted), 2u);
-  EXPECT_EQ(kv.ref_count(readmitted[0]), 1u);
+  EXPECT_EQ(kv.ref_count(readmitted.ids()[0]), 1u);
   EXPECT_EQ(kv.num_free(), 4u);
 }
 
@@ -163,7 +166,7 @@ TEST(KvCacheManager, CachesBlocksOfGeneratedTokens) {
 // A hasher that gives every block the same key stands for a forged or colliding key: the stored parent and
 // tokens are compared on every hit, so another prompt's keys and values are never served.
 TEST(KvCacheManager, AForcedKeyCollisionIsRefusedByTheTokenCheck) {
-  KvCacheManager kv(8, kBlock, [](const BlockKey&, std::span<const std::int32_t>) { return BlockKey{1}; });
+  KvCacheManager kv(8, kBlock, {0}, [](const BlockKey&, std::span<const std::int32_t>) { return BlockKey{1}; });
   const auto victim = tokens_from(0, 8);
   const auto attacker = tokens_from(50, 8);
   BlockTable victim_table = compute(kv, victim);
@@ -178,6 +181,70 @@ TEST(KvCacheManager, AForcedKeyCollisionIsRefusedByTheTokenCheck) {
   // too, and the first block still hits.
   EXPECT_EQ(kv.match(victim, keys_of(kv, victim), 2, table), 1u);
   EXPECT_EQ(kv.collisions(), 2u);
+}
+
+// A full group and a sliding one of window 8 (two blocks of 4): decoding 20 positions one at a time holds
+// five blocks in the full group and only the two the window reaches in the sliding one; the rest went back to
+// the pool as the window passed them, their entries the null block. Without that, 20 positions would take 10
+// of the 8 usable blocks.
+TEST(KvCacheManager, ASlidingGroupGivesBackTheBlocksItsWindowHasPassed) {
+  KvCacheManager kv(9, kBlock, {0, 8});
+  EXPECT_EQ(kv.num_usable(), 8u);  // block 0 is the null block
+  EXPECT_EQ(kv.num_free(), 8u);
+  BlockTable table;
+  for (std::size_t p = 0; p < 20; ++p) ASSERT_TRUE(kv.reserve(table, p + 1, p)) << "position " << p;
+  EXPECT_EQ(kv.num_free(), 1u);
+  ASSERT_EQ(table.num_groups(), 2u);
+  ASSERT_EQ(table.ids(1).size(), 5u);
+  for (std::size_t b = 0; b < 5; ++b) EXPECT_NE(table.ids(0)[b], backend::kNullBlock) << "full block " << b;
+  for (std::size_t b = 0; b < 3; ++b) EXPECT_EQ(table.ids(1)[b], backend::kNullBlock) << "sliding block " << b;
+  EXPECT_NE(table.ids(1)[3], backend::kNullBlock);
+  EXPECT_NE(table.ids(1)[4], backend::kNullBlock);
+  // A step of 8 tokens from position 20 needs two more full blocks and two sliding ones (its window starts in
+  // block 3, held already with block 4): four, one free. Refused, and nothing more is taken.
+  EXPECT_FALSE(kv.reserve(table, 28, 20));
+  EXPECT_EQ(table.size(), 5u);
+  EXPECT_EQ(kv.num_free(), 1u);
+  table.clear();
+  EXPECT_EQ(kv.num_free(), 8u);
+
+  KvCacheManager every_layer(9, kBlock, {0, 0});
+  BlockTable whole;
+  EXPECT_FALSE(every_layer.reserve(whole, 20, 19));                        // two full groups: 10 blocks
+  EXPECT_THROW(KvCacheManager(1, kBlock, {0, 8}), std::invalid_argument);  // the null block and nothing else
+}
+
+// A prefix hit needs, in a sliding group, only the blocks within the window of the first position left to
+// compute: the earlier ones may have been evicted. A shorter prefix whose window reaches an evicted block
+// finds nothing.
+TEST(KvCacheManager, ASlidingGroupMatchesOnTheBlocksWithinItsWindow) {
+  KvCacheManager kv(9, kBlock, {0, 8});
+  const auto prompt = tokens_from(0, 16);
+  const auto keys = keys_of(kv, prompt);
+  {
+    BlockTable table;  // computed a position at a time, each block cached as it fills
+    for (std::size_t p = 0; p < prompt.size(); ++p) {
+      ASSERT_TRUE(kv.reserve(table, p + 1, p));
+      if ((p + 1) % kBlock == 0) kv.cache_blocks(prompt, keys, table, p / kBlock, p / kBlock + 1);
+    }
+  }
+  EXPECT_EQ(kv.cached_blocks(), 8u);  // four per group: all eight usable blocks, all free
+  EXPECT_EQ(kv.num_free(), 8u);
+  BlockTable other;
+  ASSERT_TRUE(kv.reserve(other, 4));  // a block per group: evicts the oldest, the sliding group's first two
+  EXPECT_EQ(kv.cached_blocks(), 6u);
+
+  BlockTable hit;
+  ASSERT_EQ(kv.match(prompt, keys, 4, hit), 4u);
+  EXPECT_EQ(hit.ids(1)[0], backend::kNullBlock);
+  EXPECT_EQ(hit.ids(1)[1], backend::kNullBlock);
+  EXPECT_NE(hit.ids(1)[2], backend::kNullBlock);
+  EXPECT_EQ(kv.ref_count(hit.ids(1)[3]), 1u);
+  EXPECT_EQ(kv.num_free(), 0u);  // four full blocks and two sliding ones now held
+  hit.clear();
+  BlockTable shorter;
+  EXPECT_EQ(kv.match(prompt, keys, 3, shorter), 0u);  // position 12's window reaches block 1
+  EXPECT_TRUE(shorter.empty());
 }
 
 }  // namespace

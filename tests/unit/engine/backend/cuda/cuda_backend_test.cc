@@ -157,7 +157,7 @@ class CudaBackendTest : public ::testing::Test {
     }
     std::size_t tokens = 0;
     for (auto* s : seqs) {
-      layout_.sequences.push_back({s->start, s->count, s->table});
+      layout_.sequences.push_back({s->start, s->count, {s->table}});
       for (std::size_t i = 0; i < s->count; ++i) layout_.tokens.push_back(static_cast<std::int32_t>((tokens + i) % 97));
       tokens += s->count;
       if (logits_of_all) {
