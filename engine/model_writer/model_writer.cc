@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/splitmix64.h"
+#include "engine/format/gguf_split.h"
 #include "engine/format/little_endian.h"
 #include "engine/model_writer/model_writer_internal.h"
 #include "engine/model_writer/model_writer_tokenizer.h"
@@ -663,6 +664,11 @@ WrittenModel write_model(const ModelWriterOptions& options) {
                      std::to_string(hf_tensors.size()) + " tensors");
   }
 
+  if (options.split_max_tensors != 0 && options.gguf_types.empty()) {
+    throw UsageError("--split-max-tensors " + std::to_string(options.split_max_tensors) +
+                     ": no GGUF file to split (add --gguf TYPE)");
+  }
+
   const auto& dir = options.out_dir;
   std::error_code error;
   std::filesystem::create_directories(dir, error);
@@ -684,7 +690,16 @@ WrittenModel write_model(const ModelWriterOptions& options) {
   write_tensors(result, tensors, options, script, dtype, safetensors, ggufs);
   for (auto& out : ggufs) {
     out.file->close();
-    result.files.push_back(out.path);
+    if (options.split_max_tensors == 0) {
+      result.files.push_back(out.path);
+      continue;
+    }
+    // The parts replace the whole file, as a hub repository holds them.
+    auto prefix = out.path;
+    prefix.replace_extension();
+    const auto parts = format::write_gguf_split(format::GgufFile::open(out.path), prefix, options.split_max_tensors);
+    std::filesystem::remove(out.path);
+    result.files.insert(result.files.end(), parts.begin(), parts.end());
   }
   return result;
 }

@@ -48,7 +48,10 @@ struct ModelWriterOptions {
   std::optional<quant::WeightType> dtype;
   std::uint32_t shards = 1;
   std::uint64_t seed = 0;
-  std::vector<GgufFileType> gguf_types;                // one model-TYPE.gguf each
+  std::vector<GgufFileType> gguf_types;  // one model-TYPE.gguf each
+  // Each GGUF file split, as llama.cpp's gguf-split --split-max-tensors does, into
+  // model-TYPE-0000i-of-0000N.gguf of at most this many tensors (0: whole files).
+  std::size_t split_max_tensors = 0;
   std::optional<std::filesystem::path> tokenizer_dir;  // a real tokenizer to copy instead of the generated one
   bool safetensors = true;                             // false: no .safetensors files (nor index)
   // RoPE scaling in config.json and the GGUF files, with the preset's parameters (factor 4 over

@@ -124,6 +124,13 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
           start = comma + 1;
         }
       });
+  flags.add_value("split-max-tensors", "N",
+                  "Write each GGUF file as parts of at most N tensors, model-TYPE-0000i-of-0000N.gguf, as "
+                  "llama.cpp's gguf-split does (default: whole files)",
+                  [&options](std::string_view v) {
+                    if (!parse_number(v, options.split_max_tensors) || options.split_max_tensors == 0)
+                      throw bad_value("split-max-tensors", v, "expected a number of tensors per part, at least 1");
+                  });
   flags.add_value("tokenizer-dir", "DIR",
                   "Copy DIR's tokenizer.json and tokenizer_config.json instead of generating them",
                   [&options](std::string_view v) {

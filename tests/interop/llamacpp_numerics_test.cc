@@ -22,7 +22,6 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/format/gguf.h"
-#include "engine/format/gguf_split.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/quant/quant.h"
 #include "tests/support/child_process.h"
@@ -337,21 +336,25 @@ TEST(LlamaCppRopeScaling, LinearAndYarnFilesAgreeWithTheEngine) {
   }
 }
 
-// A split written as gguf-split lays it out (write_gguf_split, the engine's reader's test fixture) loads in
-// llama.cpp from its first part and gives the whole file's log-probabilities exactly: the split keys and
-// the parts' layout are llama.cpp's.
+// A split as model-writer's --split-max-tensors writes it (gguf-split's layout) loads in llama.cpp from its
+// first part and gives the whole file's log-probabilities exactly: the split keys and the parts' layout are
+// llama.cpp's.
 TEST(LlamaCppSplit, LoadsTheWrittenPartsAsTheWholeFile) {
   ASSERT_TRUE(fs::exists(fs::path(LLAMACPP_NODE_MODULES) / "node-llama-cpp" / "package.json"))
       << "llama.cpp is not installed in " << LLAMACPP_NODE_MODULES << ": run scripts/install-llamacpp-peer.sh";
   TempDir dir;
   engine::tools::ModelWriterOptions options;
   options.arch = Architecture::Qwen3;
-  options.out_dir = dir.path();
+  options.out_dir = dir / "whole";
   options.safetensors = false;
   options.gguf_types = {WeightType::Q8_0};
-  engine::tools::write_model(options);
-  const fs::path whole = dir / engine::tools::gguf_file_name(WeightType::Q8_0);
-  const auto parts = engine::format::write_gguf_split(engine::format::GgufFile::open(whole), dir / "split", 4);
+  const fs::path whole = engine::tools::write_model(options).files.back();
+  options.out_dir = dir / "split";
+  options.split_max_tensors = 4;
+  const auto written = engine::tools::write_model(options).files;
+  const std::vector<fs::path> parts(
+      std::find_if(written.begin(), written.end(), [](const fs::path& p) { return p.extension() == ".gguf"; }),
+      written.end());
   ASSERT_GT(parts.size(), 2u);
   const auto runs = run_llama_cpp({whole, parts.front()});
   ASSERT_EQ(runs.size(), 2u) << "llama.cpp did not load both";

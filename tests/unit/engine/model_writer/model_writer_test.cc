@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/format/gguf.h"
+#include "engine/format/gguf_split.h"
 #include "engine/format/gguf_writer.h"
 #include "engine/format/json.h"
 #include "engine/format/safetensors.h"
@@ -122,6 +123,8 @@ TEST(ModelWriterArgs, ParsesEveryFlag) {
                                          "F32",
                                          "--tokenizer-dir",
                                          tokenizer_dir.path().string(),
+                                         "--split-max-tensors",
+                                         "7",
                                          "--no-safetensors"};
   const auto options = parse_model_writer_args(args);
   EXPECT_EQ(options.arch, Architecture::Llama);
@@ -134,6 +137,7 @@ TEST(ModelWriterArgs, ParsesEveryFlag) {
                                     WeightType::Q8_0, WeightType::Q4_K, {WeightType::Q4_K, true}, WeightType::F32}));
   EXPECT_EQ(options.tokenizer_dir, tokenizer_dir.path());
   EXPECT_FALSE(options.safetensors);
+  EXPECT_EQ(options.split_max_tensors, 7u);
 }
 
 TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
@@ -162,6 +166,7 @@ TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
     EXPECT_THAT(with({"--gguf", name}), HasSubstr("the engine reads " + name + " but has no quantizer to write it"));
   }
   EXPECT_THAT(with({"--tokenizer-dir", "/nonexistent"}), HasSubstr("--tokenizer-dir /nonexistent"));
+  EXPECT_THAT(with({"--split-max-tensors", "0"}), HasSubstr("--split-max-tensors 0: expected a number of tensors"));
   EXPECT_THAT(with({"--seed"}), HasSubstr("--seed needs a value"));
   EXPECT_THAT(with({"--frobnicate"}), HasSubstr("unknown flag --frobnicate"));
   EXPECT_THAT(usage_error({"--preset", "tiny", "--out", "d"}), HasSubstr("--arch is required"));
@@ -196,6 +201,49 @@ TEST(ModelWriter, RefusesOptionsThatDoNotFit) {
         }
       },
       UsageError);
+  options = tiny(Architecture::Qwen2, dir / "m");
+  options.split_max_tensors = 4;
+  EXPECT_THROW(
+      {
+        try {
+          write_model(options);
+        } catch (const UsageError& e) {
+          EXPECT_THAT(e.what(), HasSubstr("--split-max-tensors 4: no GGUF file to split (add --gguf TYPE)"));
+          throw;
+        }
+      },
+      UsageError);
+}
+
+// --split-max-tensors writes each GGUF file as gguf-split's parts instead: the parts open as one model whose
+// tensors are the whole file's, byte for byte.
+TEST(ModelWriterGguf, SplitMaxTensorsWritesPartsInsteadOfTheWholeFile) {
+  const TempDir dir;
+  auto options = tiny(Architecture::Qwen3, dir / "whole");
+  options.gguf_types = {WeightType::Q8_0};
+  write_model(options);
+  options.out_dir = dir / "split";
+  options.split_max_tensors = 5;
+  const auto written = write_model(options);
+  const auto whole = format::GgufFile::open(dir / "whole" / gguf_file_name(WeightType::Q8_0));
+  const std::size_t tensors = whole.layout().tensors.size();
+  const std::size_t count = (tensors + 4) / 5;
+  ASSERT_GT(count, 1u);
+  EXPECT_FALSE(fs::exists(dir / "split" / gguf_file_name(WeightType::Q8_0)));
+  std::vector<fs::path> parts;
+  for (std::uint32_t i = 1; i <= count; ++i) {
+    parts.push_back(dir / "split" / format::gguf_split_part_name("model-Q8_0", i, static_cast<std::uint32_t>(count)));
+    EXPECT_TRUE(fs::exists(parts.back())) << parts.back();
+  }
+  EXPECT_TRUE(std::equal(parts.begin(), parts.end(), written.files.end() - static_cast<std::ptrdiff_t>(count)));
+  const auto split = format::GgufParts::open(parts.front());
+  EXPECT_EQ(split.part_count(), count);
+  for (const auto& t : whole.layout().tensors) {
+    const auto found = split.find_tensor(t.name);
+    ASSERT_TRUE(found.has_value()) << t.name;
+    const auto bytes = whole.data(t);
+    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), found->data.begin(), found->data.end())) << t.name;
+  }
 }
 
 TEST(ModelWriterCli, WritesFilesAndExplainsErrors) {
