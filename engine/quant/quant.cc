@@ -5,8 +5,11 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <limits>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -887,40 +890,60 @@ void dequantize_codebook(const std::uint8_t* b, float* y) {
       type, b, f16_to_f32(static_cast<std::uint16_t>(ggml_blocks::codebook_scale_bits(type, b))), y);
 }
 
-// ---- IQ3_XXS's and IQ3_S's quantizers: ggml's quantize_row_iq3_xxs_impl and quantize_row_iq3_s_impl
-// without importance weights (ggml's reference quantizers pass none: each weight is then x^2). The search
-// works on the 4-weight codebook's points in units of 3-bit levels l (magnitude 2 l + 1); a rounded point
-// off the codebook is replaced by the best of its nearest codebook points (those at the two (IQ3_XXS) or
-// three (IQ3_S) smallest distances, as ggml's iq3xs_init_impl lists them: nearest first, by index among
-// equals).
+// ---- The codebook types' quantizers: IQ3_XXS and IQ3_S as ggml's quantize_row_iq3_xxs_impl and
+// quantize_row_iq3_s_impl run without importance weights (ggml's reference quantizers pass none: each weight
+// is then x^2); IQ2_XXS and IQ2_XS as ggml's quantize_row_iq2_xxs_impl and quantize_row_iq2_xs_impl, which
+// require an importance matrix, run with a uniform one (every importance 1: each weight sqrt(sigma^2 + x^2),
+// sigma^2 the super-block's mean square). The searches work on a codebook's points in units of levels l
+// (magnitude 2 l + 1); a rounded point off the codebook is replaced by the best of its nearest codebook
+// points (those at the few smallest distances, as ggml's iq3xs_init_impl and iq2xs_init_impl list them:
+// nearest first, by index among equals).
 
-struct Iq3Codebook {
-  std::vector<std::array<std::int8_t, 4>> magnitudes;    // 2 l + 1 of each entry's four weights
-  std::array<int, 4096> entry{};                         // point (l0 | l1 << 3 | ...) -> entry, or -1
-  std::array<std::vector<std::uint16_t>, 4096> nearest;  // for the points off the codebook
+struct Codebook {
+  int group = 0;                                    // weights per entry: 4 (IQ3) or 8 (IQ2)
+  int level_bits = 0;                               // bits of each level in a point: 3 (IQ3) or 2 (IQ2)
+  int max_level = 0;                                // levels run 0..max_level: 7 (IQ3) or 2 (IQ2)
+  std::vector<std::int8_t> magnitudes;              // 2 l + 1 of each entry's weights, entry by entry
+  std::vector<int> entry;                           // point (l0 | l1 << level_bits | ...) -> entry, or -1
+  std::vector<std::vector<std::uint16_t>> nearest;  // for the points off the codebook
+
+  const std::int8_t* magnitudes_of(int k) const { return magnitudes.data() + static_cast<std::ptrdiff_t>(k) * group; }
+  int point_of(const std::int8_t* l) const {
+    int point = 0;
+    for (int i = 0; i < group; ++i) point |= l[i] << (level_bits * i);
+    return point;
+  }
 };
 
-// `levels_per_byte`: the grid bytes over the level (IQ3_XXS stores 8 l + 4, and 62 for l = 7; IQ3_S 2 l + 1).
-Iq3Codebook make_iq3_codebook(std::span<const std::uint32_t> grid, int levels_per_byte, int distances) {
-  Iq3Codebook b;
-  b.magnitudes.resize(grid.size());
-  b.entry.fill(-1);
-  for (std::size_t k = 0; k < grid.size(); ++k) {
-    int point = 0;
-    for (int i = 0; i < 4; ++i) {
-      const int l = static_cast<int>((grid[k] >> (8 * i)) & 0xFF) / levels_per_byte;
-      b.magnitudes[k][i] = static_cast<std::int8_t>(2 * l + 1);
-      point |= l << (3 * i);
+// `level(k, i)`: the level of weight i of entry k. `distances`: how many of the smallest distances a point
+// off the codebook keeps the entries of.
+Codebook make_codebook(std::size_t entries, int group, int level_bits, int max_level, int distances,
+                       const std::function<int(std::size_t, int)>& level) {
+  Codebook b{group, level_bits, max_level, {}, std::vector<int>(std::size_t{1} << (level_bits * group), -1), {}};
+  b.nearest.resize(b.entry.size());
+  b.magnitudes.resize(entries * static_cast<std::size_t>(group));
+  std::vector<std::int8_t> l(static_cast<std::size_t>(group));
+  for (std::size_t k = 0; k < entries; ++k) {
+    for (int i = 0; i < group; ++i) {
+      l[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(level(k, i));
+      b.magnitudes[k * static_cast<std::size_t>(group) + static_cast<std::size_t>(i)] =
+          static_cast<std::int8_t>(2 * level(k, i) + 1);
     }
-    b.entry[point] = static_cast<int>(k);
+    b.entry[static_cast<std::size_t>(b.point_of(l.data()))] = static_cast<int>(k);
   }
-  std::vector<std::pair<int, int>> by_distance(grid.size());
-  for (int point = 0; point < 4096; ++point) {
+  const int mask = (1 << level_bits) - 1;
+  std::vector<std::pair<int, int>> by_distance(entries);
+  for (std::size_t point = 0; point < b.entry.size(); ++point) {
     if (b.entry[point] >= 0) continue;
-    for (std::size_t k = 0; k < grid.size(); ++k) {
+    bool reachable = true;  // rounding clamps every level to max_level
+    for (int i = 0; i < group; ++i)
+      reachable = reachable && static_cast<int>((point >> (level_bits * i)) & mask) <= max_level;
+    if (!reachable) continue;
+    for (std::size_t k = 0; k < entries; ++k) {
       int d2 = 0;
-      for (int i = 0; i < 4; ++i) {
-        const int diff = b.magnitudes[k][i] - (2 * ((point >> (3 * i)) & 7) + 1);
+      for (int i = 0; i < group; ++i) {
+        const int diff =
+            b.magnitudes_of(static_cast<int>(k))[i] - (2 * static_cast<int>((point >> (level_bits * i)) & mask) + 1);
         d2 += diff * diff;
       }
       by_distance[k] = {d2, static_cast<int>(k)};
@@ -935,22 +958,39 @@ Iq3Codebook make_iq3_codebook(std::span<const std::uint32_t> grid, int levels_pe
   return b;
 }
 
-const Iq3Codebook& iq3_codebook(WeightType type) {
-  static const Iq3Codebook xxs = make_iq3_codebook(iq_grids::kIq3XxsGrid, 8, 2);
-  static const Iq3Codebook s = make_iq3_codebook(iq_grids::kIq3SGrid, 2, 3);
-  return type == WeightType::IQ3_XXS ? xxs : s;
+const Codebook& codebook(WeightType type) {
+  // IQ3: bytes 8 l + 4 (62 for l = 7) in IQ3_XXS's grid, 2 l + 1 in IQ3_S's. IQ2: bytes 8, 25, 43 for l = 0..2.
+  const auto byte = [](std::uint64_t word, int i) { return static_cast<int>((word >> (8 * i)) & 0xFF); };
+  const auto iq2_level = [&](std::span<const std::uint64_t> grid) {
+    return [grid, byte](std::size_t k, int i) { return byte(grid[k], i) / 17; };
+  };
+  static const Codebook iq3_xxs =
+      make_codebook(std::size(iq_grids::kIq3XxsGrid), 4, 3, 7, 2,
+                    [&](std::size_t k, int i) { return byte(iq_grids::kIq3XxsGrid[k], i) / 8; });
+  static const Codebook iq3_s = make_codebook(std::size(iq_grids::kIq3SGrid), 4, 3, 7, 3, [&](std::size_t k, int i) {
+    return byte(iq_grids::kIq3SGrid[k], i) / 2;
+  });
+  static const Codebook iq2_xxs =
+      make_codebook(std::size(iq_grids::kIq2XxsGrid), 8, 2, 2, 2, iq2_level(iq_grids::kIq2XxsGrid));
+  static const Codebook iq2_xs =
+      make_codebook(std::size(iq_grids::kIq2XsGrid), 8, 2, 2, 2, iq2_level(iq_grids::kIq2XsGrid));
+  switch (type) {
+    case WeightType::IQ3_XXS: return iq3_xxs;
+    case WeightType::IQ3_S: return iq3_s;
+    case WeightType::IQ2_XXS: return iq2_xxs;
+    default: return iq2_xs;
+  }
 }
 
-// The codebook entry nearest to 4 magnitudes at `scale` (weighted squared error, the first of equals), its
+// The nearest entry to a group's magnitudes at `scale` (weighted squared error, the first of equals), its
 // levels written to l.
-void iq3_best_nearby(const Iq3Codebook& book, int point, const float* xval, const float* weight, float scale,
-                     std::int8_t* l) {
+void best_nearby(const Codebook& book, int point, const float* xval, const float* weight, float scale, std::int8_t* l) {
   float best_d2 = std::numeric_limits<float>::max();
   int best = -1;
-  for (const std::uint16_t k : book.nearest[point]) {
+  for (const std::uint16_t k : book.nearest[static_cast<std::size_t>(point)]) {
     float d2 = 0;
-    for (int i = 0; i < 4; ++i) {
-      const float diff = scale * static_cast<float>(book.magnitudes[k][i]) - xval[i];
+    for (int i = 0; i < book.group; ++i) {
+      const float diff = scale * static_cast<float>(book.magnitudes_of(k)[i]) - xval[i];
       d2 += weight[i] * diff * diff;
     }
     if (d2 < best_d2) {
@@ -958,27 +998,32 @@ void iq3_best_nearby(const Iq3Codebook& book, int point, const float* xval, cons
       best = k;
     }
   }
-  for (int i = 0; i < 4; ++i) l[i] = static_cast<std::int8_t>((book.magnitudes[best][i] - 1) / 2);
+  for (int i = 0; i < book.group; ++i) l[i] = static_cast<std::int8_t>((book.magnitudes_of(best)[i] - 1) / 2);
 }
 
-// The codebook point of levels l[0..3], each rounded from 0.5 (id * magnitude - 1) and clamped to 0..7.
-int iq3_point(const float* xval, float id, std::int8_t* l) {
-  int point = 0;
-  for (int i = 0; i < 4; ++i) {
-    l[i] = static_cast<std::int8_t>(std::max(0, std::min(7, nearest_int(0.5f * (id * xval[i] - 1)))));
-    point |= l[i] << (3 * i);
+// A group's levels at inverse scale `id`, each rounded from 0.5 (id * magnitude - 1) and clamped to the book's
+// range, into l; returns their point.
+int round_group(const Codebook& book, const float* xval, float id, std::int8_t* l) {
+  for (int i = 0; i < book.group; ++i) {
+    l[i] = static_cast<std::int8_t>(std::max(0, std::min(book.max_level, nearest_int(0.5f * (id * xval[i] - 1)))));
   }
-  return point;
+  return book.point_of(l);
 }
 
-int iq3_point_of(const std::int8_t* l) {
-  return l[0] | (l[1] << 3) | (l[2] << 6) | (l[3] << 9);
+// A group rounded at `id` onto the codebook: its own point when it is an entry (true), else the best nearby
+// entry at `scale` (false).
+bool group_onto_codebook(const Codebook& book, const float* xval, const float* root, float id, float scale,
+                         std::int8_t* l) {
+  const int point = round_group(book, xval, id, l);
+  if (book.entry[static_cast<std::size_t>(point)] >= 0) return true;
+  best_nearby(book, point, xval, root, scale, l);
+  return false;
 }
 
-// The weighted least-squares fit of xval by the magnitudes 2 l + 1: sum w x q and sum w q^2.
-std::pair<float, float> iq3_fit(const float* xval, const float* weight, const std::int8_t* l) {
+// The weighted least-squares fit of n magnitudes xval by 2 l + 1: sum w x q and sum w q^2.
+std::pair<float, float> codebook_fit(const float* xval, const float* weight, const std::int8_t* l, int n) {
   float sumqx = 0, sumq2 = 0;
-  for (int i = 0; i < 32; ++i) {
+  for (int i = 0; i < n; ++i) {
     const float q = static_cast<float>(2 * l[i] + 1);
     sumqx += weight[i] * xval[i] * q;
     sumq2 += weight[i] * q * q;
@@ -986,64 +1031,11 @@ std::pair<float, float> iq3_fit(const float* xval, const float* weight, const st
   return {sumqx, sumq2};
 }
 
-// One block of 32 magnitudes `xval` (largest `max`, > 0): the scale of 2 (tries) + 1 stretched grids around
-// max / 15, each group rounded onto the codebook, the best weighted fit kept; then, where groups came off
-// the codebook, they (IQ3_XXS) or all groups (IQ3_S, as ggml has it) re-rounded at that scale and the scale
-// refitted. Writes the 32 levels.
-float iq3_search(WeightType type, const float* xval, const float* weight, const float* root, float max,
-                 std::int8_t* levels) {
-  const Iq3Codebook& book = iq3_codebook(type);
-  const bool xxs = type == WeightType::IQ3_XXS;
-  const int tries = xxs ? 15 : 9;
-  std::int8_t trial[32];
-  bool on_grid[8], trial_on_grid[8];
-  std::fill(std::begin(on_grid), std::end(on_grid), xxs);  // ggml's initial flags differ between the two
-  std::fill(levels, levels + 32, std::int8_t{0});
-  float best = 0;
-  float scale = max / 15;
-  for (int step = -tries; step <= tries; ++step) {
-    const float id = (15 + static_cast<float>(step) * 0.2f) / max;
-    const float trial_scale = 1 / id;
-    for (int k = 0; k < 8; ++k) {
-      const int point = iq3_point(xval + 4 * k, id, trial + 4 * k);
-      trial_on_grid[k] = book.entry[point] >= 0;
-      if (!trial_on_grid[k]) iq3_best_nearby(book, point, xval + 4 * k, root + 4 * k, trial_scale, trial + 4 * k);
-    }
-    const auto [sumqx, sumq2] = iq3_fit(xval, weight, trial);
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      scale = sumqx / sumq2;
-      best = scale * sumqx;
-      std::copy(std::begin(trial), std::end(trial), levels);
-      std::copy(std::begin(trial_on_grid), std::end(trial_on_grid), on_grid);
-    }
-  }
-  if (std::find(std::begin(on_grid), std::end(on_grid), false) != std::end(on_grid) && scale > 0) {
-    const float id = 1 / scale;
-    for (int k = 0; k < 8; ++k) {
-      if (xxs && on_grid[k]) continue;
-      std::int8_t rounded[4];
-      const int point = iq3_point(xval + 4 * k, id, rounded);
-      if (book.entry[point] >= 0) {
-        std::copy(std::begin(rounded), std::end(rounded), levels + 4 * k);
-      } else {
-        iq3_best_nearby(book, point, xval + 4 * k, root + 4 * k, scale, levels + 4 * k);
-      }
-    }
-    const auto [sumqx, sumq2] = iq3_fit(xval, weight, levels);
-    if (sumq2 > 0) scale = sumqx / sumq2;
-  }
-  return scale;
-}
-
-// A block of 32's weights (x^2), their roots, magnitudes and signs (bit i of byte k: weight 8 k + i
-// negative). IQ3_XXS stores 7 sign bits per 8, implying an even count: an odd count flips the least
-// important weight's sign (its magnitude made negative, so the fit sees the stored value).
-void iq3_prepare(const float* xb, bool even_signs, float* weight, float* root, float* xval, std::uint32_t* signs) {
-  for (int i = 0; i < 32; ++i) {
-    weight[i] = xb[i] * xb[i];
-    root[i] = std::sqrt(weight[i]);
-  }
-  for (int k = 0; k < 4; ++k) {
+// n weights' magnitudes and signs (bit i of byte k: weight 8 k + i negative). With `even_signs` (7 sign bits
+// stored per 8, implying an even count), an odd count flips the sign of the weight whose weight x^2 is least
+// (its magnitude made negative, so the fit sees the stored value); only 7 bits are kept.
+void split_signs(const float* xb, int n, const float* weight, bool even_signs, float* xval, std::uint32_t* signs) {
+  for (int k = 0; k < n / 8; ++k) {
     int flips = 0;
     std::uint32_t bits = 0;
     for (int i = 0; i < 8; ++i) {
@@ -1071,90 +1063,318 @@ void iq3_prepare(const float* xb, bool even_signs, float* weight, float* root, f
   }
 }
 
-// Both types' block loop: per block of 32 the signs, the search, the 8 codebook entries and the scale (0,
-// and `skipped`, for a block below ggml's cut-off: GROUP_MAX_EPS_IQ3_XXS, exact zero for IQ3_S); then the
-// super-scale d = max scale / 31 (stored times ggml's fudge factor). Returns false for a super-block of zeros.
-struct Iq3Blocks {
-  float scales[8] = {};
-  std::uint32_t signs[8][4] = {};
-  int entries[8][8] = {};
-  bool skipped[8] = {};
-  float d = 0;
+// A block's scale, its groups' entries and signs, or skipped (scale 0) below the type's cut-off.
+struct CodebookBlock {
+  float scale = 0;
+  std::uint32_t signs[4] = {};
+  int entries[8] = {};
+  bool skipped = false;
 };
 
-bool quantize_iq3(WeightType type, const float* x, Iq3Blocks& out) {
+// ggml's guard (a negative fit cannot be stored): the scale made positive, the signs flipped.
+void make_scale_positive(CodebookBlock& block, std::uint32_t sign_mask) {
+  if (block.scale >= 0) return;
+  block.scale = -block.scale;
+  for (auto& bits : block.signs) bits = ~bits & sign_mask;
+}
+
+// One IQ3 block of 32 magnitudes `xval` (largest `max`, > 0): the scale of 2 (tries) + 1 stretched grids
+// around max / 15, each group rounded onto the codebook, the best weighted fit kept; then, where groups came
+// off the codebook, they (IQ3_XXS) or all groups (IQ3_S, as ggml has it) re-rounded at that scale and the
+// scale refitted. Writes the 32 levels.
+float iq3_search(WeightType type, const float* xval, const float* weight, const float* root, float max,
+                 std::int8_t* levels) {
+  const Codebook& book = codebook(type);
   const bool xxs = type == WeightType::IQ3_XXS;
-  const Iq3Codebook& book = iq3_codebook(type);
+  const int tries = xxs ? 15 : 9;
+  std::int8_t trial[32];
+  bool on_grid[8], trial_on_grid[8];
+  std::fill(std::begin(on_grid), std::end(on_grid), xxs);  // ggml's initial flags differ between the two
+  std::fill(levels, levels + 32, std::int8_t{0});
+  float best = 0;
+  float scale = max / 15;
+  for (int step = -tries; step <= tries; ++step) {
+    const float id = (15 + static_cast<float>(step) * 0.2f) / max;
+    for (int k = 0; k < 8; ++k) {
+      trial_on_grid[k] = group_onto_codebook(book, xval + 4 * k, root + 4 * k, id, 1 / id, trial + 4 * k);
+    }
+    const auto [sumqx, sumq2] = codebook_fit(xval, weight, trial, 32);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      std::copy(std::begin(trial), std::end(trial), levels);
+      std::copy(std::begin(trial_on_grid), std::end(trial_on_grid), on_grid);
+    }
+  }
+  if (std::find(std::begin(on_grid), std::end(on_grid), false) != std::end(on_grid) && scale > 0) {
+    const float id = 1 / scale;
+    for (int k = 0; k < 8; ++k) {
+      if (!(xxs && on_grid[k])) group_onto_codebook(book, xval + 4 * k, root + 4 * k, id, scale, levels + 4 * k);
+    }
+    const auto [sumqx, sumq2] = codebook_fit(xval, weight, levels, 32);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+  }
+  return scale;
+}
+
+// IQ3's block loop: per block of 32 the signs, the search, the 8 codebook entries and the scale (skipped
+// below ggml's cut-off: GROUP_MAX_EPS_IQ3_XXS, exact zero for IQ3_S). Returns the largest scale.
+float quantize_iq3(WeightType type, const float* x, CodebookBlock* blocks) {
+  const bool xxs = type == WeightType::IQ3_XXS;
+  const Codebook& book = codebook(type);
   float max_scale = 0;
   for (int ib = 0; ib < 8; ++ib) {
+    const float* xb = x + 32 * ib;
     float weight[32], root[32], xval[32];
-    iq3_prepare(x + 32 * ib, xxs, weight, root, xval, out.signs[ib]);
-    float max = xval[0];
-    for (int i = 1; i < 32; ++i) max = std::max(max, xval[i]);
+    for (int i = 0; i < 32; ++i) {
+      weight[i] = xb[i] * xb[i];
+      root[i] = std::sqrt(weight[i]);
+    }
+    CodebookBlock& out = blocks[ib];
+    split_signs(xb, 32, weight, xxs, xval, out.signs);
+    const float max = *std::max_element(xval, xval + 32);
     if (xxs ? max < 1e-8f : max == 0) {
-      std::fill(out.signs[ib], out.signs[ib] + 4, 0u);
-      out.skipped[ib] = true;
+      std::fill(std::begin(out.signs), std::end(out.signs), 0u);
+      out.skipped = true;
       continue;
     }
     std::int8_t levels[32];
-    float scale = iq3_search(type, xval, weight, root, max, levels);
-    if (scale < 0) {
-      // ggml's guard (a negative fit cannot be stored): the scale made positive, the signs flipped.
-      scale = -scale;
-      for (auto& bits : out.signs[ib]) bits = ~bits & (xxs ? 127u : 255u);
-    }
-    for (int k = 0; k < 8; ++k) out.entries[ib][k] = book.entry[iq3_point_of(levels + 4 * k)];
-    out.scales[ib] = scale;
-    max_scale = std::max(max_scale, scale);
+    out.scale = iq3_search(type, xval, weight, root, max, levels);
+    make_scale_positive(out, xxs ? 127u : 255u);
+    for (int k = 0; k < 8; ++k) out.entries[k] = book.entry[static_cast<std::size_t>(book.point_of(levels + 4 * k))];
+    max_scale = std::max(max_scale, out.scale);
   }
-  if (max_scale == 0) return false;
-  out.d = max_scale / 31;
-  return true;
+  return max_scale;
 }
 
-int iq3_block_scale(float id, float scale) {
+// ggml's make_qp_quants: a fit of n non-negative values by levels 0..nmax under `weight`, the scale from 9
+// stretched grids, then levels moved one at a time while that improves the fit (at most 5 rounds).
+float make_qp_quants(int n, int nmax, const float* x, const float* weight) {
+  float max = 0;
+  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (max == 0) return 0;
+  std::vector<int> l(static_cast<std::size_t>(n));
+  float iscale = static_cast<float>(nmax) / max;
+  const float first_scale = 1 / iscale;
+  float best_mse = 0;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - first_scale * static_cast<float>(nearest_int(iscale * x[i]));
+    best_mse += weight[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * static_cast<float>(is) + static_cast<float>(nmax)) / max;
+    const float scale_is = 1 / iscale_is;
+    float mse = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = x[i] - scale_is * static_cast<float>(std::min(nmax, nearest_int(iscale_is * x[i])));
+      mse += weight[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    l[static_cast<std::size_t>(i)] = std::min(nmax, nearest_int(iscale * x[i]));
+    const float li = static_cast<float>(l[static_cast<std::size_t>(i)]);
+    sumlx += weight[i] * x[i] * li;
+    suml2 += weight[i] * li * li;
+  }
+  for (int round = 0; round < 5; ++round) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      int& li = l[static_cast<std::size_t>(i)];
+      float slx = sumlx - weight[i] * x[i] * static_cast<float>(li);
+      float sl2 = suml2 - weight[i] * static_cast<float>(li) * static_cast<float>(li);
+      if (slx > 0 && sl2 > 0) {
+        const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+        if (new_l != li) {
+          slx += weight[i] * x[i] * static_cast<float>(new_l);
+          sl2 += weight[i] * static_cast<float>(new_l) * static_cast<float>(new_l);
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            li = new_l;
+            sumlx = slx;
+            suml2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (changed == 0) break;
+  }
+  return sumlx / suml2;
+}
+
+// One IQ2 block of n (32: IQ2_XXS, 16: IQ2_XS) magnitudes `xval` (largest `max`, > 0), 8 per group. IQ2_XXS:
+// 13 stretched grids around make_qp_quants' scale, then every group re-rounded at the best fit's scale.
+// IQ2_XS: 19 grids around max / 5, then the groups that came off the codebook re-rounded. Both refit the
+// scale after re-rounding. Writes the n levels; nullopt where ggml skips the block (no positive fit).
+std::optional<float> iq2_search(WeightType type, int n, const float* xval, const float* weight, const float* root,
+                                float max, std::int8_t* levels) {
+  const Codebook& book = codebook(type);
+  const bool xxs = type == WeightType::IQ2_XXS;
+  const int groups = n / 8;
+  std::int8_t trial[32];
+  bool on_grid[4], trial_on_grid[4];
+  std::fill(std::begin(on_grid), std::end(on_grid), true);
+  std::fill(levels, levels + n, std::int8_t{0});
+  float scale = max / 5;
+  float reach = max;  // the magnitude the grids' 5 levels stretch over
+  if (xxs) {
+    scale = make_qp_quants(n, 4, xval, weight);
+    reach = scale * 3;
+    if (reach <= 0) return std::nullopt;  // ggml skips the block
+  }
+  const int tries = xxs ? 6 : 9;
+  float best = 0;
+  for (int step = -tries; step <= tries; ++step) {
+    const float id = (5 + static_cast<float>(step) * 0.1f) / reach;
+    for (int k = 0; k < groups; ++k) {
+      trial_on_grid[k] = group_onto_codebook(book, xval + 8 * k, root + 8 * k, id, 1 / id, trial + 8 * k);
+    }
+    const auto [sumqx, sumq2] = codebook_fit(xval, weight, trial, n);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      std::copy(trial, trial + n, levels);
+      std::copy(trial_on_grid, trial_on_grid + groups, on_grid);
+    }
+  }
+  const bool off_grid = std::find(on_grid, on_grid + groups, false) != on_grid + groups;
+  if ((xxs || off_grid) && scale > 0) {
+    const float id = 1 / scale;
+    for (int k = 0; k < groups; ++k) {
+      if (xxs || !on_grid[k]) group_onto_codebook(book, xval + 8 * k, root + 8 * k, id, scale, levels + 8 * k);
+    }
+    const auto [sumqx, sumq2] = codebook_fit(xval, weight, levels, n);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+  }
+  return scale;
+}
+
+// IQ2's block loop over a super-block: per block of n (32: IQ2_XXS, 16: IQ2_XS) the weights, signs (always an
+// even count), the search and the entries; a block whose largest magnitude is below ggml's GROUP_MAX_EPS is
+// skipped. Zeroes the `bytes` of y and stores the super-scale d = largest scale / 31 there; returns d (0: the
+// super-block stays zeros).
+float quantize_iq2(WeightType type, const float* x, CodebookBlock* blocks, std::uint8_t* y, std::size_t bytes) {
+  const int n = type == WeightType::IQ2_XXS ? 32 : 16;
+  const Codebook& book = codebook(type);
+  float sumx2 = 0;
+  for (int i = 0; i < 256; ++i) sumx2 += x[i] * x[i];
+  const float sigma2 = sumx2 / 256;
+  float max_scale = 0;
+  for (int ib = 0; ib < 256 / n; ++ib) {
+    const float* xb = x + n * ib;
+    float weight[32], root[32], xval[32];
+    for (int i = 0; i < n; ++i) {
+      weight[i] = std::sqrt(sigma2 + xb[i] * xb[i]);  // importance 1
+      root[i] = std::sqrt(weight[i]);
+    }
+    CodebookBlock& out = blocks[ib];
+    split_signs(xb, n, weight, true, xval, out.signs);
+    const float max = *std::max_element(xval, xval + n);
+    if (max < 1e-15f) {
+      out.skipped = true;
+      continue;
+    }
+    std::int8_t levels[32];
+    const auto scale = iq2_search(type, n, xval, weight, root, max, levels);
+    if (!scale) {
+      out.skipped = true;
+      continue;
+    }
+    out.scale = *scale;
+    make_scale_positive(out, 127u);
+    for (int k = 0; k < n / 8; ++k)
+      out.entries[k] = book.entry[static_cast<std::size_t>(book.point_of(levels + 8 * k))];
+    max_scale = std::max(max_scale, out.scale);
+  }
+  std::memset(y, 0, bytes);
+  if (max_scale == 0) return 0;
+  const float d = max_scale / 31;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
+  return d;
+}
+
+// The 4-bit code of a block's scale under the super-scale's inverse `id`.
+int codebook_block_scale(float id, float scale) {
   return std::max(0, std::min(15, nearest_int(0.5f * (id * scale - 1))));
+}
+
+void quantize_iq2_xxs(const float* x, std::uint8_t* y) {
+  CodebookBlock blocks[8];
+  const float d = quantize_iq2(WeightType::IQ2_XXS, x, blocks, y, 66);
+  if (d == 0) return;
+  for (int ib = 0; ib < 8; ++ib) {
+    std::uint32_t words[2] = {0, static_cast<std::uint32_t>(codebook_block_scale(1 / d, blocks[ib].scale)) << 28};
+    if (!blocks[ib].skipped) {
+      for (int k = 0; k < 4; ++k) {
+        words[0] |= static_cast<std::uint32_t>(blocks[ib].entries[k]) << (8 * k);
+        words[1] |= blocks[ib].signs[k] << (7 * k);
+      }
+    }
+    std::memcpy(y + 2 + 8 * ib, words, sizeof words);
+  }
+}
+
+void quantize_iq2_xs(const float* x, std::uint8_t* y) {
+  CodebookBlock blocks[16];
+  const float d = quantize_iq2(WeightType::IQ2_XS, x, blocks, y, 74);
+  if (d == 0) return;
+  for (int ib = 0; ib < 16; ++ib) {
+    if (!blocks[ib].skipped) {
+      for (int k = 0; k < 2; ++k) {
+        const auto entry = static_cast<std::uint16_t>(blocks[ib].entries[k] | (blocks[ib].signs[k] << 9));
+        std::memcpy(y + 2 + 4 * ib + 2 * k, &entry, sizeof entry);
+      }
+    }
+    y[66 + ib / 2] =
+        static_cast<std::uint8_t>(y[66 + ib / 2] | (codebook_block_scale(1 / d, blocks[ib].scale) << (4 * (ib % 2))));
+  }
 }
 
 void quantize_iq3_xxs(const float* x, std::uint8_t* y) {
   std::memset(y, 0, 98);
-  Iq3Blocks blocks;
-  if (!quantize_iq3(WeightType::IQ3_XXS, x, blocks)) return;
-  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(blocks.d * 1.0125f));
-  const float id = 1 / blocks.d;
+  CodebookBlock blocks[8];
+  const float max_scale = quantize_iq3(WeightType::IQ3_XXS, x, blocks);
+  if (max_scale == 0) return;
+  const float d = max_scale / 31;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d * 1.0125f));  // ggml's fudge factor
   for (int ib = 0; ib < 8; ++ib) {
-    for (int k = 0; k < 8; ++k) y[2 + 8 * ib + k] = static_cast<std::uint8_t>(blocks.entries[ib][k]);
-    const auto* signs = blocks.signs[ib];
+    for (int k = 0; k < 8; ++k) y[2 + 8 * ib + k] = static_cast<std::uint8_t>(blocks[ib].entries[k]);
+    const auto* signs = blocks[ib].signs;
     const std::uint32_t word = signs[0] | (signs[1] << 7) | (signs[2] << 14) | (signs[3] << 21) |
-                               (static_cast<std::uint32_t>(iq3_block_scale(id, blocks.scales[ib])) << 28);
+                               (static_cast<std::uint32_t>(codebook_block_scale(1 / d, blocks[ib].scale)) << 28);
     std::memcpy(y + 66 + 4 * ib, &word, sizeof word);
   }
 }
 
 void quantize_iq3_s(const float* x, std::uint8_t* y) {
   std::memset(y, 0, 110);
-  Iq3Blocks blocks;
-  const bool nonzero = quantize_iq3(WeightType::IQ3_S, x, blocks);
+  CodebookBlock blocks[8];
+  const float max_scale = quantize_iq3(WeightType::IQ3_S, x, blocks);
   // ggml advances its index-byte and sign pointers only past blocks it quantized, while the ninth index bits
   // go by the block's own number: after a block of zeros, later blocks' bytes land one block early. Kept, so
   // that files match ggml's byte for byte.
   int slot = 0;
   for (int ib = 0; ib < 8; ++ib) {
-    if (blocks.skipped[ib]) continue;
+    if (blocks[ib].skipped) continue;
     for (int k = 0; k < 8; ++k) {
-      const int entry = blocks.entries[ib][k];
+      const int entry = blocks[ib].entries[k];
       y[2 + 8 * slot + k] = static_cast<std::uint8_t>(entry & 255);
       y[66 + ib] = static_cast<std::uint8_t>(y[66 + ib] | ((entry >> 8) << k));
     }
-    for (int k = 0; k < 4; ++k) y[74 + 4 * slot + k] = static_cast<std::uint8_t>(blocks.signs[ib][k]);
+    for (int k = 0; k < 4; ++k) y[74 + 4 * slot + k] = static_cast<std::uint8_t>(blocks[ib].signs[k]);
     ++slot;
   }
-  if (!nonzero) return;  // ggml leaves the indices and signs, with d = 0
-  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(blocks.d * 1.033f));
-  const float id = 1 / blocks.d;
+  if (max_scale == 0) return;  // ggml leaves the indices and signs, with d = 0
+  const float d = max_scale / 31;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d * 1.033f));  // ggml's fudge factor
   for (int ib = 0; ib < 8; ib += 2) {
-    y[106 + ib / 2] = static_cast<std::uint8_t>(iq3_block_scale(id, blocks.scales[ib]) |
-                                                (iq3_block_scale(id, blocks.scales[ib + 1]) << 4));
+    y[106 + ib / 2] = static_cast<std::uint8_t>(codebook_block_scale(1 / d, blocks[ib].scale) |
+                                                (codebook_block_scale(1 / d, blocks[ib + 1].scale) << 4));
   }
 }
 
@@ -1177,6 +1397,8 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::Q2_K: return quantize_q2_k;
     case WeightType::IQ3_XXS: return quantize_iq3_xxs;
     case WeightType::IQ3_S: return quantize_iq3_s;
+    case WeightType::IQ2_XXS: return quantize_iq2_xxs;
+    case WeightType::IQ2_XS: return quantize_iq2_xs;
     default: return nullptr;
   }
 }

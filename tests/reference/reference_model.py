@@ -15,7 +15,8 @@ Commands:
   quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
                                                                quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
                                                                Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ3_XXS,
-                                                               IQ3_S)
+                                                               IQ3_S; IQ2_XXS and IQ2_XS with a uniform
+                                                               importance matrix)
 
 Output files, all little-endian:
   logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
@@ -494,19 +495,20 @@ def iq3_levels_at(xval, id_):
     return ls, sum(l << (3 * i) for i, l in enumerate(ls))
 
 
-def iq3_nearby(book, point, xval, root, scale):
+def codebook_nearby(book, point, xval, root, scale):
+    """The levels of the best of an off-codebook point's nearby entries (weighted by root, the first of equals)."""
     best, best_k = f32(np.finfo(np.float32).max), None
     for k in book["nearby"][point]:
         d2 = f32(0)
-        for i in range(4):
+        for i in range(len(xval)):
             diff = scale * f32(book["mags"][k, i]) - xval[i]
             d2 = d2 + root[i] * diff * diff
         if d2 < best:
             best, best_k = d2, k
-    return [int((book["mags"][best_k, i] - 1) // 2) for i in range(4)]
+    return [int((book["mags"][best_k, i] - 1) // 2) for i in range(len(xval))]
 
 
-def iq3_fit(xval, weight, ls):
+def codebook_fit(xval, weight, ls):
     sumqx, sumq2 = f32(0), f32(0)
     for v, w, l in zip(xval, weight, ls):
         q = f32(2 * l + 1)
@@ -547,9 +549,9 @@ def iq3_block(kind, xb):
             ls, point = iq3_levels_at(xval[4 * k : 4 * k + 4], id_)
             trial_on.append(point in book["entry"])
             if not trial_on[-1]:
-                ls = iq3_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], trial_scale)
+                ls = codebook_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], trial_scale)
             trial += ls
-        sumqx, sumq2 = iq3_fit(xval, weight, trial)
+        sumqx, sumq2 = codebook_fit(xval, weight, trial)
         if sumq2 > 0 and sumqx * sumqx > best * sumq2:
             scale = sumqx / sumq2
             best = scale * sumqx
@@ -563,9 +565,9 @@ def iq3_block(kind, xb):
                 continue
             ls, point = iq3_levels_at(xval[4 * k : 4 * k + 4], id_)
             if point not in book["entry"]:
-                ls = iq3_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], scale)
+                ls = codebook_nearby(book, point, xval[4 * k : 4 * k + 4], root[4 * k : 4 * k + 4], scale)
             levels[4 * k : 4 * k + 4] = ls
-        sumqx, sumq2 = iq3_fit(xval, weight, levels)
+        sumqx, sumq2 = codebook_fit(xval, weight, levels)
         if sumq2 > 0:
             scale = sumqx / sumq2
     if scale < 0:
@@ -575,7 +577,7 @@ def iq3_block(kind, xb):
     return scale, entries, signs
 
 
-def iq3_scale_code(id_, scale):
+def codebook_scale_code(id_, scale):
     return clamp(nearest(f32(0.5) * (id_ * scale - f32(1))), 0, 15)
 
 
@@ -590,7 +592,7 @@ def quantize_iq3_xxs(x):
         out[n, 0:2] = halves_of([d * f32(1.0125)])[0]
         words = []
         for ib, b in enumerate(blocks):
-            word = iq3_scale_code(f32(1) / d, scales[ib]) << 28
+            word = codebook_scale_code(f32(1) / d, scales[ib]) << 28
             if b is not None:
                 out[n, 2 + 8 * ib : 10 + 8 * ib] = b[1]
                 word |= b[2][0] | (b[2][1] << 7) | (b[2][2] << 14) | (b[2][3] << 21)
@@ -619,8 +621,204 @@ def quantize_iq3_s(x):
         out[n, 0:2] = halves_of([d * f32(1.033)])[0]
         id_ = f32(1) / d
         for ib in range(0, 8, 2):
-            out[n, 106 + ib // 2] = iq3_scale_code(id_, scales[ib]) | (iq3_scale_code(id_, scales[ib + 1]) << 4)
+            out[n, 106 + ib // 2] = codebook_scale_code(id_, scales[ib]) | (codebook_scale_code(id_, scales[ib + 1]) << 4)
     return out
+
+
+# IQ2_XXS and IQ2_XS: ggml's quantize_row_iq2_xxs_impl and quantize_row_iq2_xs_impl with a uniform importance
+# matrix (each importance 1, so each weight sqrt(sigma^2 + x^2), sigma^2 the super-block's mean square), value
+# by value in float32. Levels l in 0..2 stand for magnitudes 2 l + 1 (grid bytes 8, 25, 43); a group of 8
+# levels is a point l0 + 4 l1 + ... + 4^7 l7, on the codebook or replaced by the best of the codebook points at
+# its two smallest squared distances.
+_IQ2_BOOKS = {}
+
+
+def iq2_book(kind):
+    if kind not in _IQ2_BOOKS:
+        levels = iq_grid({"XXS": "kIq2XxsGrid", "XS": "kIq2XsGrid"}[kind], 8) // 17
+        size = levels.shape[0]
+        place = 4 ** np.arange(8)
+        entry = {int(p): k for k, p in enumerate((levels * place).sum(axis=1))}
+        mags = 2 * levels + 1
+        every = (np.arange(3**8)[:, None] // (3 ** np.arange(8))) % 3  # each point whose levels are 0..2
+        nearby = {}
+        for at in range(0, every.shape[0], 729):
+            chunk = every[at : at + 729]
+            d2 = (((2 * chunk + 1)[:, None, :] - mags[None, :, :]) ** 2).sum(axis=2)  # (729, size)
+            for row, ls in enumerate(chunk):
+                p = int((ls * place).sum())
+                if p not in entry:
+                    limit = np.unique(d2[row])[:2][-1]
+                    nearby[p] = [int(k) for k in np.lexsort((np.arange(size), d2[row])) if d2[row, k] <= limit]
+        _IQ2_BOOKS[kind] = dict(entry=entry, mags=mags, nearby=nearby)
+    return _IQ2_BOOKS[kind]
+
+
+def iq2_onto_codebook(book, xval, root, id_, scale):
+    """A group of 8 rounded at id_ onto the codebook: (levels, on the codebook itself)."""
+    ls = [clamp(nearest(f32(0.5) * (id_ * v - f32(1))), 0, 2) for v in xval]
+    point = sum(l << (2 * i) for i, l in enumerate(ls))
+    if point in book["entry"]:
+        return ls, True
+    return codebook_nearby(book, point, xval, root, scale), False
+
+
+def make_qp_quants(x, nmax, weight):
+    """ggml's make_qp_quants: the scale of a fit of non-negative x by levels 0..nmax under weight."""
+    top = f32(0)
+    for v in x:
+        top = max(top, v)
+    if top == 0:
+        return f32(0)
+    iscale = f32(nmax) / top
+    scale = f32(1) / iscale
+    best_mse = f32(0)
+    for v, w in zip(x, weight):
+        diff = v - scale * f32(nearest(iscale * v))
+        best_mse = best_mse + w * diff * diff
+    for step in range(-4, 5):
+        if step == 0:
+            continue
+        iscale_is = (f32(0.1) * f32(step) + f32(nmax)) / top
+        scale_is = f32(1) / iscale_is
+        mse = f32(0)
+        for v, w in zip(x, weight):
+            diff = v - scale_is * f32(min(nmax, nearest(iscale_is * v)))
+            mse = mse + w * diff * diff
+        if mse < best_mse:
+            best_mse, iscale = mse, iscale_is
+    ls = [min(nmax, nearest(iscale * v)) for v in x]
+    sumlx, suml2 = f32(0), f32(0)
+    for v, w, l in zip(x, weight, ls):
+        sumlx = sumlx + w * v * f32(l)
+        suml2 = suml2 + w * f32(l) * f32(l)
+    for _ in range(5):
+        changed = 0
+        for i, (v, w) in enumerate(zip(x, weight)):
+            slx = sumlx - w * v * f32(ls[i])
+            sl2 = suml2 - w * f32(ls[i]) * f32(ls[i])
+            if slx > 0 and sl2 > 0:
+                new_l = min(nmax, nearest(v * sl2 / slx))
+                if new_l != ls[i]:
+                    slx = slx + w * v * f32(new_l)
+                    sl2 = sl2 + w * f32(new_l) * f32(new_l)
+                    if slx * slx * suml2 > sumlx * sumlx * sl2:
+                        ls[i], sumlx, suml2 = new_l, slx, sl2
+                        changed += 1
+        if not changed:
+            break
+    return sumlx / suml2
+
+
+def iq2_block(kind, xb, sigma2):
+    """One block (32 weights for IQ2_XXS, 16 for IQ2_XS): (scale, entries, 7-bit signs), or None where ggml skips it."""
+    book = iq2_book(kind)
+    xxs = kind == "XXS"
+    n, groups = len(xb), len(xb) // 8
+    weight = [np.sqrt(sigma2 + v * v) for v in xb]
+    root = [np.sqrt(w) for w in weight]
+    xval = [v if v >= 0 else -v for v in xb]
+    signs = []
+    for k in range(groups):
+        negative = [i for i in range(8) if xb[8 * k + i] < 0]
+        bits = sum(1 << i for i in negative)
+        if len(negative) % 2:
+            cost = [weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i] for i in range(8)]
+            least = min(range(8), key=lambda i: (cost[i], i))
+            xval[8 * k + least] = -xval[8 * k + least]
+            bits ^= 1 << least
+        signs.append(bits & 127)
+    top = max(xval)
+    if top < f32(1e-15):
+        return None
+    levels, on_grid = [0] * n, [True] * groups
+    if xxs:
+        scale = make_qp_quants(xval, 4, weight)
+        reach = scale * f32(3)
+        if reach <= 0:
+            return None
+    else:
+        scale, reach = top / f32(5), top
+    best = f32(0)
+    tries = 6 if xxs else 9
+    for step in range(-tries, tries + 1):
+        id_ = (f32(5) + f32(step) * f32(0.1)) / reach
+        trial, trial_on = [], []
+        for k in range(groups):
+            ls, on = iq2_onto_codebook(book, xval[8 * k : 8 * k + 8], root[8 * k : 8 * k + 8], id_, f32(1) / id_)
+            trial += ls
+            trial_on.append(on)
+        sumqx, sumq2 = codebook_fit(xval, weight, trial)
+        if sumq2 > 0 and sumqx * sumqx > best * sumq2:
+            scale = sumqx / sumq2
+            best = scale * sumqx
+            levels, on_grid = trial, trial_on
+    if (xxs or not all(on_grid)) and scale > 0:
+        # Every group (IQ2_XXS) or those off the codebook (IQ2_XS) re-rounded at the chosen scale, then refitted.
+        id_ = f32(1) / scale
+        levels = list(levels)
+        for k in range(groups):
+            if xxs or not on_grid[k]:
+                ls, _ = iq2_onto_codebook(book, xval[8 * k : 8 * k + 8], root[8 * k : 8 * k + 8], id_, scale)
+                levels[8 * k : 8 * k + 8] = ls
+        sumqx, sumq2 = codebook_fit(xval, weight, levels)
+        if sumq2 > 0:
+            scale = sumqx / sumq2
+    if scale < 0:
+        scale = -scale
+        signs = [~s & 127 for s in signs]
+    entries = [book["entry"][sum(l << (2 * i) for i, l in enumerate(levels[8 * k : 8 * k + 8]))] for k in range(groups)]
+    return scale, entries, signs
+
+
+def iq2_super_block(kind, row, out):
+    """The blocks of one super-block and their scales; the super-scale d written to out[0:2] and returned
+    (None for a super-block that stays zeros)."""
+    n = 32 if kind == "XXS" else 16
+    sumx2 = f32(0)
+    for v in row:
+        sumx2 = sumx2 + v * v
+    sigma2 = sumx2 / f32(QK_K)
+    blocks = [iq2_block(kind, row[n * ib : n * ib + n], sigma2) for ib in range(QK_K // n)]
+    scales = [f32(0) if b is None else b[0] for b in blocks]
+    if max(scales) == 0:
+        return blocks, scales, None
+    d = max(scales) / f32(31)
+    out[0:2] = halves_of([d])[0]
+    return blocks, scales, d
+
+
+def quantize_iq2_xxs(x):
+    out = np.zeros((x.shape[0], 66), dtype=np.uint8)
+    for n, row in enumerate(x):
+        blocks, scales, d = iq2_super_block("XXS", row, out[n])
+        if d is None:
+            continue
+        words = []
+        for ib, b in enumerate(blocks):
+            low, high = 0, codebook_scale_code(f32(1) / d, scales[ib]) << 28
+            if b is not None:
+                low = sum(e << (8 * k) for k, e in enumerate(b[1]))
+                high |= sum(s << (7 * k) for k, s in enumerate(b[2]))
+            words += [low, high]
+        out[n, 2:66] = np.array(words, dtype="<u4").view(np.uint8)
+    return out
+
+
+def quantize_iq2_xs(x):
+    out = np.zeros((x.shape[0], 74), dtype=np.uint8)
+    for n, row in enumerate(x):
+        blocks, scales, d = iq2_super_block("XS", row, out[n])
+        if d is None:
+            continue
+        halves = []
+        for b in blocks:
+            halves += [0, 0] if b is None else [e | (s << 9) for e, s in zip(b[1], b[2])]
+        out[n, 2:66] = np.array(halves, dtype="<u2").view(np.uint8)
+        for ib in range(16):
+            out[n, 66 + ib // 2] |= codebook_scale_code(f32(1) / d, scales[ib]) << (4 * (ib % 2))
+    return out
+
 
 QUANTIZE = {
     "Q8_0": quantize_q8_0,
@@ -634,6 +832,8 @@ QUANTIZE = {
     "IQ4_XS": quantize_iq4_xs,
     "IQ3_XXS": lambda x: quantize_iq3_xxs(x.reshape(-1, QK_K)),
     "IQ3_S": lambda x: quantize_iq3_s(x.reshape(-1, QK_K)),
+    "IQ2_XXS": lambda x: quantize_iq2_xxs(x.reshape(-1, QK_K)),
+    "IQ2_XS": lambda x: quantize_iq2_xs(x.reshape(-1, QK_K)),
 }
 
 
