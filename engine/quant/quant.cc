@@ -890,9 +890,10 @@ void dequantize_codebook(const std::uint8_t* b, float* y) {
       type, b, f16_to_f32(static_cast<std::uint16_t>(ggml_blocks::codebook_scale_bits(type, b))), y);
 }
 
-// ---- The codebook types' quantizers: IQ3_XXS and IQ3_S as ggml's quantize_row_iq3_xxs_impl and
-// quantize_row_iq3_s_impl run without importance weights (ggml's reference quantizers pass none: each weight
-// is then x^2); IQ2_XXS and IQ2_XS as ggml's quantize_row_iq2_xxs_impl and quantize_row_iq2_xs_impl, which
+// ---- The codebook types' quantizers: IQ3_XXS, IQ3_S and IQ2_S as ggml's quantize_row_iq3_xxs_impl,
+// quantize_row_iq3_s_impl and quantize_row_iq2_s_impl run without importance weights (what ggml's reference
+// quantizers pass: each weight is then x^2, or 0.25 sigma^2 + x^2 for IQ2_S, sigma^2 twice the super-block's
+// mean square); IQ2_XXS and IQ2_XS as ggml's quantize_row_iq2_xxs_impl and quantize_row_iq2_xs_impl, which
 // require an importance matrix, run with a uniform one (every importance 1: each weight sqrt(sigma^2 + x^2),
 // sigma^2 the super-block's mean square). The searches work on a codebook's points in units of levels l
 // (magnitude 2 l + 1); a rounded point off the codebook is replaced by the best of its nearest codebook
@@ -974,10 +975,13 @@ const Codebook& codebook(WeightType type) {
       make_codebook(std::size(iq_grids::kIq2XxsGrid), 8, 2, 2, 2, iq2_level(iq_grids::kIq2XxsGrid));
   static const Codebook iq2_xs =
       make_codebook(std::size(iq_grids::kIq2XsGrid), 8, 2, 2, 2, iq2_level(iq_grids::kIq2XsGrid));
+  static const Codebook iq2_s =
+      make_codebook(std::size(iq_grids::kIq2SGrid), 8, 2, 2, 1, iq2_level(iq_grids::kIq2SGrid));
   switch (type) {
     case WeightType::IQ3_XXS: return iq3_xxs;
     case WeightType::IQ3_S: return iq3_s;
     case WeightType::IQ2_XXS: return iq2_xxs;
+    case WeightType::IQ2_S: return iq2_s;
     default: return iq2_xs;
   }
 }
@@ -1207,10 +1211,10 @@ float make_qp_quants(int n, int nmax, const float* x, const float* weight) {
   return sumlx / suml2;
 }
 
-// One IQ2 block of n (32: IQ2_XXS, 16: IQ2_XS) magnitudes `xval` (largest `max`, > 0), 8 per group. IQ2_XXS:
-// 13 stretched grids around make_qp_quants' scale, then every group re-rounded at the best fit's scale.
-// IQ2_XS: 19 grids around max / 5, then the groups that came off the codebook re-rounded. Both refit the
-// scale after re-rounding. Writes the n levels; nullopt where ggml skips the block (no positive fit).
+// One IQ2 block of n (32: IQ2_XXS, 16: IQ2_XS and IQ2_S) magnitudes `xval` (largest `max`, > 0), 8 per group.
+// IQ2_XXS: 13 stretched grids around make_qp_quants' scale, then every group re-rounded at the best fit's
+// scale. IQ2_XS and IQ2_S: 19 grids around max / 5, then the groups that came off the codebook re-rounded. All
+// refit the scale after re-rounding. Writes the n levels; nullopt where ggml skips the block (no positive fit).
 std::optional<float> iq2_search(WeightType type, int n, const float* xval, const float* weight, const float* root,
                                 float max, std::int8_t* levels) {
   const Codebook& book = codebook(type);
@@ -1254,28 +1258,30 @@ std::optional<float> iq2_search(WeightType type, int n, const float* xval, const
   return scale;
 }
 
-// IQ2's block loop over a super-block: per block of n (32: IQ2_XXS, 16: IQ2_XS) the weights, signs (always an
-// even count), the search and the entries; a block whose largest magnitude is below ggml's GROUP_MAX_EPS is
-// skipped. Zeroes the `bytes` of y and stores the super-scale d = largest scale / 31 there; returns d (0: the
-// super-block stays zeros).
+// IQ2's block loop over a super-block: per block of n (32: IQ2_XXS, 16: IQ2_XS and IQ2_S) the weights, signs
+// (an even count but for IQ2_S), the search and the entries; a block whose largest magnitude is below ggml's
+// cut-off (GROUP_MAX_EPS, IQ2_S's own) is skipped. Zeroes the `bytes` of y and stores the super-scale d = largest scale
+// / 31 there; returns d (0: the super-block stays zeros).
 float quantize_iq2(WeightType type, const float* x, CodebookBlock* blocks, std::uint8_t* y, std::size_t bytes) {
+  const bool s = type == WeightType::IQ2_S;
   const int n = type == WeightType::IQ2_XXS ? 32 : 16;
   const Codebook& book = codebook(type);
   float sumx2 = 0;
   for (int i = 0; i < 256; ++i) sumx2 += x[i] * x[i];
-  const float sigma2 = sumx2 / 256;
+  const float sigma2 = (s ? 2 * sumx2 : sumx2) / 256;
   float max_scale = 0;
   for (int ib = 0; ib < 256 / n; ++ib) {
     const float* xb = x + n * ib;
     float weight[32], root[32], xval[32];
     for (int i = 0; i < n; ++i) {
-      weight[i] = std::sqrt(sigma2 + xb[i] * xb[i]);  // importance 1
+      // IQ2_S without importance weights, as its reference quantizer; the others with importance 1.
+      weight[i] = s ? 0.25f * sigma2 + xb[i] * xb[i] : std::sqrt(sigma2 + xb[i] * xb[i]);
       root[i] = std::sqrt(weight[i]);
     }
     CodebookBlock& out = blocks[ib];
-    split_signs(xb, n, weight, true, xval, out.signs);
+    split_signs(xb, n, weight, !s, xval, out.signs);  // IQ2_S stores all 8 sign bits
     const float max = *std::max_element(xval, xval + n);
-    if (max < 1e-15f) {
+    if (max < (s ? 1e-8f : 1e-15f)) {  // GROUP_MAX_EPS_IQ2_S, GROUP_MAX_EPS
       out.skipped = true;
       continue;
     }
@@ -1286,15 +1292,16 @@ float quantize_iq2(WeightType type, const float* x, CodebookBlock* blocks, std::
       continue;
     }
     out.scale = *scale;
-    make_scale_positive(out, 127u);
-    for (int k = 0; k < n / 8; ++k)
+    make_scale_positive(out, s ? 255u : 127u);
+    for (int k = 0; k < n / 8; ++k) {
       out.entries[k] = book.entry[static_cast<std::size_t>(book.point_of(levels + 8 * k))];
+    }
     max_scale = std::max(max_scale, out.scale);
   }
   std::memset(y, 0, bytes);
   if (max_scale == 0) return 0;
   const float d = max_scale / 31;
-  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d));
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(s ? d * 0.9875f : d));  // IQ2_S: ggml's fudge factor
   return d;
 }
 
@@ -1332,6 +1339,26 @@ void quantize_iq2_xs(const float* x, std::uint8_t* y) {
     }
     y[66 + ib / 2] =
         static_cast<std::uint8_t>(y[66 + ib / 2] | (codebook_block_scale(1 / d, blocks[ib].scale) << (4 * (ib % 2))));
+  }
+}
+
+void quantize_iq2_s(const float* x, std::uint8_t* y) {
+  CodebookBlock blocks[16];
+  const float d = quantize_iq2(WeightType::IQ2_S, x, blocks, y, 82);
+  // Each group's index: its low 8 bits at 2 + group, its high 2 at 66 (four per byte); its 8 signs at 34 + group.
+  for (int ib = 0; ib < 16; ++ib) {
+    if (blocks[ib].skipped) continue;
+    for (int k = 0; k < 2; ++k) {
+      const int group = 2 * ib + k, entry = blocks[ib].entries[k];
+      y[2 + group] = static_cast<std::uint8_t>(entry & 255);
+      y[66 + group / 4] = static_cast<std::uint8_t>(y[66 + group / 4] | ((entry >> 8) << (2 * (group % 4))));
+      y[34 + group] = static_cast<std::uint8_t>(blocks[ib].signs[k]);
+    }
+  }
+  if (d == 0) return;  // ggml leaves the indices and signs, with d = 0
+  for (int ib = 0; ib < 16; ++ib) {
+    y[74 + ib / 2] =
+        static_cast<std::uint8_t>(y[74 + ib / 2] | (codebook_block_scale(1 / d, blocks[ib].scale) << (4 * (ib % 2))));
   }
 }
 
@@ -1399,6 +1426,7 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::IQ3_S: return quantize_iq3_s;
     case WeightType::IQ2_XXS: return quantize_iq2_xxs;
     case WeightType::IQ2_XS: return quantize_iq2_xs;
+    case WeightType::IQ2_S: return quantize_iq2_s;
     default: return nullptr;
   }
 }

@@ -259,10 +259,10 @@ TEST_P(Dequantization, EngineAgreesWithTheReference) {
   }
   // (Q2_K's four levels per weight leave about 0.3 of a normal row's magnitude, IQ3_XXS's 256 points per 4
   // weights about 0.21, IQ2_XXS's 256 points per 8 about 0.35.)
-  const double bound = type == WeightType::Q2_K || type == WeightType::IQ2_XS     ? 0.35
-                       : type == WeightType::IQ2_XXS                              ? 0.4
-                       : type == WeightType::IQ3_XXS || type == WeightType::IQ3_S ? 0.25
-                                                                                  : 0.2;
+  const double bound = type == WeightType::Q2_K || type == WeightType::IQ2_XS || type == WeightType::IQ2_S ? 0.35
+                       : type == WeightType::IQ2_XXS                                                       ? 0.4
+                       : type == WeightType::IQ3_XXS || type == WeightType::IQ3_S                          ? 0.25
+                                                                                                           : 0.2;
   EXPECT_LT(std::sqrt(err / norm), bound);
 }
 
@@ -274,7 +274,7 @@ INSTANTIATE_TEST_SUITE_P(Types, Quantization,
                          ::testing::Values(WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
                                            WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K, WeightType::IQ4_NL,
                                            WeightType::IQ4_XS, WeightType::IQ3_XXS, WeightType::IQ3_S,
-                                           WeightType::IQ2_XXS, WeightType::IQ2_XS),
+                                           WeightType::IQ2_XXS, WeightType::IQ2_XS, WeightType::IQ2_S),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });

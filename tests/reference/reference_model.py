@@ -15,8 +15,8 @@ Commands:
   quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
                                                                quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
                                                                Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ3_XXS,
-                                                               IQ3_S; IQ2_XXS and IQ2_XS with a uniform
-                                                               importance matrix)
+                                                               IQ3_S, IQ2_S; IQ2_XXS and IQ2_XS with a
+                                                               uniform importance matrix)
 
 Output files, all little-endian:
   logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
@@ -626,16 +626,19 @@ def quantize_iq3_s(x):
 
 
 # IQ2_XXS and IQ2_XS: ggml's quantize_row_iq2_xxs_impl and quantize_row_iq2_xs_impl with a uniform importance
-# matrix (each importance 1, so each weight sqrt(sigma^2 + x^2), sigma^2 the super-block's mean square), value
-# by value in float32. Levels l in 0..2 stand for magnitudes 2 l + 1 (grid bytes 8, 25, 43); a group of 8
-# levels is a point l0 + 4 l1 + ... + 4^7 l7, on the codebook or replaced by the best of the codebook points at
-# its two smallest squared distances.
+# matrix (each importance 1, so each weight sqrt(sigma^2 + x^2), sigma^2 the super-block's mean square); IQ2_S:
+# quantize_row_iq2_s_impl as its reference quantizer runs it (no importance matrix: each weight 0.25 sigma^2 +
+# x^2, sigma^2 twice the mean square; 8 sign bits per group, no parity). Value by value in float32. Levels l in
+# 0..2 stand for magnitudes 2 l + 1 (grid bytes 8, 25, 43); a group of 8 levels is a point l0 + 4 l1 + ... +
+# 4^7 l7, on the codebook or replaced by the best of the codebook points at its two (IQ2_S: one) smallest
+# squared distances.
 _IQ2_BOOKS = {}
 
 
 def iq2_book(kind):
     if kind not in _IQ2_BOOKS:
-        levels = iq_grid({"XXS": "kIq2XxsGrid", "XS": "kIq2XsGrid"}[kind], 8) // 17
+        levels = iq_grid({"XXS": "kIq2XxsGrid", "XS": "kIq2XsGrid", "S": "kIq2SGrid"}[kind], 8) // 17
+        distances = 1 if kind == "S" else 2
         size = levels.shape[0]
         place = 4 ** np.arange(8)
         entry = {int(p): k for k, p in enumerate((levels * place).sum(axis=1))}
@@ -648,7 +651,7 @@ def iq2_book(kind):
             for row, ls in enumerate(chunk):
                 p = int((ls * place).sum())
                 if p not in entry:
-                    limit = np.unique(d2[row])[:2][-1]
+                    limit = np.unique(d2[row])[:distances][-1]
                     nearby[p] = [int(k) for k in np.lexsort((np.arange(size), d2[row])) if d2[row, k] <= limit]
         _IQ2_BOOKS[kind] = dict(entry=entry, mags=mags, nearby=nearby)
     return _IQ2_BOOKS[kind]
@@ -713,23 +716,23 @@ def make_qp_quants(x, nmax, weight):
 def iq2_block(kind, xb, sigma2):
     """One block (32 weights for IQ2_XXS, 16 for IQ2_XS): (scale, entries, 7-bit signs), or None where ggml skips it."""
     book = iq2_book(kind)
-    xxs = kind == "XXS"
+    xxs, s = kind == "XXS", kind == "S"
     n, groups = len(xb), len(xb) // 8
-    weight = [np.sqrt(sigma2 + v * v) for v in xb]
+    weight = [f32(0.25) * sigma2 + v * v if s else np.sqrt(sigma2 + v * v) for v in xb]
     root = [np.sqrt(w) for w in weight]
     xval = [v if v >= 0 else -v for v in xb]
     signs = []
     for k in range(groups):
         negative = [i for i in range(8) if xb[8 * k + i] < 0]
         bits = sum(1 << i for i in negative)
-        if len(negative) % 2:
+        if not s and len(negative) % 2:
             cost = [weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i] for i in range(8)]
             least = min(range(8), key=lambda i: (cost[i], i))
             xval[8 * k + least] = -xval[8 * k + least]
             bits ^= 1 << least
-        signs.append(bits & 127)
+        signs.append(bits if s else bits & 127)
     top = max(xval)
-    if top < f32(1e-15):
+    if top < (f32(1e-8) if s else f32(1e-15)):
         return None
     levels, on_grid = [0] * n, [True] * groups
     if xxs:
@@ -766,7 +769,7 @@ def iq2_block(kind, xb, sigma2):
             scale = sumqx / sumq2
     if scale < 0:
         scale = -scale
-        signs = [~s & 127 for s in signs]
+        signs = [~bits & (255 if s else 127) for bits in signs]
     entries = [book["entry"][sum(l << (2 * i) for i, l in enumerate(levels[8 * k : 8 * k + 8]))] for k in range(groups)]
     return scale, entries, signs
 
@@ -778,13 +781,13 @@ def iq2_super_block(kind, row, out):
     sumx2 = f32(0)
     for v in row:
         sumx2 = sumx2 + v * v
-    sigma2 = sumx2 / f32(QK_K)
+    sigma2 = (f32(2) * sumx2 if kind == "S" else sumx2) / f32(QK_K)
     blocks = [iq2_block(kind, row[n * ib : n * ib + n], sigma2) for ib in range(QK_K // n)]
     scales = [f32(0) if b is None else b[0] for b in blocks]
     if max(scales) == 0:
         return blocks, scales, None
     d = max(scales) / f32(31)
-    out[0:2] = halves_of([d])[0]
+    out[0:2] = halves_of([d * f32(0.9875) if kind == "S" else d])[0]  # IQ2_S: ggml's fudge factor
     return blocks, scales, d
 
 
@@ -820,6 +823,25 @@ def quantize_iq2_xs(x):
     return out
 
 
+def quantize_iq2_s(x):
+    out = np.zeros((x.shape[0], 82), dtype=np.uint8)
+    for n, row in enumerate(x):
+        blocks, scales, d = iq2_super_block("S", row, out[n])
+        # A group's index: low 8 bits at 2 + group, high 2 bits at 66 (four groups a byte); signs at 34 + group.
+        for ib, b in enumerate(blocks):
+            if b is None:
+                continue
+            for k in range(2):
+                group, entry = 2 * ib + k, b[1][k]
+                out[n, 2 + group] = entry & 255
+                out[n, 66 + group // 4] |= (entry >> 8) << (2 * (group % 4))
+                out[n, 34 + group] = b[2][k]
+        if d is None:
+            continue
+        for ib in range(16):
+            out[n, 74 + ib // 2] |= codebook_scale_code(f32(1) / d, scales[ib]) << (4 * (ib % 2))
+    return out
+
 QUANTIZE = {
     "Q8_0": quantize_q8_0,
     "Q4_0": lambda x: quantize_symmetric(x, 16),
@@ -834,6 +856,7 @@ QUANTIZE = {
     "IQ3_S": lambda x: quantize_iq3_s(x.reshape(-1, QK_K)),
     "IQ2_XXS": lambda x: quantize_iq2_xxs(x.reshape(-1, QK_K)),
     "IQ2_XS": lambda x: quantize_iq2_xs(x.reshape(-1, QK_K)),
+    "IQ2_S": lambda x: quantize_iq2_s(x.reshape(-1, QK_K)),
 }
 
 

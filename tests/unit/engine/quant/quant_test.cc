@@ -702,7 +702,8 @@ INSTANTIATE_TEST_SUITE_P(Types, KQuantRoundTrip,
                                            KQuantBounds{WeightType::IQ4_XS, 0.12},
                                            KQuantBounds{WeightType::IQ3_XXS, 0.25},
                                            KQuantBounds{WeightType::IQ3_S, 0.2}, KQuantBounds{WeightType::IQ2_XXS, 0.4},
-                                           KQuantBounds{WeightType::IQ2_XS, 0.35}),
+                                           KQuantBounds{WeightType::IQ2_XS, 0.35},
+                                           KQuantBounds{WeightType::IQ2_S, 0.35}),
                          [](const auto& param_info) { return std::string(weight_type_name(param_info.param.type)); });
 
 // Values that a block represents exactly come back unchanged: requantizing a dequantized row reproduces it.
