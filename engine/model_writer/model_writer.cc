@@ -524,7 +524,7 @@ std::optional<GgufFileType> gguf_type_from_name(std::string_view name) {
   if (name == "Q4_K_M") return GgufFileType(WeightType::Q4_K, true);
   if (name == "Q5_K_M") return GgufFileType(WeightType::Q5_K, true);
   const auto type = quant::weight_type_from_name(name);
-  if (!type || !quant::has_quantizer(*type)) return std::nullopt;
+  if (!type) return std::nullopt;
   return GgufFileType(*type);
 }
 

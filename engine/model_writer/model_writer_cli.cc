@@ -109,11 +109,6 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
           const auto comma = std::min(v.find(',', start), v.size());
           const auto name = v.substr(start, comma - start);
           const auto type = gguf_type_from_name(name);
-          if (!type && quant::weight_type_from_name(name)) {
-            throw bad_value("gguf", v,
-                            "the engine reads " + std::string(name) +
-                                " but has no quantizer to write it (expected one of " + gguf_type_names() + ")");
-          }
           if (!type) {
             throw bad_value(
                 "gguf", v,

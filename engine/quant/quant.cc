@@ -8,6 +8,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -977,11 +978,16 @@ const Codebook& codebook(WeightType type) {
       make_codebook(std::size(iq_grids::kIq2XsGrid), 8, 2, 2, 2, iq2_level(iq_grids::kIq2XsGrid));
   static const Codebook iq2_s =
       make_codebook(std::size(iq_grids::kIq2SGrid), 8, 2, 2, 1, iq2_level(iq_grids::kIq2SGrid));
+  // IQ1: signed bytes -1, 0, 1 for l = 0..2.
+  static const Codebook iq1_s = make_codebook(std::size(iq_grids::kIq1SGrid), 8, 2, 2, 3, [&](std::size_t k, int i) {
+    return static_cast<std::int8_t>(byte(iq_grids::kIq1SGrid[k], i)) + 1;
+  });
   switch (type) {
     case WeightType::IQ3_XXS: return iq3_xxs;
     case WeightType::IQ3_S: return iq3_s;
     case WeightType::IQ2_XXS: return iq2_xxs;
     case WeightType::IQ2_S: return iq2_s;
+    case WeightType::IQ1_S: return iq1_s;
     default: return iq2_xs;
   }
 }
@@ -1405,6 +1411,232 @@ void quantize_iq3_s(const float* x, std::uint8_t* y) {
   }
 }
 
+// ---- IQ1_S's and IQ1_M's quantizers: ggml's quantize_row_iq1_s_impl, which requires an importance matrix,
+// with a uniform one (each weight sqrt(sigma^2 + x^2), sigma^2 twice the super-block's mean square), and
+// quantize_row_iq1_m_impl without importance weights (its path for none: each weight x^2). A block (32 weights,
+// IQ1_S; 16, IQ1_M) takes the values {-1, 0, 1} + delta, delta +1/8 or -1/8 for the whole block (IQ1_S) or for
+// each group of 8 (IQ1_M): the best split of its sorted values into the three levels is found exactly, then
+// each group off the codebook is replaced by its best nearby entry (nearest in value at the block's scale,
+// among the entries at the three smallest distances) and the scale refitted. The deltas are a sign pair k: the
+// first group's minus for k >= 2, the others' for odd k (IQ1_S: 0 or 3).
+
+const float* iq1_values(int pair, int group) {
+  constexpr float kDelta = 0.125f;  // ggml's IQ1S_DELTA and IQ1M_DELTA
+  static constexpr float kPlus[3] = {-1 + kDelta, kDelta, 1 + kDelta};
+  static constexpr float kMinus[3] = {-1 - kDelta, -kDelta, 1 - kDelta};
+  return (group == 0 ? pair >= 2 : pair % 2 == 1) ? kMinus : kPlus;
+}
+
+// The entry nearest to a group's x (signed) at `scale` under `weight`, of its point's nearby entries; its levels
+// written to l.
+int iq1_best_nearby(const Codebook& book, int point, const float* x, const float* weight, float scale,
+                    const float* values, std::int8_t* l) {
+  float best_d2 = std::numeric_limits<float>::max();
+  int best = -1;
+  for (const std::uint16_t k : book.nearest[static_cast<std::size_t>(point)]) {
+    float d2 = 0;
+    for (int i = 0; i < 8; ++i) {
+      const float diff = scale * values[(book.magnitudes_of(k)[i] - 1) / 2] - x[i];
+      d2 += weight[i] * diff * diff;
+    }
+    if (d2 < best_d2) {
+      best_d2 = d2;
+      best = k;
+    }
+  }
+  for (int i = 0; i < 8; ++i) l[i] = static_cast<std::int8_t>((book.magnitudes_of(best)[i] - 1) / 2);
+  return best;
+}
+
+// The block's values in ascending order (ties in place, as glibc's merge-sorting qsort leaves them).
+void iq1_sort(const float* xb, int n, int* order) {
+  std::iota(order, order + n, 0);
+  std::stable_sort(order, order + n, [&](int a, int b) { return xb[a] < xb[b]; });
+}
+
+// The best split of a block's sorted values so far ([0, i1) at level 0, [i1, i2) at 1, the rest at 2, under
+// sign pair `pair`) and its fit, by ggml's comparison (the first of equals kept).
+struct Iq1Split {
+  float best = -std::numeric_limits<float>::min();
+  float scale = 0;
+  int i1 = -1, i2 = -1, pair = 0;
+
+  void offer(float sumqx, float sumq2, int split_i1, int split_i2, int split_pair) {
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      i1 = split_i1;
+      i2 = split_i2;
+      pair = split_pair;
+    }
+  }
+};
+
+// A block's best split onto the codebook: a negative fit flips the levels and both deltas, each group off the
+// codebook takes its best nearby entry, and the scale is refitted where one did. Writes the groups' entries and
+// the split's sign pair; returns the scale.
+float iq1_onto_codebook(int n, const float* xb, const float* weight, const int* order, const Iq1Split& split, int& pair,
+                        int* entries) {
+  const Codebook& book = codebook(WeightType::IQ1_S);  // IQ1_M's too
+  std::int8_t l[32];
+  for (int j = 0; j < n; ++j) l[order[j]] = static_cast<std::int8_t>(j < split.i1 ? 0 : j < split.i2 ? 1 : 2);
+  float scale = split.scale;
+  pair = split.pair;
+  if (scale < 0) {
+    for (int i = 0; i < n; ++i) l[i] = static_cast<std::int8_t>(2 - l[i]);
+    scale = -scale;
+    pair = 3 - pair;
+  }
+  bool all_on_grid = true;
+  for (int g = 0; g < n / 8; ++g) {
+    const int point = book.point_of(l + 8 * g);
+    entries[g] = book.entry[static_cast<std::size_t>(point)];
+    if (entries[g] < 0) {
+      all_on_grid = false;
+      entries[g] = iq1_best_nearby(book, point, xb + 8 * g, weight + 8 * g, scale, iq1_values(pair, g), l + 8 * g);
+    }
+  }
+  if (!all_on_grid) {
+    float sumqx = 0, sumq2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const float q = iq1_values(pair, i / 8)[l[i]];
+      sumqx += weight[i] * q * xb[i];
+      sumq2 += weight[i] * q * q;
+    }
+    if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
+  }
+  return scale;
+}
+
+void quantize_iq1_s(const float* x, std::uint8_t* y) {
+  std::memset(y, 0, 50);
+  float sumx2 = 0;
+  for (int i = 0; i < 256; ++i) sumx2 += x[i] * x[i];
+  const float sigma2 = 2 * sumx2 / 256;
+  float scales[8] = {};
+  int pairs[8] = {};  // 0 or 3; a skipped block's stays 0 (+1/8)
+  float max_scale = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    const float* xb = x + 32 * ib;
+    float weight[32], max = 0;
+    for (int i = 0; i < 32; ++i) {
+      weight[i] = std::sqrt(sigma2 + xb[i] * xb[i]);  // importance 1
+      max = std::max(max, std::fabs(xb[i]));
+    }
+    if (max < 1e-12f) continue;  // GROUP_MAX_EPS_IQ1_S
+    int order[32];
+    iq1_sort(xb, 32, order);
+    float sumx[33] = {}, sumw[33] = {};  // prefix sums of w x and w in sorted order
+    for (int j = 0; j < 32; ++j) {
+      sumx[j + 1] = sumx[j] + weight[order[j]] * xb[order[j]];
+      sumw[j + 1] = sumw[j] + weight[order[j]];
+    }
+    Iq1Split split;
+    split.scale = max;
+    for (int i1 = 0; i1 <= 32; ++i1) {
+      for (int i2 = i1; i2 <= 32; ++i2) {
+        for (const int pair : {0, 3}) {
+          const float* v = iq1_values(pair, 0);
+          const float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[32] - sumx[i2]) * v[2];
+          const float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] +
+                              (sumw[32] - sumw[i2]) * v[2] * v[2];
+          split.offer(sumqx, sumq2, i1, i2, pair);
+        }
+      }
+    }
+    int entries[4];
+    scales[ib] = iq1_onto_codebook(32, xb, weight, order, split, pairs[ib], entries);
+    std::uint16_t high = 0;
+    for (int g = 0; g < 4; ++g) {
+      y[2 + 4 * ib + g] = static_cast<std::uint8_t>(entries[g] & 255);
+      high = static_cast<std::uint16_t>(high | ((entries[g] >> 8) << (3 * g)));
+    }
+    std::memcpy(y + 34 + 2 * ib, &high, sizeof high);
+    max_scale = std::max(max_scale, scales[ib]);
+  }
+  if (max_scale == 0) return;
+  const float d = max_scale / 15;
+  store_u16(reinterpret_cast<std::byte*>(y), f32_to_f16(d * 1.125f));  // ggml's fudge factor
+  for (int ib = 0; ib < 8; ++ib) {
+    const int code = std::max(0, std::min(7, nearest_int(0.5f * (1 / d * scales[ib] - 1)))) | (pairs[ib] ? 8 : 0);
+    std::uint16_t high;
+    std::memcpy(&high, y + 34 + 2 * ib, sizeof high);
+    high = static_cast<std::uint16_t>(high | (code << 12));
+    std::memcpy(y + 34 + 2 * ib, &high, sizeof high);
+  }
+}
+
+// IQ1_M: the split searched under the four sign pairs (sums taken afresh for each, as ggml does), and after
+// the block scales are coded the super-scale refitted to the coded values; it is stored (f16) in the top
+// nibbles of the four 16-bit scale words.
+void quantize_iq1_m(const float* x, std::uint8_t* y) {
+  const Codebook& book = codebook(WeightType::IQ1_S);  // IQ1_M shares IQ1_S's codebook
+  std::memset(y, 0, 56);
+  float scales[16] = {};
+  int pairs[16] = {};  // a skipped block's stays 0 (both deltas +1/8)
+  float max_scale = 0;
+  for (int ib = 0; ib < 16; ++ib) {
+    const float* xb = x + 16 * ib;
+    float weight[16], max = 0;
+    for (int i = 0; i < 16; ++i) {
+      weight[i] = xb[i] * xb[i];
+      max = std::max(max, std::fabs(xb[i]));
+    }
+    if (max < 1e-7f) continue;  // GROUP_MAX_EPS_IQ1_M
+    int order[16];
+    iq1_sort(xb, 16, order);
+    Iq1Split split;
+    split.scale = max;
+    for (int i1 = 0; i1 <= 16; ++i1) {
+      for (int i2 = i1; i2 <= 16; ++i2) {
+        for (int pair = 0; pair < 4; ++pair) {
+          float sumqx = 0, sumq2 = 0;
+          for (int j = 0; j < 16; ++j) {
+            const int i = order[j];
+            const float v = iq1_values(pair, i / 8)[j < i1 ? 0 : j < i2 ? 1 : 2];
+            sumqx += weight[i] * v * xb[i];
+            sumq2 += weight[i] * v * v;
+          }
+          split.offer(sumqx, sumq2, i1, i2, pair);
+        }
+      }
+    }
+    int entries[2];
+    scales[ib] = iq1_onto_codebook(16, xb, weight, order, split, pairs[ib], entries);
+    y[2 * ib] = static_cast<std::uint8_t>(entries[0] & 255);
+    y[2 * ib + 1] = static_cast<std::uint8_t>(entries[1] & 255);
+    y[32 + ib] = static_cast<std::uint8_t>((entries[0] >> 8) | ((entries[1] >> 8) << 4));
+    max_scale = std::max(max_scale, scales[ib]);
+  }
+  if (max_scale == 0) return;
+  // The block scales coded against d = max / 15, then d refitted to the values as coded.
+  std::uint16_t words[4] = {};
+  float d = max_scale / 15;
+  const float id = 1 / d;
+  float sumqx = 0, sumq2 = 0;
+  for (int ib = 0; ib < 16; ++ib) {
+    const int code = std::max(0, std::min(7, nearest_int(0.5f * (id * scales[ib] - 1))));
+    words[ib / 4] = static_cast<std::uint16_t>(words[ib / 4] | (code << (3 * (ib % 4))));
+    constexpr std::uint8_t kDeltaBits[4] = {0x00, 0x80, 0x08, 0x88};
+    y[32 + ib] = static_cast<std::uint8_t>(y[32 + ib] | kDeltaBits[pairs[ib]]);
+    const float* xb = x + 16 * ib;
+    for (int g = 0; g < 2; ++g) {
+      const int entry = y[2 * ib + g] | ((y[32 + ib] >> (4 * g)) & 7) << 8;
+      const float* values = iq1_values(pairs[ib], g);
+      for (int i = 0; i < 8; ++i) {
+        const float w = xb[8 * g + i] * xb[8 * g + i];
+        const float q = values[(book.magnitudes_of(entry)[i] - 1) / 2] * static_cast<float>(2 * code + 1);
+        sumqx += w * q * xb[8 * g + i];
+        sumq2 += w * q * q;
+      }
+    }
+  }
+  if (sumq2 > 0) d = sumqx / sumq2;
+  const std::uint16_t half = f32_to_f16(d * 1.1125f);  // ggml's fudge factor
+  for (int w = 0; w < 4; ++w) words[w] = static_cast<std::uint16_t>(words[w] | (((half >> (4 * w)) & 0xF) << 12));
+  std::memcpy(y + 48, words, sizeof words);
+}
+
 using BlockQuantizer = void (*)(const float*, std::uint8_t*);
 using BlockDequantizer = void (*)(const std::uint8_t*, float*);
 
@@ -1427,6 +1659,8 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::IQ2_XXS: return quantize_iq2_xxs;
     case WeightType::IQ2_XS: return quantize_iq2_xs;
     case WeightType::IQ2_S: return quantize_iq2_s;
+    case WeightType::IQ1_S: return quantize_iq1_s;
+    case WeightType::IQ1_M: return quantize_iq1_m;
     default: return nullptr;
   }
 }

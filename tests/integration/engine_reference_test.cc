@@ -30,6 +30,7 @@
 #include "engine/format/gguf.h"
 #include "engine/format/gguf_split.h"
 #include "engine/model_writer/model_writer.h"
+#include "engine/quant/ggml_blocks.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/kv_cache_groups.h"
 #include "tests/support/environment.h"
@@ -64,7 +65,7 @@ bool on_cuda() {
 }
 
 // Every weight type the backend under test runs and model-writer writes: the CUDA backend refuses those it has
-// no kernels for at load (cuda_backend_test.cc); the types without a quantizer have no file to test here.
+// no kernels for at load (cuda_backend_test.cc).
 std::vector<WeightType> every_weight_type() {
   std::vector<WeightType> types;
   for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
@@ -219,16 +220,17 @@ TEST_P(EngineReference, EveryGgufTypeMatchesTheReferenceOnTheSameFile) {
   }
 }
 
-// The codebook types the engine reads but has no quantizer for: model-writer's F32 GGUF with every matrix
-// (the 2-D tensors of whole 256-element rows) re-stored as random blocks of the type, scaled to the
-// matrix's values. The weights mean nothing, but the engine and the reference read the same file.
-TEST_P(EngineReference, TypesWithoutAQuantizerMatchTheReferenceOnRandomBlocks) {
+// The codebook types on every index and sign a block can hold, not only those the quantizers write:
+// model-writer's F32 GGUF with every matrix (the 2-D tensors of whole 256-element rows) re-stored as random
+// blocks of the type, scaled to the matrix's values. The weights mean nothing, but the engine and the reference
+// read the same file.
+TEST_P(EngineReference, CodebookTypesMatchTheReferenceOnRandomBlocks) {
   TempDir dir;
   write_tiny(GetParam(), dir.path(), WeightType::F32, {WeightType::F32});
   int tested = 0;
   for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
     const auto type = static_cast<WeightType>(i);
-    if (engine::quant::has_quantizer(type) || on_cuda()) continue;
+    if (!engine::quant::ggml_blocks::is_codebook_type(static_cast<int>(type)) || on_cuda()) continue;
     const std::string name(engine::quant::weight_type_name(type));
     const fs::path file = dir / ("random-" + name + ".gguf");
     EXPECT_GE(

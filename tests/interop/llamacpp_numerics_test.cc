@@ -23,6 +23,7 @@
 #include "engine/cpu/matmul.h"
 #include "engine/format/gguf.h"
 #include "engine/model_writer/model_writer.h"
+#include "engine/quant/ggml_blocks.h"
 #include "engine/quant/quant.h"
 #include "tests/support/child_process.h"
 #include "tests/support/gguf_rewrite.h"
@@ -46,11 +47,11 @@ constexpr int kGreedySteps = 24;
 constexpr std::size_t kLlamaCppContext = 256;
 
 const std::vector<engine::tools::GgufFileType> kGgufTypes = {
-    WeightType::F32,         WeightType::F16,   WeightType::BF16,    WeightType::Q8_0,   WeightType::Q4_0,
-    WeightType::Q4_1,        WeightType::Q5_0,  WeightType::Q5_1,    WeightType::Q3_K,   WeightType::Q4_K,
-    WeightType::Q5_K,        WeightType::Q6_K,  WeightType::IQ4_NL,  WeightType::IQ4_XS, WeightType::Q2_K,
-    WeightType::IQ3_XXS,     WeightType::IQ3_S, WeightType::IQ2_XXS, WeightType::IQ2_XS, WeightType::IQ2_S,
-    {WeightType::Q4_K, true}};
+    WeightType::F32,     WeightType::F16,   WeightType::BF16,        WeightType::Q8_0,   WeightType::Q4_0,
+    WeightType::Q4_1,    WeightType::Q5_0,  WeightType::Q5_1,        WeightType::Q3_K,   WeightType::Q4_K,
+    WeightType::Q5_K,    WeightType::Q6_K,  WeightType::IQ4_NL,      WeightType::IQ4_XS, WeightType::Q2_K,
+    WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::IQ2_XXS,     WeightType::IQ2_XS, WeightType::IQ2_S,
+    WeightType::IQ1_S,   WeightType::IQ1_M, {WeightType::Q4_K, true}};
 
 // Below this, a distance from the reference is the f32 rounding of an unquantized path (the reference
 // tests hold float-activation logits to 1e-4 of their scale), not a difference between implementations.
@@ -254,10 +255,11 @@ TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFi
   }
 }
 
-// The codebook types the engine reads but cannot write (no quantizer): model-writer's Qwen3 F32 file with its
-// matrices re-stored as random blocks of each (engine_reference_test.cc does the same against the reference
-// alone). llama.cpp loads them, and the engine is at least as close to the float64 reference as it is.
-TEST(LlamaCppRandomBlocks, TypesWithoutAQuantizerLoadAndTheEngineIsAtLeastAsClose) {
+// The codebook types on every index and sign a block can hold, not only those the quantizers write:
+// model-writer's Qwen3 F32 file with its matrices re-stored as random blocks of each (engine_reference_test.cc
+// does the same against the reference alone). llama.cpp loads them, and the engine is at least as close to the
+// float64 reference as it is.
+TEST(LlamaCppRandomBlocks, CodebookTypesLoadAndTheEngineIsAtLeastAsClose) {
   ASSERT_TRUE(fs::exists(fs::path(LLAMACPP_NODE_MODULES) / "node-llama-cpp" / "package.json"));
   TempDir dir;
   engine::tools::ModelWriterOptions options;
@@ -271,7 +273,7 @@ TEST(LlamaCppRandomBlocks, TypesWithoutAQuantizerLoadAndTheEngineIsAtLeastAsClos
   std::vector<fs::path> files;
   for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
     const auto type = static_cast<WeightType>(i);
-    if (engine::quant::has_quantizer(type)) continue;
+    if (!engine::quant::ggml_blocks::is_codebook_type(static_cast<int>(type))) continue;
     files.push_back(dir / ("random-" + std::string(engine::quant::weight_type_name(type)) + ".gguf"));
     types.push_back(type);
     ASSERT_GT(testing_support::write_random_block_copy(dir / engine::tools::gguf_file_name(WeightType::F32),

@@ -15,8 +15,8 @@ Commands:
   quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
                                                                quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
                                                                Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ3_XXS,
-                                                               IQ3_S, IQ2_S; IQ2_XXS and IQ2_XS with a
-                                                               uniform importance matrix)
+                                                               IQ3_S, IQ2_S, IQ1_M; IQ2_XXS, IQ2_XS and
+                                                               IQ1_S with a uniform importance matrix)
 
 Output files, all little-endian:
   logits:  b"RLOGITS1", u32 sequences S, u32 vocabulary V, S x u32 sequence lengths L_s, then for each
@@ -842,6 +842,190 @@ def quantize_iq2_s(x):
             out[n, 74 + ib // 2] |= codebook_scale_code(f32(1) / d, scales[ib]) << (4 * (ib % 2))
     return out
 
+# IQ1_S: ggml's quantize_row_iq1_s_impl with a uniform importance matrix (each weight sqrt(sigma^2 + x^2),
+# sigma^2 twice the super-block's mean square). A block of 32 takes the values {-1, 0, 1} + delta, delta +-1/8:
+# the best split of its sorted values (stable order) into three levels under either delta, then each group of
+# 8 off the codebook replaced by its nearest (in value, weighted) of the entries at its three smallest squared
+# distances, and the scale refitted.
+_IQ1_BOOK = {}
+
+
+def iq1_book():
+    if not _IQ1_BOOK:
+        levels = iq_grid("kIq1SGrid", 8, signed=True) + 1
+        size = levels.shape[0]
+        place = 4 ** np.arange(8)
+        entry = {int(p): k for k, p in enumerate((levels * place).sum(axis=1))}
+        mags = (2 * levels + 1).astype(np.int32)
+        every = (np.arange(3**8)[:, None] // (3 ** np.arange(8))) % 3
+        nearby = {}
+        for at in range(0, every.shape[0], 243):
+            chunk = every[at : at + 243].astype(np.int32)
+            d2 = (((2 * chunk + 1)[:, None, :] - mags[None, :, :]) ** 2).sum(axis=2)
+            for row, ls in enumerate(chunk):
+                p = int((ls * place).sum())
+                if p not in entry:
+                    limit = np.unique(d2[row])[:3][-1]
+                    nearby[p] = [int(k) for k in np.lexsort((np.arange(size), d2[row])) if d2[row, k] <= limit]
+        _IQ1_BOOK.update(entry=entry, levels=levels, nearby=nearby)
+    return _IQ1_BOOK
+
+
+def iq1_values(pair, group):
+    """The three values of a group under sign pair `pair`: the first group's delta minus for pair >= 2, the
+    others' for odd pair (IQ1_S: 0 or 3)."""
+    delta = f32(0.125)
+    minus = pair >= 2 if group == 0 else pair % 2 == 1
+    return [f32(-1) - delta, -delta, f32(1) - delta] if minus else [f32(-1) + delta, delta, f32(1) + delta]
+
+
+def iq1_onto_codebook(xb, weight, order, i1, i2, scale, pair):
+    """The split onto the codebook: (scale, pair, entries), a negative fit flipping levels and deltas, groups
+    off the codebook replaced by their nearest nearby entry, the scale refitted where one was."""
+    book = iq1_book()
+    n = len(xb)
+    ls = [0] * n
+    for j, i in enumerate(order):
+        ls[i] = 0 if j < i1 else 1 if j < i2 else 2
+    if scale < 0:
+        ls = [2 - l for l in ls]
+        scale, pair = -scale, 3 - pair
+    entries, on_grid = [], True
+    for g in range(n // 8):
+        point = sum(l << (2 * i) for i, l in enumerate(ls[8 * g : 8 * g + 8]))
+        if point in book["entry"]:
+            entries.append(book["entry"][point])
+            continue
+        on_grid = False
+        values = iq1_values(pair, g)
+        best_d2, best_e = f32(np.finfo(np.float32).max), None
+        for e in book["nearby"][point]:
+            d2 = f32(0)
+            for i in range(8):
+                diff = scale * values[book["levels"][e, i]] - xb[8 * g + i]
+                d2 = d2 + weight[8 * g + i] * diff * diff
+            if d2 < best_d2:
+                best_d2, best_e = d2, e
+        entries.append(best_e)
+        ls[8 * g : 8 * g + 8] = [int(l) for l in book["levels"][best_e]]
+    if not on_grid:
+        sumqx, sumq2 = f32(0), f32(0)
+        for i in range(n):
+            q = iq1_values(pair, i // 8)[ls[i]]
+            sumqx = sumqx + weight[i] * q * xb[i]
+            sumq2 = sumq2 + weight[i] * q * q
+        if sumqx > 0 and sumq2 > 0:
+            scale = sumqx / sumq2
+    return scale, pair, entries
+
+
+def quantize_iq1_s(x):
+    out = np.zeros((x.shape[0], 50), dtype=np.uint8)
+    for n, row in enumerate(x):
+        sumx2 = f32(0)
+        for v in row:
+            sumx2 = sumx2 + v * v
+        sigma2 = f32(2) * sumx2 / f32(QK_K)
+        scales, pairs, highs = [f32(0)] * 8, [0] * 8, [0] * 8
+        for ib in range(8):
+            xb = row[32 * ib : 32 * ib + 32]
+            weight = [np.sqrt(sigma2 + v * v) for v in xb]
+            top = max(abs(v) for v in xb)
+            if top < f32(1e-12):
+                continue
+            order = sorted(range(32), key=lambda i: xb[i])  # stable
+            sumx, sumw = [f32(0)], [f32(0)]
+            for i in order:
+                sumx.append(sumx[-1] + weight[i] * xb[i])
+                sumw.append(sumw[-1] + weight[i])
+            best, scale, split = -f32(np.finfo(np.float32).tiny), top, None
+            for i1 in range(33):
+                for i2 in range(i1, 33):
+                    for pair in (0, 3):
+                        v = iq1_values(pair, 0)
+                        sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[32] - sumx[i2]) * v[2]
+                        sumq2 = (
+                            (sumw[i1] - sumw[0]) * v[0] * v[0]
+                            + (sumw[i2] - sumw[i1]) * v[1] * v[1]
+                            + (sumw[32] - sumw[i2]) * v[2] * v[2]
+                        )
+                        if sumq2 > 0 and sumqx * sumqx > best * sumq2:
+                            scale = sumqx / sumq2
+                            best = scale * sumqx
+                            split = (i1, i2, pair)
+            scales[ib], pairs[ib], entries = iq1_onto_codebook(xb, weight, order, split[0], split[1], scale, split[2])
+            for k in range(4):
+                out[n, 2 + 4 * ib + k] = entries[k] & 255
+                highs[ib] |= (entries[k] >> 8) << (3 * k)
+        top = max(scales)
+        if top > 0:
+            d = top / f32(15)
+            out[n, 0:2] = halves_of([d * f32(1.125)])[0]
+            for ib in range(8):
+                code = clamp(nearest(f32(0.5) * (f32(1) / d * scales[ib] - f32(1))), 0, 7)
+                highs[ib] |= (code | (8 if pairs[ib] else 0)) << 12
+        out[n, 34:50] = np.array(highs, dtype="<u2").view(np.uint8)
+    return out
+
+
+# IQ1_M: ggml's quantize_row_iq1_m_impl without importance weights (each weight x^2): IQ1_S's search over blocks
+# of 16 under all four sign pairs (sums taken afresh for each), the block scales coded against max / 15, then the
+# super-scale refitted to the coded values and stored as f16 in the top nibbles of the four 16-bit scale words.
+def quantize_iq1_m(x):
+    book = iq1_book()
+    out = np.zeros((x.shape[0], 56), dtype=np.uint8)
+    for n, row in enumerate(x):
+        scales, pairs = [f32(0)] * 16, [0] * 16
+        for ib in range(16):
+            xb = row[16 * ib : 16 * ib + 16]
+            weight = [v * v for v in xb]
+            top = max(abs(v) for v in xb)
+            if top < f32(1e-7):
+                continue
+            order = sorted(range(16), key=lambda i: xb[i])  # stable
+            best, scale, split = -f32(np.finfo(np.float32).tiny), top, None
+            for i1 in range(17):
+                for i2 in range(i1, 17):
+                    for pair in range(4):
+                        sumqx, sumq2 = f32(0), f32(0)
+                        for j, i in enumerate(order):
+                            v = iq1_values(pair, i // 8)[0 if j < i1 else 1 if j < i2 else 2]
+                            sumqx = sumqx + weight[i] * v * xb[i]
+                            sumq2 = sumq2 + weight[i] * v * v
+                        if sumq2 > 0 and sumqx * sumqx > best * sumq2:
+                            scale = sumqx / sumq2
+                            best = scale * sumqx
+                            split = (i1, i2, pair)
+            scales[ib], pairs[ib], entries = iq1_onto_codebook(xb, weight, order, split[0], split[1], scale, split[2])
+            out[n, 2 * ib] = entries[0] & 255
+            out[n, 2 * ib + 1] = entries[1] & 255
+            out[n, 32 + ib] = (entries[0] >> 8) | ((entries[1] >> 8) << 4)
+        if max(scales) == 0:
+            continue
+        words = [0, 0, 0, 0]
+        d = max(scales) / f32(15)
+        id_ = f32(1) / d
+        sumqx, sumq2 = f32(0), f32(0)
+        for ib in range(16):
+            code = clamp(nearest(f32(0.5) * (id_ * scales[ib] - f32(1))), 0, 7)
+            words[ib // 4] |= code << (3 * (ib % 4))
+            out[n, 32 + ib] |= (0x00, 0x80, 0x08, 0x88)[pairs[ib]]
+            xb = row[16 * ib : 16 * ib + 16]
+            for g in range(2):
+                entry = int(out[n, 2 * ib + g]) | ((int(out[n, 32 + ib]) >> (4 * g)) & 7) << 8
+                values = iq1_values(pairs[ib], g)
+                for i in range(8):
+                    w = xb[8 * g + i] * xb[8 * g + i]
+                    q = values[book["levels"][entry, i]] * f32(2 * code + 1)
+                    sumqx = sumqx + w * q * xb[8 * g + i]
+                    sumq2 = sumq2 + w * q * q
+        if sumq2 > 0:
+            d = sumqx / sumq2
+        half = int(halves_of([d * f32(1.1125)])[0].view("<u2")[0])
+        words = [w | (((half >> (4 * i)) & 0xF) << 12) for i, w in enumerate(words)]
+        out[n, 48:56] = np.array(words, dtype="<u2").view(np.uint8)
+    return out
+
 QUANTIZE = {
     "Q8_0": quantize_q8_0,
     "Q4_0": lambda x: quantize_symmetric(x, 16),
@@ -857,6 +1041,8 @@ QUANTIZE = {
     "IQ2_XXS": lambda x: quantize_iq2_xxs(x.reshape(-1, QK_K)),
     "IQ2_XS": lambda x: quantize_iq2_xs(x.reshape(-1, QK_K)),
     "IQ2_S": lambda x: quantize_iq2_s(x.reshape(-1, QK_K)),
+    "IQ1_S": lambda x: quantize_iq1_s(x.reshape(-1, QK_K)),
+    "IQ1_M": lambda x: quantize_iq1_m(x.reshape(-1, QK_K)),
 }
 
 

@@ -43,7 +43,7 @@ int write_random_block_copy(const std::filesystem::path& src, const std::filesys
         std::vector<float> values(t.elements());
         std::memcpy(values.data(), data.data(), values.size() * sizeof(float));
         ++restored;
-        return RestoredTensor{info, blocks_for(type, values, seed + static_cast<std::uint32_t>(restored))};
+        return RestoredTensor{info, random_blocks_like(type, values, seed + static_cast<std::uint32_t>(restored))};
       });
   return restored;
 }

@@ -1,7 +1,7 @@
 #pragma once
 
 // A GGUF file copied with some tensors re-stored: for tests that need a file of a type no writer here
-// produces (a type without a quantizer, a type the engine refuses).
+// produces (random blocks of a codebook type, a type the engine refuses).
 
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +28,7 @@ void rewrite_gguf(const std::filesystem::path& src, const std::filesystem::path&
                                                                     std::span<const std::byte>)>& restore);
 
 // `src` (an F32 GGUF) with every matrix (2-D, rows of whole 256-element blocks) re-stored as random blocks
-// of `type` scaled to its values (weight_blocks.h's blocks_for); returns how many were re-stored.
+// of `type` scaled to its values (weight_blocks.h's random_blocks_like); returns how many were re-stored.
 int write_random_block_copy(const std::filesystem::path& src, const std::filesystem::path& dst,
                             engine::quant::WeightType type, std::uint32_t seed);
 

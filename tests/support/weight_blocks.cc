@@ -48,6 +48,12 @@ std::vector<std::byte> blocks_for(WeightType type, const std::vector<float>& val
     engine::quant::quantize_row(type, values, out);
     return out;
   }
+  return random_blocks_like(type, values, seed);
+}
+
+std::vector<std::byte> random_blocks_like(WeightType type, const std::vector<float>& values, std::uint32_t seed) {
+  const auto bytes = engine::quant::row_bytes(type, values.size());
+  if (!bytes) throw std::invalid_argument("random_blocks_like: not a whole number of blocks");
   float amax = 0;
   for (const float v : values) amax = std::max(amax, std::fabs(v));
   // Codebook magnitudes reach about 43 / 4 (IQ2), 62 / 2 (IQ3) or 15 (IQ1_S's odd scales) steps of d.

@@ -1,8 +1,8 @@
 #pragma once
 
-// Rows of weight blocks for tests of the types the engine reads but does not write (no quantizer): random
-// bytes, which every codebook index and sign bit accepts, with each block's super-scale set to a finite
-// half so that the values are numbers.
+// Rows of weight blocks for the tests: the engine's quantization of given values, or random bytes, which every
+// codebook index and sign bit accepts (so that decoders meet blocks no quantizer writes), with each block's
+// super-scale set to a finite half so that the values are numbers.
 
 #include <cstddef>
 #include <cstdint>
@@ -32,5 +32,9 @@ std::vector<std::byte> random_blocks(engine::quant::WeightType type, std::size_t
 // `values` quantized by the engine's quantize_row where the type has a quantizer, else random blocks of as
 // many elements (the values' magnitude then only sets the scale).
 std::vector<std::byte> blocks_for(engine::quant::WeightType type, const std::vector<float>& values, std::uint32_t seed);
+// Random blocks of `type` holding as many elements as `values`, scaled to their magnitude: every index and
+// sign a block can hold, not only those a quantizer writes.
+std::vector<std::byte> random_blocks_like(engine::quant::WeightType type, const std::vector<float>& values,
+                                          std::uint32_t seed);
 
 }  // namespace testing_support

@@ -158,13 +158,6 @@ TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
   EXPECT_THAT(with({"--gguf", "TQ1_0"}),
               HasSubstr("(expected one of " + engine::quant::quantizable_type_names() + ", Q4_K_M, Q5_K_M)"));
   EXPECT_THAT(with({"--gguf", "Q8_0_M"}), HasSubstr("unknown GGUF type \"Q8_0_M\""));
-  // A type the engine reads but cannot write is named as such.
-  for (std::size_t i = 0; i < engine::quant::kWeightTypeCount; ++i) {
-    const auto type = static_cast<WeightType>(i);
-    if (engine::quant::has_quantizer(type)) continue;
-    const std::string name(engine::quant::weight_type_name(type));
-    EXPECT_THAT(with({"--gguf", name}), HasSubstr("the engine reads " + name + " but has no quantizer to write it"));
-  }
   EXPECT_THAT(with({"--tokenizer-dir", "/nonexistent"}), HasSubstr("--tokenizer-dir /nonexistent"));
   EXPECT_THAT(with({"--split-max-tensors", "0"}), HasSubstr("--split-max-tensors 0: expected a number of tensors"));
   EXPECT_THAT(with({"--seed"}), HasSubstr("--seed needs a value"));
