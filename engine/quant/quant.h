@@ -57,7 +57,8 @@ std::optional<std::size_t> row_bytes(WeightType type, std::size_t cols);
 // Scalar reference conversions of one row (`src.size()` / `dst.size()` elements, a whole number of
 // blocks; throws std::invalid_argument otherwise). quantize_row rounds as ggml's reference quantizers
 // do, so files written here read back like files written by llama.cpp's converter.
-// Types without a quantizer here (has_quantizer false) throw std::invalid_argument naming the type.
+// Every type has a quantizer today; one added without a quantizer (has_quantizer false) throws
+// std::invalid_argument naming the type.
 void quantize_row(WeightType type, std::span<const float> src, std::span<std::byte> dst);
 bool has_quantizer(WeightType type);
 // weight_type_names() of the types with a quantizer (what a writer can produce).
