@@ -1,6 +1,7 @@
 // engine-logits: the logits of every position of one token sequence, as the engine computes them in one
 // prefill step, written as raw little-endian f32 (tokens × vocab, position-major) for comparison with
-// other implementations (tests/reference/transformers_check.py).
+// other implementations (tests/reference/transformers_check.py); with --embedding, an embedding model's
+// pooled embedding of the sequence instead (hidden_size f32), as serverd's /v1/embeddings computes it.
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -15,6 +16,7 @@
 
 #include "base/flags.h"
 #include "base/printable.h"
+#include "engine/model/pooling.h"
 #include "engine/runtime/engine.h"
 
 namespace {
@@ -30,6 +32,7 @@ struct Options {
   std::uint64_t kv_cache_mib = 256;
   std::uint64_t max_model_len = 0;  // 0: the sequence's length
   std::string kv_cache_dtype = "auto";
+  bool embedding = false;
 };
 
 std::vector<std::int32_t> parse_tokens(const std::string& text) {
@@ -76,16 +79,35 @@ int run(const Options& o) {
   engine::runtime::SequenceCache cache;
   if (!engine->reserve(cache, tokens.size())) throw std::runtime_error("the KV cache cannot hold the sequence");
   engine::runtime::StepInput input{&cache, tokens, /*all_logits=*/true};
-  std::vector<float> logits;
-  engine->step(std::span(&input, 1), logits);
+  std::vector<float> values;
+  std::size_t width = vocab;
+  if (o.embedding) {
+    const auto& pooling = engine->checkpoint().pooling();
+    if (!pooling) {
+      throw base::UsageError("--embedding: " + o.model +
+                             " is not an embedding model (no sentence-transformers modules.json, no GGUF "
+                             "{arch}.pooling_type)");
+    }
+    width = engine->config().hidden_size;
+    std::vector<float> hidden;
+    engine->step_hidden(std::span(&input, 1), hidden);
+    if (hidden.size() != tokens.size() * width) throw std::runtime_error("the step returned the wrong number of rows");
+    engine::model::PooledState pooled(pooling->type, width);
+    pooled.add(0, hidden);
+    values = pooled.finish(tokens.size(), 0, pooling->normalize);
+  } else {
+    engine->step(std::span(&input, 1), values);
+    if (values.size() != tokens.size() * vocab)
+      throw std::runtime_error("the step returned the wrong number of logits");
+  }
   engine->release(cache);
-  if (logits.size() != tokens.size() * vocab) throw std::runtime_error("the step returned the wrong number of logits");
 
   std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
   out.close();
   if (!out) throw std::runtime_error(o.out + ": cannot be written");
-  std::printf("%zu %zu f32 on %s\n", tokens.size(), vocab, std::string(engine->device_name()).c_str());
+  std::printf("%zu %zu f32 on %s\n", o.embedding ? std::size_t{1} : tokens.size(), width,
+              std::string(engine->device_name()).c_str());
   return 0;
 }
 
@@ -104,6 +126,9 @@ int main(int argc, char** argv) {
   flags.add_uint("max-model-len", "N",
                  "the positions the engine is loaded for, as a server's --max-model-len (default: the tokens')",
                  &o.max_model_len, 1);
+  flags.add_switch("embedding",
+                   "write the embedding model's pooled embedding of the tokens (hidden_size f32) instead of logits",
+                   &o.embedding);
   flags.add_choice("kv-cache-dtype", {"auto", "bfloat16", "float16", "float32"},
                    "how the KV cache stores keys and values (default auto, the engine's choice)", &o.kv_cache_dtype);
   try {

@@ -678,13 +678,19 @@ WrittenModel write_model(const ModelWriterOptions& options) {
   result.config = config;
   for (const auto* t : hf_tensors) result.parameters += t->elements();
   write_json_files(result, dir, config, dtype, tokenizer);
+  if (options.pooling) {
+    text_file(result, dir, "modules.json", detail::sentence_transformers_modules_json());
+    std::filesystem::create_directories(dir / "1_Pooling", error);
+    if (error) throw std::runtime_error("cannot create " + (dir / "1_Pooling").string() + ": " + error.message());
+    text_file(result, dir, "1_Pooling/config.json", detail::pooling_config_json(*options.pooling, config.hidden_size));
+  }
   const SafetensorsLayout safetensors =
       options.safetensors ? plan_safetensors(result, dir, hf_tensors, options.shards, dtype) : SafetensorsLayout{};
 
   // GGUF: the header of each file, with every tensor's type and offset decided now.
   std::vector<GgufOutput> ggufs;
   for (const auto file : options.gguf_types) {
-    ggufs.push_back(detail::open_gguf(file, dir / gguf_file_name(file), config, tokenizer, tensors));
+    ggufs.push_back(detail::open_gguf(file, dir / gguf_file_name(file), config, tokenizer, tensors, options.pooling));
   }
 
   write_tensors(result, tensors, options, script, dtype, safetensors, ggufs);

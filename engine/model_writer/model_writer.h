@@ -16,6 +16,7 @@
 
 #include "base/flags.h"
 #include "engine/model/model_config.h"
+#include "engine/model/pooling.h"
 #include "engine/quant/quant.h"
 
 namespace engine::tools {
@@ -62,6 +63,9 @@ struct ModelWriterOptions {
   // token, and the model's greedy reply to every prompt is the pieces in order, then the end of the turn.
   // For tests that need the real binaries to emit a chosen text (a tool call, a reasoning block).
   std::vector<std::string> script;
+  // An embedding model pooling this way: sentence-transformers' modules.json and 1_Pooling/config.json (with
+  // a Normalize module), and {arch}.pooling_type in the GGUF files, as Qwen3-Embedding's repositories hold.
+  std::optional<model::PoolingType> pooling;
 };
 
 // A command line that cannot be followed; the message names the flag and the value.

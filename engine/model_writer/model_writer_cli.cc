@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "base/flags.h"
 #include "engine/model_writer/model_writer.h"
@@ -152,6 +153,21 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
         }
         throw bad_value("rope-scaling", v,
                         "unknown scaling (expected none, linear, dynamic, yarn, llama3 or longrope)");
+      });
+  flags.add_value(
+      "pooling", "last|mean|cls",
+      "Make it an embedding model pooling this way: modules.json, 1_Pooling/config.json and a Normalize "
+      "module, as sentence-transformers writes them, and {arch}.pooling_type in the GGUF files",
+      [&options](std::string_view v) {
+        constexpr std::pair<std::string_view, model::PoolingType> kNames[] = {
+            {"last", model::PoolingType::Last}, {"mean", model::PoolingType::Mean}, {"cls", model::PoolingType::Cls}};
+        for (const auto& [name, type] : kNames) {
+          if (name == v) {
+            options.pooling = type;
+            return;
+          }
+        }
+        throw bad_value("pooling", v, "unknown pooling (expected last, mean or cls)");
       });
   flags.add_switch("no-safetensors", "Write no .safetensors files (nor index), only the GGUF ones",
                    &seen.no_safetensors);

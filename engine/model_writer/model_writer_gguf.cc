@@ -110,8 +110,10 @@ class GgufHeader {
   std::vector<std::byte> bytes_;
 };
 
-// The GGUF file's metadata: general.*, the architecture's hyperparameters and the tokenizer.
-GgufMetadata gguf_metadata(GgufFileType file, const model::ModelConfig& config, const TokenizerSpec& tokenizer) {
+// The GGUF file's metadata: general.*, the architecture's hyperparameters, an embedding model's pooling and
+// the tokenizer.
+GgufMetadata gguf_metadata(GgufFileType file, const model::ModelConfig& config, const TokenizerSpec& tokenizer,
+                           std::optional<model::PoolingType> pooling) {
   const std::string arch(detail::gguf_arch_name(config.architecture));
   GgufMetadata metadata;
   const auto u32 = [&](const std::string& k, std::uint64_t v) {
@@ -156,6 +158,10 @@ GgufMetadata gguf_metadata(GgufFileType file, const model::ModelConfig& config, 
   if (const auto& r = config.rope_scaling; r && r->type == model::RopeType::LongRope) {
     u32(arch + ".rope.scaling.original_context_length", r->original_max_position_embeddings);
     f32(arch + ".rope.scaling.attn_factor", *r->attention_factor);
+  }
+  // llama.cpp's pooling numbers (its converter writes them for embedding models): 1 mean, 2 cls, 3 last.
+  if (pooling) {
+    u32(arch + ".pooling_type", *pooling == model::PoolingType::Mean ? 1 : *pooling == model::PoolingType::Cls ? 2 : 3);
   }
   for (auto& entry : gguf_tokenizer_metadata(tokenizer, config.vocab_size)) metadata.push_back(std::move(entry));
   return metadata;
@@ -232,9 +238,10 @@ GgufHeader gguf_header(const GgufMetadata& metadata, const std::vector<GgufTenso
 namespace detail {
 
 GgufOutput open_gguf(GgufFileType type, std::filesystem::path path, const model::ModelConfig& config,
-                     const TokenizerSpec& tokenizer, const std::vector<TensorSpec>& tensors) {
+                     const TokenizerSpec& tokenizer, const std::vector<TensorSpec>& tensors,
+                     std::optional<model::PoolingType> pooling) {
   GgufOutput out{type, std::move(path), {}, nullptr, 0};
-  const GgufMetadata metadata = gguf_metadata(type, config, tokenizer);
+  const GgufMetadata metadata = gguf_metadata(type, config, tokenizer, pooling);
   out.tensors = plan_tensors(type, config, tensors);
   GgufHeader header = gguf_header(metadata, out.tensors);
   out.file = std::make_unique<OutputFile>(out.path);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "engine/model/model_config.h"
+#include "engine/model/pooling.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/model_writer/model_writer_tokenizer.h"
 #include "engine/quant/quant.h"
@@ -158,6 +160,10 @@ std::string generation_config_json(const model::ModelConfig& c, const TokenizerS
 std::string index_json(const std::map<std::string, std::string>& weight_map, std::uint64_t total_size);
 // The safetensors header of one shard holding `tensors` as `dtype`.
 std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, WeightType dtype);
+// An embedding model's sentence-transformers files: modules.json (the Transformer, a Pooling module in
+// 1_Pooling and a Normalize module, as Qwen3-Embedding's) and 1_Pooling/config.json, pooling by `pooling`.
+std::string sentence_transformers_modules_json();
+std::string pooling_config_json(model::PoolingType pooling, std::uint64_t hidden_size);
 
 // ---- GGUF (model_writer_gguf.cc) ------------------------------------------------------------------------
 
@@ -180,7 +186,9 @@ struct GgufOutput {
 // Creates the GGUF file of `type` at `path` and writes its header (metadata and tensor infos), with every
 // tensor's type and offset decided; the tensor data is written after it. Throws UsageError for a tensor
 // whose rows are not whole blocks of its type.
+// `pooling`: an embedding model's, written as {arch}.pooling_type.
 GgufOutput open_gguf(GgufFileType type, std::filesystem::path path, const model::ModelConfig& config,
-                     const TokenizerSpec& tokenizer, const std::vector<TensorSpec>& tensors);
+                     const TokenizerSpec& tokenizer, const std::vector<TensorSpec>& tensors,
+                     std::optional<model::PoolingType> pooling);
 
 }  // namespace engine::tools::detail

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/format/safetensors.h"
@@ -281,6 +282,52 @@ std::string index_json(const std::map<std::string, std::string>& weight_map, std
     string(json, file);
   }
   json.EndObject();
+  json.EndObject();
+  return text_of(buffer);
+}
+
+std::string sentence_transformers_modules_json() {
+  rapidjson::StringBuffer buffer;
+  Json json(buffer);
+  json.SetIndent(' ', 2);
+  json.StartArray();
+  const std::string_view modules[][2] = {{"", "Transformer"}, {"1_Pooling", "Pooling"}, {"2_Normalize", "Normalize"}};
+  for (std::size_t i = 0; i < std::size(modules); ++i) {
+    json.StartObject();
+    key(json, "idx");
+    json.Uint64(i);
+    key(json, "name");
+    string(json, std::to_string(i));
+    key(json, "path");
+    string(json, modules[i][0]);
+    key(json, "type");
+    string(json, "sentence_transformers.models." + std::string(modules[i][1]));
+    json.EndObject();
+  }
+  json.EndArray();
+  return text_of(buffer);
+}
+
+std::string pooling_config_json(model::PoolingType pooling, std::uint64_t hidden_size) {
+  rapidjson::StringBuffer buffer;
+  Json json(buffer);
+  json.SetIndent(' ', 4);
+  json.StartObject();
+  key(json, "word_embedding_dimension");
+  json.Uint64(hidden_size);
+  // Every mode sentence-transformers writes, the model's one true.
+  const std::pair<std::string_view, bool> modes[] = {{"pooling_mode_cls_token", pooling == model::PoolingType::Cls},
+                                                     {"pooling_mode_mean_tokens", pooling == model::PoolingType::Mean},
+                                                     {"pooling_mode_max_tokens", false},
+                                                     {"pooling_mode_mean_sqrt_len_tokens", false},
+                                                     {"pooling_mode_weightedmean_tokens", false},
+                                                     {"pooling_mode_lasttoken", pooling == model::PoolingType::Last}};
+  for (const auto& [name, on] : modes) {
+    key(json, name);
+    json.Bool(on);
+  }
+  key(json, "include_prompt");
+  json.Bool(true);
   json.EndObject();
   return text_of(buffer);
 }

@@ -14,6 +14,7 @@
 #include "serverd/fetch/fetchd_client.h"
 #include "serverd/loader/chat_template_flag.h"
 #include "serverd/loader/checkpoint_flags.h"
+#include "serverd/loader/engine_options.h"
 #include "serverd/loader/generation_settings.h"
 #include "serverd/scheduler/scheduler.h"
 
@@ -196,21 +197,7 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   std::unique_ptr<fetch::FetchdChild> child;
   const std::filesystem::path path = resolve(options.model, options.revision, options, child, phase, stop);
   phase("loading");
-  engine::runtime::EngineOptions eo;
-  eo.device = engine::runtime::parse_device(options.device).value_or(engine::runtime::Device::Auto);
-  eo.max_model_len = options.max_model_len;
-  eo.block_size = options.block_size;
-  eo.max_num_batched_tokens = options.max_num_batched_tokens;  // the scheduler's step: what a window group holds
-  eo.threads = options.cpu_threads;
-  eo.cpus = options.cpu_pinned;
-  // The flag's choices are checked when it is read; parse_kv_cache_dtype takes each one it accepts.
-  eo.kv_cache_dtype =
-      engine::runtime::parse_kv_cache_dtype(options.kv_cache_dtype).value_or(engine::runtime::KvCacheDtype::Auto);
-  eo.gpu_memory_utilization = options.gpu_memory_utilization;
-  eo.enforce_eager = options.enforce_eager;
-  eo.kv_cache_bytes = options.kv_cache_memory_bytes;
-  if (options.cpu_kv_cache_bytes != 0) eo.cpu_kv_cache_bytes = options.cpu_kv_cache_bytes;
-  auto engine = engine::runtime::Engine::load(path, eo);
+  auto engine = engine::runtime::Engine::load(path, engine_options(options));
   std::error_code ec;
   const CheckpointFacts facts{std::filesystem::is_regular_file(path, ec), precision_of(engine->checkpoint()),
                               engine::model::derived_max_model_len(engine->config())};

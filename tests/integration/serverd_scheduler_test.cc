@@ -497,25 +497,6 @@ GenerationRequest embedding(std::vector<std::int32_t> tokens, engine::model::Poo
   return r;
 }
 
-// The reference's hidden states of `tokens` pooled by `type`, cut to `dimensions` (0: all), normalised.
-std::vector<double> reference_embedding(const std::filesystem::path& model, const std::vector<std::int32_t>& tokens,
-                                        engine::model::PoolingType type, std::size_t dimensions = 0) {
-  const auto hidden = testing_support::reference_hidden_states(model, {tokens});
-  const std::size_t width = hidden.vocab_size, size = dimensions ? dimensions : width;
-  std::vector<double> v(size, 0.0);
-  for (std::size_t t = 0; t < tokens.size(); ++t) {
-    const bool taken = type == engine::model::PoolingType::Mean ||
-                       (type == engine::model::PoolingType::Last && t + 1 == tokens.size()) ||
-                       (type == engine::model::PoolingType::Cls && t == 0);
-    if (!taken) continue;
-    for (std::size_t i = 0; i < size; ++i) v[i] += hidden.row(0, t)[i];
-  }
-  double norm = 0;
-  for (const double x : v) norm += x * x;
-  for (auto& x : v) x /= std::sqrt(norm);
-  return v;
-}
-
 void expect_near_reference(const std::vector<float>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());
   double worst = 0;
@@ -530,7 +511,7 @@ TEST_F(SchedulerTest, EmbeddingsMatchTheReferenceWholeInChunksAndInASmallCache) 
   const std::size_t dimensions[] = {0, 0, 0, 16};
   std::vector<std::vector<double>> want;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
-    want.push_back(reference_embedding(dir_.path(), prompts[i], types[i], dimensions[i]));
+    want.push_back(testing_support::reference_embedding(dir_.path(), prompts[i], types[i], dimensions[i]));
   }
   std::vector<GenerationRequest> requests;
   for (std::size_t i = 0; i < prompts.size(); ++i) requests.push_back(embedding(prompts[i], types[i], dimensions[i]));
@@ -563,7 +544,7 @@ TEST_F(SchedulerTest, OnlyLastTokenPoolingTakesACachedPrefix) {
   const auto cached_of = [&](PoolingType type) {
     sinks_together(generator, {embedding(tokens, type)});
     const auto second = sinks_together(generator, {embedding(tokens, type)})[0];
-    expect_near_reference(second->embedding(), reference_embedding(dir_.path(), tokens, type));
+    expect_near_reference(second->embedding(), testing_support::reference_embedding(dir_.path(), tokens, type));
     return second->cached();
   };
   EXPECT_EQ(cached_of(PoolingType::Last), std::vector<std::size_t>{32});

@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,26 +73,41 @@ std::string join_ids(const std::vector<std::int32_t>& ids) {
   return text;
 }
 
-// One node process for all the files (llama.cpp starts once); fails the test when llama.cpp refuses a file.
-std::map<fs::path, LlamaCppRun> run_llama_cpp(const std::vector<fs::path>& files) {
-  std::vector<std::string> argv = {NODE_EXECUTABLE, LLAMACPP_LOGPROBS_SCRIPT};
-  for (const auto& file : files) argv.insert(argv.end(), {"--model", file.string()});
-  // One thread: the log-probabilities do not depend on it, and ggml's thread barriers crawl on a busy machine.
-  argv.insert(argv.end(), {"--tokens", join_ids(kPrompt), "--greedy", std::to_string(kGreedySteps), "--full", "1",
-                           "--threads", "1"});
+// One node process running `script` (a tests/interop/llamacpp_*.mjs) with `args`: the "models" array of the
+// JSON it prints, or null after failing the test (llama.cpp refused a file, the script failed).
+const rapidjson::Value* run_node(rapidjson::Document& json, const char* script, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {NODE_EXECUTABLE, script};
+  argv.insert(argv.end(), args.begin(), args.end());
   ChildProcess node(argv);
   const int status = node.wait(std::chrono::minutes(5));
-  EXPECT_EQ(status, 0) << "llama.cpp (node-llama-cpp) failed:\n" << node.err();
-  std::map<fs::path, LlamaCppRun> runs;
-  if (status != 0) return runs;
+  EXPECT_EQ(status, 0) << "llama.cpp (node-llama-cpp, " << script << ") failed:\n" << node.err();
+  if (status != 0) return nullptr;
   const std::string out = node.out();
-  rapidjson::Document json;
   json.Parse(out.c_str());
-  if (json.HasParseError() || !json.IsObject() || !json.HasMember("models")) {
-    ADD_FAILURE() << "llamacpp_logprobs.mjs printed no JSON: " << out.substr(0, 500);
-    return runs;
+  if (json.HasParseError() || !json.IsObject() || !json.HasMember("models") || !json["models"].IsArray()) {
+    ADD_FAILURE() << script << " printed no JSON: " << out.substr(0, 500);
+    return nullptr;
   }
-  for (const auto& model : json["models"].GetArray()) {
+  return &json["models"];
+}
+
+std::vector<std::string> model_flags(const std::vector<fs::path>& files) {
+  std::vector<std::string> args;
+  for (const auto& file : files) args.insert(args.end(), {"--model", file.string()});
+  return args;
+}
+
+// One node process for all the files (llama.cpp starts once); fails the test when llama.cpp refuses a file.
+std::map<fs::path, LlamaCppRun> run_llama_cpp(const std::vector<fs::path>& files) {
+  auto args = model_flags(files);
+  // One thread: the log-probabilities do not depend on it, and ggml's thread barriers crawl on a busy machine.
+  args.insert(args.end(), {"--tokens", join_ids(kPrompt), "--greedy", std::to_string(kGreedySteps), "--full", "1",
+                           "--threads", "1"});
+  rapidjson::Document json;
+  std::map<fs::path, LlamaCppRun> runs;
+  const auto* models = run_node(json, LLAMACPP_LOGPROBS_SCRIPT, args);
+  if (models == nullptr) return runs;
+  for (const auto& model : models->GetArray()) {
     LlamaCppRun run;
     for (const auto& id : model["tokens"].GetArray()) run.path.push_back(id.GetInt());
     for (const auto& position : model["positions"].GetArray()) {
@@ -102,25 +119,72 @@ std::map<fs::path, LlamaCppRun> run_llama_cpp(const std::vector<fs::path>& files
   return runs;
 }
 
-// The engine's log-probabilities at every position of `tokens`, at SIMD level `level` (engine-logits in a
-// child process: the level is read once per process), with an f32 KV cache: what is compared is the weights'
-// arithmetic (llama.cpp keeps its default f16 cache, which only adds to its distance).
-LogprobRows engine_logprobs(const fs::path& file, const std::vector<std::int32_t>& tokens, std::string_view level,
-                            const fs::path& scratch) {
+// llama.cpp's normalised embedding of a file and the tokens it evaluated (its BOS and EOS added).
+struct LlamaCppEmbedding {
+  std::vector<std::int32_t> tokens;
+  std::vector<double> embedding;
+};
+
+std::map<fs::path, LlamaCppEmbedding> run_llama_cpp_embeddings(const std::vector<fs::path>& files,
+                                                               const std::vector<std::int32_t>& tokens) {
+  auto args = model_flags(files);
+  args.insert(args.end(), {"--tokens", join_ids(tokens), "--threads", "1"});
+  rapidjson::Document json;
+  std::map<fs::path, LlamaCppEmbedding> runs;
+  const auto* models = run_node(json, LLAMACPP_EMBEDDINGS_SCRIPT, args);
+  if (models == nullptr) return runs;
+  for (const auto& model : models->GetArray()) {
+    LlamaCppEmbedding run;
+    for (const auto& id : model["tokens"].GetArray()) run.tokens.push_back(id.GetInt());
+    for (const auto& v : model["embedding"].GetArray()) run.embedding.push_back(v.GetDouble());
+    runs[fs::path(model["model"].GetString())] = std::move(run);
+  }
+  return runs;
+}
+
+// engine-logits' output on `file` for `tokens` at SIMD level `level` (a child process: the level is read once
+// per process), with an f32 KV cache: what is compared is the weights' arithmetic (llama.cpp keeps its default
+// f16 cache, which only adds to its distance). `extra`: more flags (--embedding). Empty when it fails.
+std::vector<float> run_engine_logits(const fs::path& file, const std::vector<std::int32_t>& tokens,
+                                     std::string_view level, const fs::path& scratch,
+                                     const std::vector<std::string>& extra = {}) {
   const fs::path out = scratch / "logits.f32";
-  ChildProcess run({ENGINE_LOGITS, "--model", file.string(), "--device", "cpu", "--tokens", join_ids(tokens), "--out",
-                    out.string(), "--threads", "2", "--kv-cache-mib", "16", "--max-model-len",
-                    std::to_string(kLlamaCppContext), "--kv-cache-dtype", "float32"},
-                   {{"ENGINE_SIMD", std::string(level)}});
+  std::vector<std::string> argv = {ENGINE_LOGITS,
+                                   "--model",
+                                   file.string(),
+                                   "--device",
+                                   "cpu",
+                                   "--tokens",
+                                   join_ids(tokens),
+                                   "--out",
+                                   out.string(),
+                                   "--threads",
+                                   "2",
+                                   "--kv-cache-mib",
+                                   "16",
+                                   "--max-model-len",
+                                   std::to_string(kLlamaCppContext),
+                                   "--kv-cache-dtype",
+                                   "float32"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  ChildProcess run(argv, {{"ENGINE_SIMD", std::string(level)}});
   const int status = run.wait(std::chrono::minutes(2));
   EXPECT_EQ(status, 0) << "engine-logits at " << level << " on " << file << ":\n" << run.err();
-  LogprobRows rows;
-  if (status != 0) return rows;
+  if (status != 0) return {};
   const auto bytes = testing_support::read_file(out);
-  const std::size_t vocab = bytes.size() / sizeof(float) / tokens.size();
-  EXPECT_EQ(bytes.size(), tokens.size() * vocab * sizeof(float));
-  std::vector<float> logits(bytes.size() / sizeof(float));
-  std::memcpy(logits.data(), bytes.data(), logits.size() * sizeof(float));
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// The engine's log-probabilities at every position of `tokens`, at SIMD level `level`.
+LogprobRows engine_logprobs(const fs::path& file, const std::vector<std::int32_t>& tokens, std::string_view level,
+                            const fs::path& scratch) {
+  const auto logits = run_engine_logits(file, tokens, level, scratch);
+  LogprobRows rows;
+  if (logits.empty()) return rows;
+  const std::size_t vocab = logits.size() / tokens.size();
+  EXPECT_EQ(logits.size(), tokens.size() * vocab);
   for (std::size_t p = 0; p < tokens.size(); ++p) {
     const std::vector<double> row(logits.begin() + static_cast<std::ptrdiff_t>(p * vocab),
                                   logits.begin() + static_cast<std::ptrdiff_t>((p + 1) * vocab));
@@ -363,6 +427,73 @@ TEST(LlamaCppSplit, LoadsTheWrittenPartsAsTheWholeFile) {
   ASSERT_EQ(runs.size(), 2u) << "llama.cpp did not load both";
   EXPECT_EQ(runs.at(parts.front()).path, runs.at(whole).path);
   EXPECT_EQ(runs.at(parts.front()).logprobs, runs.at(whole).logprobs);
+}
+
+// The largest |a[i] - b[i]|; infinity when the sizes differ (one failed).
+double largest_difference(std::span<const float> a, std::span<const double> b) {
+  if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// An embedding model as model-writer writes one (--pooling: {arch}.pooling_type in the GGUF) pools in
+// llama.cpp as in the engine. For each pooling type, on Qwen3 (no BOS) and Llama (llama.cpp prepends BOS), the
+// engine's embedding (engine-logits --embedding, what /v1/embeddings serves) of the tokens llama.cpp evaluated
+// agrees with llama.cpp's within 0.01 in every component of the unit vector on the F32 file, and on the F32 and
+// Q8_0 files the engine, at its float and its int8 level, is at least as close to the float64 reference as
+// llama.cpp is.
+TEST(LlamaCppEmbeddings, PoolLikeTheEngineAndTheEngineIsAtLeastAsClose) {
+  using engine::model::PoolingType;
+  ASSERT_TRUE(fs::exists(fs::path(LLAMACPP_NODE_MODULES) / "node-llama-cpp" / "package.json"))
+      << "llama.cpp is not installed in " << LLAMACPP_NODE_MODULES << ": run scripts/install-llamacpp-peer.sh";
+  TempDir dir;
+  const std::pair<PoolingType, std::string_view> poolings[] = {
+      {PoolingType::Last, "last"}, {PoolingType::Mean, "mean"}, {PoolingType::Cls, "cls"}};
+  const engine::tools::GgufFileType types[] = {WeightType::F32, WeightType::Q8_0};
+  std::vector<fs::path> files;
+  std::vector<PoolingType> file_pooling;
+  for (const auto arch : {Architecture::Qwen3, Architecture::Llama}) {
+    for (const auto& [pooling, name] : poolings) {
+      engine::tools::ModelWriterOptions options;
+      options.arch = arch;
+      options.out_dir = dir / (std::string(engine::model::architecture_name(arch)) + "-" + std::string(name));
+      options.seed = 7;
+      options.safetensors = false;
+      options.gguf_types.assign(std::begin(types), std::end(types));
+      options.pooling = pooling;
+      engine::tools::write_model(options);
+      for (const auto type : types) {
+        files.push_back(options.out_dir / engine::tools::gguf_file_name(type));
+        file_pooling.push_back(pooling);
+      }
+    }
+  }
+  const auto llama_cpp = run_llama_cpp_embeddings(files, kPrompt);
+  ASSERT_EQ(llama_cpp.size(), files.size()) << "llama.cpp did not embed with every file";
+  const std::string int8(int8_level()), floats(float_level());
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const auto& run = llama_cpp.at(files[f]);
+    const std::string label = files[f].parent_path().filename().string() + "/" + files[f].filename().string();
+    SCOPED_TRACE(label);
+    const bool llama = label.starts_with("Llama");
+    EXPECT_EQ(run.tokens.size(), kPrompt.size() + (llama ? 1 : 0)) << "llama.cpp's BOS is llama's only";
+    const auto reference = testing_support::reference_embedding(files[f], run.tokens, file_pooling[f]);
+    const double theirs = largest_difference(std::vector<float>(run.embedding.begin(), run.embedding.end()), reference);
+    const double bar = std::max(theirs, kRoundingFloor);
+    const bool f32 = files[f].filename() == engine::tools::gguf_file_name(WeightType::F32);
+    for (const auto& level : {floats, int8}) {
+      if (level.empty()) continue;
+      const auto ours = run_engine_logits(files[f], run.tokens, level, dir.path(), {"--embedding"});
+      const double from_reference = largest_difference(ours, reference);
+      std::printf("[ llama.cpp ] embedding %s: llama.cpp %.5f, engine at %s %.5f from the reference\n", label.c_str(),
+                  theirs, level.c_str(), from_reference);
+      EXPECT_LE(from_reference, bar) << level;
+      if (f32) {
+        EXPECT_LE(largest_difference(ours, run.embedding), 0.01) << level << ": the engine against llama.cpp";
+      }
+    }
+  }
 }
 
 }  // namespace

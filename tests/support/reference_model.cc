@@ -1,5 +1,6 @@
 #include "tests/support/reference_model.h"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -116,6 +117,25 @@ ReferenceLogits reference_logits(const std::filesystem::path& model,
 ReferenceLogits reference_hidden_states(const std::filesystem::path& model,
                                         const std::vector<std::vector<std::int32_t>>& sequences) {
   return reference_rows("hidden", model, sequences, 0);
+}
+
+std::vector<double> reference_embedding(const std::filesystem::path& model, const std::vector<std::int32_t>& tokens,
+                                        engine::model::PoolingType type, std::size_t dimensions) {
+  using engine::model::PoolingType;
+  const auto hidden = reference_hidden_states(model, {tokens});
+  const std::size_t size = dimensions != 0 ? dimensions : hidden.vocab_size;
+  if (size > hidden.vocab_size || tokens.empty()) throw std::runtime_error("reference_embedding: nothing to pool");
+  std::vector<double> v(size, 0.0);
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const bool taken = type == PoolingType::Mean || (type == PoolingType::Last && t + 1 == tokens.size()) ||
+                       (type == PoolingType::Cls && t == 0);
+    if (!taken) continue;
+    for (std::size_t i = 0; i < size; ++i) v[i] += hidden.row(0, t)[i];
+  }
+  double norm = 0;
+  for (const double x : v) norm += x * x;
+  for (auto& x : v) x /= std::sqrt(norm);
+  return v;
 }
 
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model, const std::vector<std::int32_t>& prompt,

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/model/pooling.h"
+
 namespace testing_support {
 
 // The interpreter (REFERENCE_PYTHON, Debian's python3 with numpy) and the script.
@@ -37,6 +39,12 @@ ReferenceLogits reference_logits(const std::filesystem::path& model,
 // `vocab_size` is then the hidden size.
 ReferenceLogits reference_hidden_states(const std::filesystem::path& model,
                                         const std::vector<std::vector<std::int32_t>>& sequences);
+
+// The embedding the reference's final hidden states of `tokens` give, pooled by `type` (the last position, the
+// mean, or the first), cut to its first `dimensions` values (0: all), then L2-normalised: what an embedding
+// model serves.
+std::vector<double> reference_embedding(const std::filesystem::path& model, const std::vector<std::int32_t>& tokens,
+                                        engine::model::PoolingType type, std::size_t dimensions = 0);
 
 // `steps` greedy tokens after `prompt` (argmax of float64 logits, the whole sequence recomputed each step).
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model, const std::vector<std::int32_t>& prompt,

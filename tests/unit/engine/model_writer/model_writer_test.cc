@@ -125,6 +125,8 @@ TEST(ModelWriterArgs, ParsesEveryFlag) {
                                          tokenizer_dir.path().string(),
                                          "--split-max-tensors",
                                          "7",
+                                         "--pooling",
+                                         "mean",
                                          "--no-safetensors"};
   const auto options = parse_model_writer_args(args);
   EXPECT_EQ(options.arch, Architecture::Llama);
@@ -138,6 +140,7 @@ TEST(ModelWriterArgs, ParsesEveryFlag) {
   EXPECT_EQ(options.tokenizer_dir, tokenizer_dir.path());
   EXPECT_FALSE(options.safetensors);
   EXPECT_EQ(options.split_max_tensors, 7u);
+  EXPECT_EQ(options.pooling, engine::model::PoolingType::Mean);
 }
 
 TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
@@ -160,6 +163,7 @@ TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
   EXPECT_THAT(with({"--gguf", "Q8_0_M"}), HasSubstr("unknown GGUF type \"Q8_0_M\""));
   EXPECT_THAT(with({"--tokenizer-dir", "/nonexistent"}), HasSubstr("--tokenizer-dir /nonexistent"));
   EXPECT_THAT(with({"--split-max-tensors", "0"}), HasSubstr("--split-max-tensors 0: expected a number of tensors"));
+  EXPECT_THAT(with({"--pooling", "max"}), HasSubstr("--pooling max: unknown pooling (expected last, mean or cls)"));
   EXPECT_THAT(with({"--seed"}), HasSubstr("--seed needs a value"));
   EXPECT_THAT(with({"--frobnicate"}), HasSubstr("unknown flag --frobnicate"));
   EXPECT_THAT(usage_error({"--preset", "tiny", "--out", "d"}), HasSubstr("--arch is required"));
@@ -730,6 +734,37 @@ TEST(ModelWriterRealTokenizer, Qwen3TokenizerIsCopiedAndDescribedInGguf) {
 // gate_up_proj; attn_qkv, ffn_up), RoPE over three quarters of each head, LongRoPE's factors in config.json
 // and as GGUF tensors beside the original context and attention factor keys; both read back to the same
 // rotary embedding, short and long.
+// --pooling makes an embedding model in both formats: the engine reads the same pooling, normalised, from the
+// sentence-transformers files and from the GGUF key; without it, neither says anything.
+TEST(ModelWriter, PoolingMakesAnEmbeddingModelInBothFormats) {
+  using engine::model::PoolingType;
+  for (const auto pooling : {PoolingType::Last, PoolingType::Mean, PoolingType::Cls}) {
+    SCOPED_TRACE(std::string(engine::model::pooling_type_name(pooling)));
+    const TempDir dir;
+    ModelWriterOptions options;
+    options.arch = Architecture::Qwen3;
+    options.out_dir = dir.path();
+    options.gguf_types = {WeightType::F32};
+    options.pooling = pooling;
+    write_model(options);
+    for (const auto& path : {dir.path(), dir / gguf_file_name(WeightType::F32)}) {
+      const auto read = model::Checkpoint::open(path)->pooling();
+      ASSERT_TRUE(read.has_value()) << path;
+      EXPECT_EQ(read->type, pooling) << path;
+      EXPECT_TRUE(read->normalize) << path;
+    }
+  }
+  const TempDir plain;
+  ModelWriterOptions options;
+  options.arch = Architecture::Qwen3;
+  options.out_dir = plain.path();
+  options.gguf_types = {WeightType::F32};
+  write_model(options);
+  EXPECT_FALSE(fs::exists(plain / "modules.json"));
+  EXPECT_FALSE(model::Checkpoint::open(plain.path())->pooling().has_value());
+  EXPECT_FALSE(model::Checkpoint::open(plain / gguf_file_name(WeightType::F32))->pooling().has_value());
+}
+
 TEST(ModelWriter, Phi3StacksItsMatricesAndWritesLongRopeInBothFormats) {
   const TempDir dir;
   auto options = tiny(Architecture::Phi3, dir.path());
