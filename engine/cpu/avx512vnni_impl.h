@@ -741,8 +741,11 @@ ENGINE_KERNEL_INLINE __m512 add_block(__m512 acc, const __m512i* w, const Scales
     const __m512i dot_high = dot_q<4, 8>(_mm512_set1_epi32(-offset * (token.sum[k] - first_half)), w, high, low);
     return add_halves<Type>(acc, dot_low, dot_high, scales, token, k);
   } else {
-    const __m512i dot = dot_q<0, kGroups>(_mm512_set1_epi32(-offset * token.sum[k]), w, high, low);
-    return add_whole<Type>(acc, dot, scales, token, k);
+    // Two chains of four vpdpbusd each instead of one of eight: half the latency per block (integer sums, so
+    // the same bits).
+    const __m512i first = dot_q<0, kGroups / 2>(_mm512_set1_epi32(-offset * token.sum[k]), w, high, low);
+    const __m512i second = dot_q<kGroups / 2, kGroups>(_mm512_setzero_si512(), w, high, low);
+    return add_whole<Type>(acc, _mm512_add_epi32(first, second), scales, token, k);
   }
 }
 
