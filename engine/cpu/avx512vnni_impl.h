@@ -300,10 +300,17 @@ ENGINE_KERNEL_INLINE __m512i high_nibbles(__m512i v) {
   return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
 }
 
-// Bits [shift, shift + width) of each byte, moved to bits 4 and up (the high part of a 5- or 6-bit weight).
-ENGINE_KERNEL_INLINE __m512i high_bits(__m512i v, int shift, int mask) {
-  const __m512i bits = _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi8(mask));
-  return _mm512_slli_epi16(bits, 4);
+// Q6_K's 6-bit values: `nibbles` | (bits 2k and 2k + 1 of each byte of `pairs`, at bits 4 and 5). One shift
+// (none for k = 2) brings the pair to bits 4-5 and one ternary-logic op masks and ors it (0xF8: a | (b & c)).
+ENGINE_KERNEL_INLINE __m512i with_high_pair(__m512i nibbles, __m512i pairs, int k) {
+  __m512i at4;
+  switch (k) {
+    case 0: at4 = _mm512_slli_epi16(pairs, 4); break;
+    case 1: at4 = _mm512_slli_epi16(pairs, 2); break;
+    case 2: at4 = pairs; break;
+    default: at4 = _mm512_srli_epi16(pairs, 2); break;
+  }
+  return _mm512_ternarylogic_epi32(nibbles, at4, _mm512_set1_epi8(0x30), 0xF8);
 }
 
 // Bits [shift, shift + 4) of each lane's dword spread to bit 4 of its four bytes, one bit a byte (Q5_0 / Q5_1:
@@ -447,7 +454,7 @@ ENGINE_KERNEL_INLINE void decode_block(const Src& block, Sink&& sink) {
 #pragma GCC unroll 8
         for (int j = 0; j < kGroups; ++j) {
           const __m512i nibbles = k < 2 ? low_nibbles(low[k & 1][j]) : high_nibbles(low[k & 1][j]);
-          w[j] = _mm512_or_si512(nibbles, high_bits(pairs[j], 2 * k, 3));
+          w[j] = with_high_pair(nibbles, pairs[j], k);
         }
         sink(4 * h + k, w);
       }
@@ -826,7 +833,7 @@ ENGINE_KERNEL_INLINE __m512i pair_values(const std::uint8_t* a, const std::uint8
     const std::size_t at = 64 * half + 32 * static_cast<std::size_t>(k & 1);
     const __m512i low = load_pair(a + at, b + at);
     const __m512i nibbles = k < 2 ? low_nibbles(low) : high_nibbles(low);
-    return _mm512_or_si512(nibbles, high_bits(load_pair(a + 128 + 32 * half, b + 128 + 32 * half), 2 * k, 3));
+    return with_high_pair(nibbles, load_pair(a + 128 + 32 * half, b + 128 + 32 * half), k);
   }
 }
 
