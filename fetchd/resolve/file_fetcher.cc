@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <system_error>
 
-#include "fetchd/request/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
 #include "fetchd/proof/format_proof.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/transfer/file_download.h"
 #include "fetchd/xet/chunker.h"
 #include "fetchd/xet/xet_hash.h"
@@ -191,25 +191,28 @@ void FileFetcher::download_plain(const ListingEntry& entry, ResolvedFile& file, 
     return;
   }
   // A Xet-backed listing may carry the Xet hash as its "SHA-256" (OpenWeights): that is no SHA-256.
-  if (entry.is_lfs() && entry.xet_hash && *entry.lfs_oid == *entry.xet_hash) {
-    file.proofs.push_back(Proof::XetHash);
-    const auto got = xet::to_hex(xet::hash_file_by_chunks(partial));
-    if (got == *entry.xet_hash) return;
-    discard(partial);
-    throw FetchError(ErrorKind::Integrity, "'" + entry.path + "' hashes to Xet hash " + got +
-                                               " but the listing names " + *entry.xet_hash +
-                                               "; the download was deleted");
+  const bool xet_hash_listed = entry.is_lfs() && entry.xet_hash && *entry.lfs_oid == *entry.xet_hash;
+  const std::string& expected = xet_hash_listed ? *entry.xet_hash : entry.is_lfs() ? *entry.lfs_oid : entry.oid;
+  const char* kind = xet_hash_listed ? "Xet hash" : entry.is_lfs() ? "SHA-256" : "git blob SHA-1";
+  const std::string got = xet_hash_listed ? xet::to_hex(xet::hash_file_by_chunks(partial)) : result.digest;
+  if (got == expected) {
+    file.proofs.push_back(xet_hash_listed ? Proof::XetHash : entry.is_lfs() ? Proof::Sha256 : Proof::GitBlobSha1);
+    return;
   }
-  const std::string& expected = entry.is_lfs() ? *entry.lfs_oid : entry.oid;
-  const char* kind = entry.is_lfs() ? "SHA-256" : "git blob SHA-1";
-  if (result.digest != expected) {
-    discard(partial);
-    throw FetchError(ErrorKind::Integrity, "'" + entry.path + "' arrived with " + kind + " " + result.digest +
-                                               " but the listing names " + expected +
-                                               ". The download was deleted; run again, and if this repeats, "
-                                               "something between the hub and this machine alters the bytes.");
+  discard(partial);
+  // The bytes an earlier run left are the likelier culprit than the wire (a partial file written by another
+  // tool, or damaged on disk): one more fetch from the start settles it.
+  if (result.resumed_from > 0) {
+    observer_.log("'" + entry.path + "': resumed at byte " + std::to_string(result.resumed_from) +
+                      " and failed its proof (" + kind + " " + got + "); fetching it again from the start",
+                  false);
+    download_plain(entry, file, phase, partial, source_ignores_range);
+    return;
   }
-  file.proofs.push_back(entry.is_lfs() ? Proof::Sha256 : Proof::GitBlobSha1);
+  throw FetchError(ErrorKind::Integrity, "'" + entry.path + "' arrived with " + kind + " " + got +
+                                             " but the listing names " + expected +
+                                             ". The download was deleted; run again, and if this repeats, "
+                                             "something between the hub and this machine alters the bytes.");
 }
 
 // The layout proof, then the blob name; both only for a file whose content already proved itself.

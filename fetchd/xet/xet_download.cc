@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <system_error>
 
-#include "fetchd/request/fetch_error.h"
 #include "fetchd/proof/content_hash.h"
+#include "fetchd/request/fetch_error.h"
 #include "fetchd/transfer/partial_file.h"
 #include "fetchd/xet/chunker.h"
 #include "fetchd/xet/reconstruction_fetch.h"
@@ -43,6 +43,10 @@ class XetDownload {
     if (result_.resumed_bytes == 0) {
       std::error_code ec;
       fs::remove(request_.partial, ec);  // bytes without a record prove nothing: start clean
+      // The record goes down before the file: a partial file written at term offsets must never lie in the
+      // cache without it, or a plain fetch (HF_HUB_DISABLE_XET, a hub that stops giving tokens) would take
+      // its full-size, hole-filled body for a prefix to resume from.
+      state_.save(resumed);
     }
     const auto started = std::chrono::steady_clock::now();
     transfer::PartialFile file(request_.partial);

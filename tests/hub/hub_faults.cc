@@ -1,5 +1,6 @@
 #include "tests/hub/hub_faults.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -103,7 +104,14 @@ void HubFaults::fail_next(std::string path_substring, int count, int status,
   if (count <= 0) return;
   if (status < 100 || status > 999) throw std::invalid_argument("fail_next needs a three-digit HTTP status");
   std::lock_guard lock(mutex_);
-  failure_rules_.push_back({std::move(path_substring), count, {status, std::move(headers)}});
+  failure_rules_.push_back({std::move(path_substring), 0, count, {status, std::move(headers)}});
+}
+
+void HubFaults::fail_after(std::string path_substring, int pass, int count, int status) {
+  if (count <= 0) return;
+  if (status < 100 || status > 999) throw std::invalid_argument("fail_after needs a three-digit HTTP status");
+  std::lock_guard lock(mutex_);
+  failure_rules_.push_back({std::move(path_substring), std::max(0, pass), count, {status, {}}});
 }
 
 void HubFaults::override_tree(const std::string& repo_id, std::string json_body) {
@@ -135,6 +143,10 @@ std::optional<HubFaults::InjectedFailure> HubFaults::take_failure(std::string_vi
   std::lock_guard lock(mutex_);
   for (auto rule = failure_rules_.begin(); rule != failure_rules_.end(); ++rule) {
     if (target.find(rule->path_substring) == std::string_view::npos) continue;
+    if (rule->pass > 0) {
+      --rule->pass;
+      return std::nullopt;
+    }
     InjectedFailure failure = rule->failure;
     if (--rule->remaining == 0) failure_rules_.erase(rule);
     return failure;

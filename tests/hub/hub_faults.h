@@ -90,6 +90,9 @@ class HubFaults {
   // The next `count` requests (on either host) whose target (path and query) contains `path_substring` get
   // `status` with `headers`, then normal service resumes. Rules queue up; the oldest matching one applies.
   void fail_next(std::string path_substring, int count, int status, std::map<std::string, std::string> headers = {});
+  // As fail_next(), once the first `pass` matching requests have been served normally. Concurrent clients make
+  // "the first request" a race; "the second to arrive" leaves the first one served whatever the scheduling.
+  void fail_after(std::string path_substring, int pass, int count, int status);
 
   // The tree endpoint of `repo_id` answers `json_body` verbatim (200), for every revision and page.
   void override_tree(const std::string& repo_id, std::string json_body);
@@ -113,6 +116,7 @@ class HubFaults {
  private:
   struct FailureRule {
     std::string path_substring;
+    int pass = 0;  // matching requests still to serve normally before the rule applies
     int remaining = 0;
     InjectedFailure failure;
   };

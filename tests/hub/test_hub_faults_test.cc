@@ -139,6 +139,15 @@ TEST_F(TestHubTest, FailNextInjectsStatusesThenServesNormally) {
   EXPECT_THAT(statuses, ElementsAre(429, 200, 429, 200, 503, 200, 302, 408, 200));
 }
 
+TEST_F(TestHubTest, FailAfterServesTheFirstMatchesThenFails) {
+  hub_.faults().fail_after("config.json", 2, 1, 500);
+  EXPECT_EQ(http_get(api("/api/models/org/model/refs")).status, 200);  // does not match, does not count
+  EXPECT_EQ(http_get(api("/org/model/resolve/main/config.json")).status, 200);
+  EXPECT_EQ(http_get(api("/org/model/resolve/main/config.json")).status, 200);
+  EXPECT_EQ(http_get(api("/org/model/resolve/main/config.json")).status, 500);
+  EXPECT_EQ(http_get(api("/org/model/resolve/main/config.json")).status, 200);
+}
+
 TEST_F(TestHubTest, OverrideTreeAnswersTheGivenListingVerbatim) {
   const std::string bad_listing =
       R"([{"type":"file","oid":")" + std::string(40, 'a') + R"(","size":4096,"path":"a.bin"}])";

@@ -416,6 +416,21 @@ TEST_F(ResolveTest, AnInterruptedDownloadResumesWithRange) {
   EXPECT_EQ(fs::file_size(r.local_path / "model.safetensors"), content.size());
 }
 
+TEST_F(ResolveTest, AResumedDownloadThatFailsItsProofIsFetchedAgainFromTheStart) {
+  add_model("org/model");
+  const auto content = safetensors_bytes(2, 5000, 1);
+  const auto partial = cache_dir() / "models--org--model" / "blobs" / (sha256(content) + ".incomplete");
+  fs::create_directories(partial.parent_path());
+  testing_support::write_file(partial, std::string(12345, 'x'));  // not the file's first bytes
+  const auto r = resolve("org/model");
+  EXPECT_EQ(proof::sha256_hex(testing_support::read_file(r.local_path / "model.safetensors")), sha256(content));
+  const auto lfs = requests_for("/lfs/objects/");
+  ASSERT_EQ(lfs.size(), 2u);
+  EXPECT_EQ(lfs[0].range, "bytes=12345-");
+  EXPECT_EQ(lfs[1].range, "");
+  EXPECT_TRUE(observer_.said("resumed at byte 12345 and failed its proof"));
+}
+
 TEST_F(ResolveTest, A200ToARangeRequestIsRefusedAndNothingIsAppended) {
   add_model("org/model");
   const auto content = safetensors_bytes(2, 5000, 1);

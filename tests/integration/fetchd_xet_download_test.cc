@@ -254,10 +254,12 @@ TEST_F(XetTest, AnInterruptedDownloadFetchesOnlyWhatIsMissing) {
   ASSERT_GE(total_units, 3u);
   hub_.clear_requests();
 
-  // First run: one fetch fails for good, so the run stops with part of the file written and recorded.
+  // First run: one fetch fails for good, so the run stops with part of the file written and recorded. The
+  // second fetch to reach the store fails: the first one is then served and recorded whatever the threads'
+  // timing (failing the first could stop the run before any other fetch began).
   auto o = options();
   o.retry.max_attempts = 1;
-  hub_.faults().fail_next("/xorbs/", 1, 500);
+  hub_.faults().fail_after("/xorbs/", 1, 1, 500);
   EXPECT_EQ(error_of(o).kind(), ErrorKind::Network);
   std::size_t written = 0;
   for (const auto& req : on("gateway")) written += req.status == 206;
@@ -339,13 +341,28 @@ TEST_F(XetTest, APlainSourceThatIgnoresRangeRestartsFromZero) {
 TEST_F(XetTest, APlainFetchNeverResumesFromAnInterruptedXetFile) {
   auto o = options();
   o.retry.max_attempts = 1;
-  hub_.faults().fail_next("/xorbs/", 1, 500);
+  hub_.faults().fail_after("/xorbs/", 1, 1, 500);  // the first fetch served: bytes to keep
   EXPECT_EQ(error_of(o).kind(), ErrorKind::Network);
   ASSERT_TRUE(fs::exists(partial()));  // written at term offsets, with holes
   env_["HF_HUB_DISABLE_XET"] = "1";
   hub_.clear_requests();
   expect_complete(resolve());
   for (const auto& req : with("/xet/files/")) EXPECT_EQ(req.range, "");  // started over, not resumed
+}
+
+TEST_F(XetTest, APlainFetchNeverResumesFromAXetFileThatRecordedNothing) {
+  // Every fetch fails: the partial file exists at full size, all holes, with nothing recorded yet.
+  auto o = options();
+  o.retry.max_attempts = 1;
+  hub_.faults().fail_next("/xorbs/", 1000, 500);
+  EXPECT_EQ(error_of(o).kind(), ErrorKind::Network);
+  for (const auto& req : on("gateway")) ASSERT_EQ(req.status, 500);
+  ASSERT_TRUE(fs::exists(partial()));
+  hub_.faults().reset();
+  env_["HF_HUB_DISABLE_XET"] = "1";
+  hub_.clear_requests();
+  expect_complete(resolve());
+  for (const auto& req : with("/xet/files/")) EXPECT_EQ(req.range, "");
 }
 
 }  // namespace
