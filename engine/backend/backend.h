@@ -29,6 +29,9 @@ struct WeightSource {
   // The bytes lie in a read-only mapping of a file: a backend that keeps its own copy (repacked, uploaded) may
   // drop their pages from memory, and whatever touches them again reads them back from the file.
   bool file_mapped = false;
+  // Only whole rows are read from it, a few per step (an embedding table the output does not share): a backend
+  // keeps it where it is rather than repack, copy or upload what the products never stream.
+  bool lookup_only = false;
 };
 
 // A weight the backend holds (in place, or uploaded). Owned by the backend; valid while it lives.

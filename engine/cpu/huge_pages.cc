@@ -27,4 +27,19 @@ HugePagesBuffer allocate_huge_pages(std::size_t bytes) {
   return HugePagesBuffer(static_cast<std::byte*>(p));
 }
 
+HugePagesArena::HugePagesArena(std::size_t chunk_bytes) : chunk_bytes_(std::max(chunk_bytes, kHugePage)) {}
+
+std::byte* HugePagesArena::allocate(std::size_t bytes) {
+  const std::size_t padded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
+  if (padded > chunk_bytes_ / 2) return chunks_.emplace_back(allocate_huge_pages(padded)).get();
+  if (padded > left_) {
+    next_ = chunks_.emplace_back(allocate_huge_pages(chunk_bytes_)).get();
+    left_ = chunk_bytes_;
+  }
+  std::byte* p = next_;
+  next_ += padded;
+  left_ -= padded;
+  return p;
+}
+
 }  // namespace engine::cpu

@@ -226,13 +226,14 @@ void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<c
   });
 }
 
-std::unique_ptr<RepackedWeights> run_repack(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w) {
+std::unique_ptr<RepackedWeights> run_repack(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w,
+                                            HugePagesArena* arena) {
   const std::size_t row_bytes = checked_row_bytes(w);
   const kernels::RepackFn repack = table.repack_weights[static_cast<std::size_t>(w.type)];
   if (repack == nullptr || w.rows == 0 || w.cols == 0) return nullptr;
   const std::size_t tile_bytes = table.row_tile * row_bytes;
   const std::size_t tiles = (w.rows + table.row_tile - 1) / table.row_tile;
-  auto repacked = std::make_unique<RepackedWeights>(table.name, tiles * tile_bytes);
+  auto repacked = std::make_unique<RepackedWeights>(table.name, tiles * tile_bytes, arena);
   const kernels::Rows rows{w.data, row_bytes, w.cols, w.rows};
   std::byte* out = repacked->data();
   pool.parallel_for(tiles, std::max<std::size_t>(1, (1u << 20) / tile_bytes),
@@ -255,16 +256,19 @@ void run_dequantize_rows(const kernels::Table& table, const WeightMatrix& w, std
 
 }  // namespace
 
-RepackedWeights::RepackedWeights(std::string_view level, std::size_t bytes)
-    : level_(level), size_(bytes), data_(allocate_huge_pages(bytes)) {}
+RepackedWeights::RepackedWeights(std::string_view level, std::size_t bytes, HugePagesArena* arena)
+    : level_(level),
+      size_(bytes),
+      own_(arena != nullptr ? nullptr : allocate_huge_pages(bytes)),
+      data_(arena != nullptr ? arena->allocate(bytes) : own_.get()) {}
 
-std::unique_ptr<RepackedWeights> repack_weights(ThreadPool& pool, const WeightMatrix& w) {
-  return run_repack(active_table(), pool, w);
+std::unique_ptr<RepackedWeights> repack_weights(ThreadPool& pool, const WeightMatrix& w, HugePagesArena* arena) {
+  return run_repack(active_table(), pool, w, arena);
 }
 
 std::unique_ptr<RepackedWeights> repack_weights_at_level(std::string_view level, ThreadPool& pool,
                                                          const WeightMatrix& w) {
-  return run_repack(table_or_throw(level), pool, w);
+  return run_repack(table_or_throw(level), pool, w, nullptr);
 }
 
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t tokens, float* out,

@@ -36,21 +36,25 @@ struct WeightMatrix {
 // layout.
 class RepackedWeights {
  public:
-  RepackedWeights(std::string_view level, std::size_t bytes);
+  // `bytes` from `arena` (which must outlive this), or a buffer of its own where arena is null; in 2 MiB pages
+  // where Linux allows either way (huge_pages.h).
+  RepackedWeights(std::string_view level, std::size_t bytes, HugePagesArena* arena = nullptr);
   std::string_view level() const { return level_; }
   std::size_t size_bytes() const { return size_; }
-  const std::byte* data() const { return data_.get(); }
-  std::byte* data() { return data_.get(); }
+  const std::byte* data() const { return data_; }
+  std::byte* data() { return data_; }
 
  private:
   std::string_view level_;
   std::size_t size_;
-  HugePagesBuffer data_;  // in 2 MiB pages where Linux allows (huge_pages.h)
+  HugePagesBuffer own_;  // empty when the bytes are the arena's
+  std::byte* data_;
 };
 
 // `w` repacked for the active level (repack_weights_at_level: for `level`), or nullptr where that level reads
-// w's type as stored. Spread over the pool.
-std::unique_ptr<RepackedWeights> repack_weights(ThreadPool& pool, const WeightMatrix& w);
+// w's type as stored. Spread over the pool. The repacking's bytes come from `arena` where one is given.
+std::unique_ptr<RepackedWeights> repack_weights(ThreadPool& pool, const WeightMatrix& w,
+                                                HugePagesArena* arena = nullptr);
 std::unique_ptr<RepackedWeights> repack_weights_at_level(std::string_view level, ThreadPool& pool,
                                                          const WeightMatrix& w);
 

@@ -141,9 +141,12 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
     if (!source) return std::nullopt;
     return add(*source);
   };
-  embed_ = add(weights.embed);
+  const bool tied = weights.lm_head.bytes.data() == weights.embed.bytes.data();
+  backend::WeightSource embed = weights.embed;
+  embed.lookup_only = !tied;
+  embed_ = add(embed);
   final_norm_ = add(weights.final_norm);
-  lm_head_ = weights.lm_head.bytes.data() == weights.embed.bytes.data() ? embed_ : add(weights.lm_head);
+  lm_head_ = tied ? embed_ : add(weights.lm_head);
   for (const auto& l : weights.layers) {
     layers_.push_back(Layer{add(l.attn_norm), add(l.q), add(l.k), add(l.v), add(l.o), add(l.ffn_norm), add(l.gate),
                             add(l.up), add(l.down), add_optional(l.q_bias), add_optional(l.k_bias),

@@ -105,7 +105,8 @@ class CpuBackend final : public Backend {
                                   " cannot be " + std::to_string(source.bytes.size()) + " bytes");
     }
     auto& m = weights_.emplace_back(cpu::WeightMatrix{source.type, source.bytes.data(), source.rows, source.cols});
-    if (auto repacked = cpu::repack_weights(pool_, m)) {
+    if (source.lookup_only) return Weight{source.type, source.rows, source.cols, &m};
+    if (auto repacked = cpu::repack_weights(pool_, m, &arena_)) {
       m.repacked = repacked.get();
       repacked_.push_back(std::move(repacked));
       // The products read the repacking only, so the stored copy need not stay resident (docs/cpu-kernels.md).
@@ -331,6 +332,7 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   std::deque<cpu::WeightMatrix> weights_;
+  cpu::HugePagesArena arena_;  // the repackings' bytes
   std::vector<std::unique_ptr<cpu::RepackedWeights>> repacked_;
   // One rotary embedding's cos and sin for the step's tokens, token after token (head_dim / 2 each).
   struct RopeAngles {

@@ -13,6 +13,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/thread_pool.h"
@@ -750,6 +751,28 @@ TEST(Matmul, GroupReadsRepackedWeights) {
     matmul(pool, b.view(), x.data(), tokens, sb.data());
     EXPECT_EQ(std::memcmp(ga.data(), sa.data(), ga.size() * sizeof(float)), 0) << tokens << " tokens";
     EXPECT_EQ(std::memcmp(gb.data(), sb.data(), gb.size() * sizeof(float)), 0) << tokens << " tokens";
+  }
+}
+
+// Repackings made into one arena lie side by side in it and give the stored layout's bits, one token or many.
+TEST(Matmul, RepackingsInAnArenaGiveTheStoredBits) {
+  ThreadPool pool(2);
+  const Matrix a = make_matrix(WeightType::Q4_K, 40, 512, 1800), b = make_matrix(WeightType::Q6_K, 24, 512, 1801);
+  HugePagesArena arena;
+  const auto ra = repack_weights(pool, a.view(), &arena), rb = repack_weights(pool, b.view(), &arena);
+  if (ra == nullptr || rb == nullptr) GTEST_SKIP() << "the SIMD level " << simd_level() << " reads Q4_K as stored";
+  EXPECT_EQ(rb->data(), ra->data() + (ra->size_bytes() + 63) / 64 * 64);
+  EXPECT_EQ(arena.chunks(), 1u);
+  for (const auto& [matrix, repacked] : {std::pair{&a, ra.get()}, std::pair{&b, rb.get()}}) {
+    WeightMatrix view = matrix->view();
+    view.repacked = repacked;
+    for (const std::size_t tokens : {1, 20}) {
+      const auto x = random_vector(tokens * 512, 1802);
+      auto got = poisoned(tokens * matrix->rows), stored = poisoned(tokens * matrix->rows);
+      matmul(pool, view, x.data(), tokens, got.data());
+      matmul(pool, matrix->view(), x.data(), tokens, stored.data());
+      EXPECT_EQ(std::memcmp(got.data(), stored.data(), got.size() * sizeof(float)), 0) << tokens << " tokens";
+    }
   }
 }
 
