@@ -29,8 +29,9 @@ struct WeightSource {
   // The bytes lie in a read-only mapping of a file: a backend that keeps its own copy (repacked, uploaded) may
   // drop their pages from memory, and whatever touches them again reads them back from the file.
   bool file_mapped = false;
-  // Only whole rows are read from it, a few per step (an embedding table the output does not share): a backend
-  // keeps it where it is rather than repack, copy or upload what the products never stream.
+  // Only whole rows are read from it, a few per step (an embedding table the output does not share): the CPU
+  // backend reads it where it is rather than repack what no product streams (a GPU backend still uploads it,
+  // for its lookups run on the device).
   bool lookup_only = false;
 };
 
