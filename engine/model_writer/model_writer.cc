@@ -1,10 +1,15 @@
 #include "engine/model_writer/model_writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -14,6 +19,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/splitmix64.h"
@@ -55,6 +61,54 @@ std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple) {
 }
 
 // ---- output files ---------------------------------------------------------------------------------------
+
+OutputFile::OutputFile(std::filesystem::path path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("create");
+  buffer_.reserve(kRunBytes);
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::write(std::span<const std::byte> bytes) {
+  written_ += bytes.size();
+  while (!bytes.empty()) {
+    const std::size_t take = std::min(kRunBytes - buffer_.size(), bytes.size());
+    buffer_.insert(buffer_.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(take));
+    bytes = bytes.subspan(take);
+    if (buffer_.size() == kRunBytes) flush();
+  }
+}
+
+void OutputFile::flush() {
+  for (std::span<const std::byte> rest = buffer_; !rest.empty();) {
+    const ssize_t n = ::write(fd_, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("write");
+    rest = rest.subspan(static_cast<std::size_t>(n));
+  }
+  buffer_.clear();
+}
+
+void OutputFile::pad_to(std::uint64_t alignment) {
+  static constexpr std::array<std::byte, 64> kZeros{};
+  for (std::uint64_t pad = (alignment - written_ % alignment) % alignment; pad > 0;) {
+    const auto n = std::min<std::uint64_t>(pad, kZeros.size());
+    write(std::span(kZeros).first(n));
+    pad -= n;
+  }
+}
+
+void OutputFile::close() {
+  flush();
+  if (::close(std::exchange(fd_, -1)) != 0) fail("write");
+}
+
+void OutputFile::fail(const char* what) const {
+  throw std::runtime_error("cannot " + std::string(what) + " " + path_.string() + ": " + std::strerror(errno));
+}
 
 void write_text(const std::filesystem::path& path, std::string_view text) {
   OutputFile out(path);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
 #include "engine/model/transformer.h"
+#include "engine/model_writer/model_writer_internal.h"
 #include "engine/model_writer/model_writer_tokenizer.h"
 #include "engine/quant/quant.h"
 #include "engine/template/chat_template.h"
@@ -813,5 +815,49 @@ TEST(ModelWriter, Phi3StacksItsMatricesAndWritesLongRopeInBothFormats) {
   // The long factors (1 to 16) slow the low frequencies down past what the short ones (1 to 2) do.
   EXPECT_LT(model::rope_spec(hf, 2048).inv_freq[23], model::rope_spec(hf, 128).inv_freq[23] / 4);
 }
+
+namespace {
+
+// The write calls this process has made (/proc/self/io).
+std::uint64_t write_calls() {
+  std::ifstream io("/proc/self/io");
+  for (std::string key; io >> key;) {
+    std::uint64_t value = 0;
+    io >> value;
+    if (key == "syscw:") return value;
+  }
+  return 0;
+}
+
+// Files reach the disk in 2 MiB writes at 2 MiB offsets, whatever the pieces they are written in: the page
+// cache then holds them in whole folios that the engine streams weights from at full speed, where stdio's
+// unaligned large writes left mixed folios it read at half (docs/cpu-kernels.md, "Repacked weights").
+TEST(OutputFile, PiecesReachTheFileInWholeTwoMebibyteRuns) {
+  TempDir dir;
+  std::vector<std::byte> expected;
+  const std::uint64_t before = write_calls();
+  {
+    detail::OutputFile out(dir / "weights.bin");
+    for (std::size_t n = 0; expected.size() < (std::size_t{5} << 20); ++n) {
+      std::vector<std::byte> piece(12345 + 1000 * (n % 7));  // odd sizes, never aligned
+      for (std::size_t i = 0; i < piece.size(); ++i) piece[i] = static_cast<std::byte>((n * 31 + i) & 0xFF);
+      out.write(piece);
+      expected.insert(expected.end(), piece.begin(), piece.end());
+    }
+    out.pad_to(64);
+    expected.resize((expected.size() + 63) / 64 * 64);
+    EXPECT_EQ(out.written(), expected.size());
+    out.close();
+  }
+  EXPECT_EQ(write_calls() - before, 3u);  // two whole runs, then the rest
+  std::ifstream in(dir / "weights.bin", std::ios::binary);
+  std::vector<std::byte> got(expected.size() + 1);
+  in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size()));
+  ASSERT_EQ(static_cast<std::size_t>(in.gcount()), expected.size());
+  got.resize(expected.size());
+  EXPECT_EQ(got, expected);
+}
+
+}  // namespace
 
 }  // namespace engine::tools

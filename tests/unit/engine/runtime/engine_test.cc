@@ -225,6 +225,26 @@ std::size_t resident_bytes_of(const std::filesystem::path& file) {
   return kib * 1024;
 }
 
+// Whether any mapping of `file` carries VmFlag `flag` (/proc/self/smaps: "nh" for MADV_NOHUGEPAGE).
+bool some_mapping_of_has_flag(const std::filesystem::path& file, const std::string& flag) {
+  std::ifstream smaps("/proc/self/smaps");
+  const std::string name = std::filesystem::canonical(file).string();
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::istringstream fields(line);
+    std::string first;
+    fields >> first;
+    if (first == "VmFlags:") {
+      for (std::string f; fields >> f;) {
+        if (inside && f == flag) return true;
+      }
+    } else if (first.find('-') != std::string::npos && first.back() != ':') {  // a mapping's header line
+      inside = line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0;
+    }
+  }
+  return false;
+}
+
 // Where the CPU's SIMD level repacks Q4_K (avx512vnni), the backend copies the weights at load and drops the
 // mapped pages it read: after a step, the file's pages in memory are a small part of it (its header, the norms,
 // the embedding rows looked up), not the weights a second time.
@@ -257,6 +277,9 @@ TEST(RepackedWeights, TheMappedWeightsDoNotStayResident) {
   ASSERT_EQ(logits.size(), tokens.size() * engine->config().vocab_size);
   const std::size_t file_bytes = std::filesystem::file_size(file), resident = resident_bytes_of(file);
   EXPECT_LT(resident, file_bytes / 4) << resident << " of the file's " << file_bytes << " bytes resident";
+  // And the dropped pages are advised against huge pages, so that a row looked up later maps small pages, not
+  // 2 MiB of the page cache's folio around it (where the kernel has transparent huge pages to advise on).
+  EXPECT_EQ(some_mapping_of_has_flag(file, "nh"), std::filesystem::exists("/sys/kernel/mm/transparent_hugepage"));
 }
 
 }  // namespace
