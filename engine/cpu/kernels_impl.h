@@ -127,17 +127,19 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sin
         sink(e + 16 + g, weight(q));
       }
     }
-  } else if constexpr (Type == kIQ4_NL || Type == kIQ4_XS) {
-    // Blocks of 32 of nibbles indexing the 16 levels, with one scale (IQ4_NL) or eight (IQ4_XS: d (s - 32)).
-    constexpr int kBlocks = Type == kIQ4_NL ? 1 : 8;
-    const float d = V::half_to_float(load_u16(b));
+  } else if constexpr (Type == kIQ4_NL || Type == kIQ4_XS || Type == kMXFP4) {
+    // Blocks of 32 of nibbles indexing 16 levels, with one scale (IQ4_NL: d; MXFP4: its exponent's power of
+    // two) or eight (IQ4_XS: d (s - 32)).
+    constexpr int kBlocks = Type == kIQ4_XS ? 8 : 1;
+    const signed char* level_values = Type == kMXFP4 ? kMxfp4Values : kIq4Values;
+    const float d = Type == kMXFP4 ? mxfp4_half_scale(b[0]) : V::half_to_float(load_u16(b));
 #pragma GCC unroll 8
     for (int ib = 0; ib < kBlocks; ++ib) {
-      const float dl = Type == kIQ4_NL ? d : d * static_cast<float>(iq4_xs_scale(b, ib));
-      const std::uint8_t* qs = Type == kIQ4_NL ? b + 2 : b + 8 + 16 * ib;
+      const float dl = Type == kIQ4_XS ? d * static_cast<float>(iq4_xs_scale(b, ib)) : d;
+      const std::uint8_t* qs = Type == kIQ4_XS ? b + 8 + 16 * ib : Type == kMXFP4 ? b + 1 : b + 2;
       const std::size_t at = e + 32 * static_cast<std::size_t>(ib);
       if constexpr (V::kLookup16) {
-        const auto levels = V::load_i8(reinterpret_cast<const std::uint8_t*>(kIq4Values));
+        const auto levels = V::load_i8(reinterpret_cast<const std::uint8_t*>(level_values));
         const F table = V::mul(V::to_float(levels), V::set1(dl));
         const auto bytes = V::load_u8(qs);
         sink(at, V::lookup16(table, bytes));
@@ -146,8 +148,8 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sin
         // No register lookup at this level: the block's 32 values through memory (exact products either way).
         alignas(64) float values[32];
         for (int j = 0; j < 16; ++j) {
-          values[j] = dl * static_cast<float>(kIq4Values[qs[j] & 0xF]);
-          values[16 + j] = dl * static_cast<float>(kIq4Values[qs[j] >> 4]);
+          values[j] = dl * static_cast<float>(level_values[qs[j] & 0xF]);
+          values[16 + j] = dl * static_cast<float>(level_values[qs[j] >> 4]);
         }
 #pragma GCC unroll 16
         for (int g = 0; g < 32; g += W) sink(at + static_cast<std::size_t>(g), V::loadu(values + g));
@@ -746,7 +748,7 @@ void gated_mul(const float* gate, const float* up, std::size_t n, float* out) {
   {                                                                                                                    \
     EXPR(kF32), EXPR(kF16), EXPR(kBF16), EXPR(kQ8_0), EXPR(kQ4_0), EXPR(kQ4_K), EXPR(kQ5_K), EXPR(kQ6_K), EXPR(kQ4_1), \
         EXPR(kQ5_0), EXPR(kQ5_1), EXPR(kQ3_K), EXPR(kIQ4_NL), EXPR(kIQ4_XS), EXPR(kQ2_K), EXPR(kIQ2_XXS),              \
-        EXPR(kIQ2_XS), EXPR(kIQ2_S), EXPR(kIQ3_XXS), EXPR(kIQ3_S), EXPR(kIQ1_S), EXPR(kIQ1_M)                          \
+        EXPR(kIQ2_XS), EXPR(kIQ2_S), EXPR(kIQ3_XXS), EXPR(kIQ3_S), EXPR(kIQ1_S), EXPR(kIQ1_M), EXPR(kMXFP4)            \
   }
 // Every type listed once, in order (a type left out would leave its table entries null).
 #define ENGINE_TYPE_ID(T) T

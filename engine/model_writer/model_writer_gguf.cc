@@ -62,6 +62,8 @@ std::uint32_t llama_file_type(GgufFileType file) {
     case WeightType::IQ3_S: return 26;
     case WeightType::IQ1_S: return 24;
     case WeightType::IQ1_M: return 31;
+    // llama.cpp's MXFP4_MOE file type: MXFP4 experts (gpt-oss), here every matrix the file quantizes.
+    case WeightType::MXFP4: return 38;
   }
   return 0;
 }

@@ -36,6 +36,7 @@ enum : int {
   kIQ3_S = 19,
   kIQ1_S = 20,
   kIQ1_M = 21,
+  kMXFP4 = 22,
 };
 
 constexpr bool is_float_type(int type) {
@@ -48,7 +49,9 @@ constexpr bool is_nibble32_type(int type) {
 }
 
 constexpr std::size_t block_elements(int type) {
-  return is_float_type(type) ? 1 : (type == kQ8_0 || type == kIQ4_NL || is_nibble32_type(type)) ? 32 : 256;
+  return is_float_type(type)                                                              ? 1
+         : (type == kQ8_0 || type == kIQ4_NL || type == kMXFP4 || is_nibble32_type(type)) ? 32
+                                                                                          : 256;
 }
 
 constexpr std::size_t block_bytes(int type) {
@@ -62,6 +65,7 @@ constexpr std::size_t block_bytes(int type) {
     case kQ5_0: return 22;
     case kQ5_1: return 24;
     case kIQ4_NL: return 18;
+    case kMXFP4: return 17;
     case kQ2_K: return 84;
     case kQ3_K: return 110;
     case kIQ4_XS: return 136;
@@ -81,6 +85,17 @@ constexpr std::size_t block_bytes(int type) {
 // IQ4_NL's and IQ4_XS's 16 levels, which their nibbles index.
 alignas(16) constexpr signed char kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+// MXFP4 (the OCP microscaling format, as ggml stores it: { u8 e; u8 qs[16]; }, nibbles as Q4_0's): each nibble
+// an FP4 E2M1 value (sign, two exponent bits, one mantissa bit), kept here doubled so that the 16 are
+// integers, and the block's E8M0 exponent e halved to match: x = level * 2^(e - 128), exact in f32.
+alignas(16) constexpr signed char kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) as an f32 (below 2^-126 a subnormal: e 0 and 1 give 2^-128 and 2^-127).
+constexpr float mxfp4_half_scale(unsigned e) {
+  const std::uint32_t bits = e < 2 ? std::uint32_t{0x00200000} << e : (std::uint32_t{e} - 1) << 23;
+  return __builtin_bit_cast(float, bits);
+}
 
 // The 16 signed scales (s - 32) of a Q3_K block's 16-element sub-blocks from its 12 packed bytes: the low
 // nibbles of bytes 0-7 hold sub-blocks 0-7's low four bits, their high nibbles sub-blocks 8-15's, and bits

@@ -25,10 +25,13 @@ namespace {
 
 using ggml_blocks::iq4_xs_scale;
 using ggml_blocks::kIq4Values;
+using ggml_blocks::kMxfp4Values;
+using ggml_blocks::mxfp4_half_scale;
 using ggml_blocks::q3_k_scales;
 
 static_assert(std::endian::native == std::endian::little, "block fields are stored little-endian");
-static_assert(ggml_blocks::kIQ1_M == static_cast<int>(WeightType::IQ1_M) &&
+static_assert(ggml_blocks::kMXFP4 == static_cast<int>(WeightType::MXFP4) &&
+                  ggml_blocks::kIQ1_M == static_cast<int>(WeightType::IQ1_M) &&
                   ggml_blocks::kIQ2_XXS == static_cast<int>(WeightType::IQ2_XXS),
               "ggml_blocks' type ids are WeightType's values");
 
@@ -50,7 +53,7 @@ constexpr std::array<std::pair<WeightType, std::uint32_t>, kWeightTypeCount> kGg
     {WeightType::Q4_1, 3},    {WeightType::Q5_0, 6},    {WeightType::Q5_1, 7},     {WeightType::Q3_K, 11},
     {WeightType::IQ4_NL, 20}, {WeightType::IQ4_XS, 23}, {WeightType::Q2_K, 10},    {WeightType::IQ2_XXS, 16},
     {WeightType::IQ2_XS, 17}, {WeightType::IQ2_S, 22},  {WeightType::IQ3_XXS, 18}, {WeightType::IQ3_S, 21},
-    {WeightType::IQ1_S, 19},  {WeightType::IQ1_M, 29},
+    {WeightType::IQ1_S, 19},  {WeightType::IQ1_M, 29},  {WeightType::MXFP4, 39},
 }};
 
 const std::array<TypeFacts, kGgmlIds.size()>& all_facts() {
@@ -778,6 +781,42 @@ void dequantize_iq4_nl(const std::uint8_t* b, float* y) {
   const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
   for (int j = 0; j < 32; ++j) {
     y[j] = d * static_cast<float>(kIq4Values[j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4]);
+  }
+}
+
+// ---- MXFP4: { u8 e; u8 qs[16]; }, x = kMxfp4Values[q] * 2^(e - 128) (ggml_blocks.h) --------------------
+
+// ggml's reference quantizer: the shared exponent from the largest magnitude, e = floor(log2(amax)) - 2 + 127
+// (so amax lands in [4, 8) doubled levels, the top level 12 reaching 1.5 times its power of two), 0 for a
+// block of zeros; each value the level nearest it, the first on ties (+0 before -0). ggml converts a negative
+// or too large exponent to its byte unchecked; here it is clamped to [0, 255] (magnitudes below 2^-125 or
+// from 2^128: outside what a checkpoint holds).
+void quantize_mxfp4(const float* x, std::uint8_t* y) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float exponent = amax > 0.0f ? std::floor(std::log2(amax)) - 2 + 127 : 0.0f;
+  const auto e = static_cast<std::uint8_t>(std::clamp(exponent, 0.0f, 255.0f));
+  const float d = mxfp4_half_scale(e);
+  const auto nearest = [&](float v) {
+    int best = 0;
+    float best_error = std::fabs(static_cast<float>(kMxfp4Values[0]) * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float error = std::fabs(static_cast<float>(kMxfp4Values[i]) * d - v);
+      if (error < best_error) {
+        best = i;
+        best_error = error;
+      }
+    }
+    return static_cast<std::uint8_t>(best);
+  };
+  y[0] = e;
+  for (int j = 0; j < 16; ++j) y[1 + j] = static_cast<std::uint8_t>(nearest(x[j]) | (nearest(x[16 + j]) << 4));
+}
+
+void dequantize_mxfp4(const std::uint8_t* b, float* y) {
+  const float d = mxfp4_half_scale(b[0]);
+  for (int j = 0; j < 32; ++j) {
+    y[j] = d * static_cast<float>(kMxfp4Values[j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4]);
   }
 }
 
@@ -1661,6 +1700,7 @@ BlockQuantizer block_quantizer(WeightType type) {
     case WeightType::IQ2_S: return quantize_iq2_s;
     case WeightType::IQ1_S: return quantize_iq1_s;
     case WeightType::IQ1_M: return quantize_iq1_m;
+    case WeightType::MXFP4: return quantize_mxfp4;
     default: return nullptr;
   }
 }
@@ -1686,6 +1726,7 @@ BlockDequantizer block_dequantizer(WeightType type) {
     case WeightType::IQ3_S: return dequantize_codebook<WeightType::IQ3_S>;
     case WeightType::IQ1_S: return dequantize_codebook<WeightType::IQ1_S>;
     case WeightType::IQ1_M: return dequantize_codebook<WeightType::IQ1_M>;
+    case WeightType::MXFP4: return dequantize_mxfp4;
     default: return nullptr;
   }
 }

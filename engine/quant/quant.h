@@ -37,8 +37,9 @@ enum class WeightType : std::uint8_t {
   IQ3_S,
   IQ1_S,
   IQ1_M,
+  MXFP4,
 };
-inline constexpr std::size_t kWeightTypeCount = 22;
+inline constexpr std::size_t kWeightTypeCount = 23;
 
 std::string_view weight_type_name(WeightType type);  // "F32", "Q4_K", ... (ggml's spelling)
 std::optional<WeightType> weight_type_from_name(std::string_view name);

@@ -72,7 +72,8 @@ std::vector<WeightType> every_weight_type() {
     const auto type = static_cast<WeightType>(i);
     const bool cpu_only = type == WeightType::Q4_1 || type == WeightType::Q5_0 || type == WeightType::Q5_1 ||
                           type == WeightType::Q2_K || type == WeightType::Q3_K || type == WeightType::IQ4_NL ||
-                          type == WeightType::IQ4_XS || type >= WeightType::IQ2_XXS;  // the codebook types, last
+                          type == WeightType::IQ4_XS ||
+                          type >= WeightType::IQ2_XXS;  // the codebook types and MXFP4, last
     if (!(on_cuda() && cpu_only) && engine::quant::has_quantizer(type)) types.push_back(type);
   }
   return types;

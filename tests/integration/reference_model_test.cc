@@ -213,7 +213,7 @@ INSTANTIATE_TEST_SUITE_P(Types, Dequantization,
                                            WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
                                            WeightType::F16, WeightType::BF16, WeightType::IQ2_XXS, WeightType::IQ2_XS,
                                            WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::IQ1_S,
-                                           WeightType::IQ1_M),
+                                           WeightType::IQ1_M, WeightType::MXFP4),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });
@@ -272,7 +272,7 @@ INSTANTIATE_TEST_SUITE_P(Types, Quantization,
                                            WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K, WeightType::IQ4_NL,
                                            WeightType::IQ4_XS, WeightType::IQ3_XXS, WeightType::IQ3_S,
                                            WeightType::IQ2_XXS, WeightType::IQ2_XS, WeightType::IQ2_S,
-                                           WeightType::IQ1_S, WeightType::IQ1_M),
+                                           WeightType::IQ1_S, WeightType::IQ1_M, WeightType::MXFP4),
                          [](const auto& param_info) {
                            return std::string(engine::quant::weight_type_name(param_info.param));
                          });

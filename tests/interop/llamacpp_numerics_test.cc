@@ -49,11 +49,11 @@ constexpr int kGreedySteps = 24;
 constexpr std::size_t kLlamaCppContext = 256;
 
 const std::vector<engine::tools::GgufFileType> kGgufTypes = {
-    WeightType::F32,     WeightType::F16,   WeightType::BF16,        WeightType::Q8_0,   WeightType::Q4_0,
-    WeightType::Q4_1,    WeightType::Q5_0,  WeightType::Q5_1,        WeightType::Q3_K,   WeightType::Q4_K,
-    WeightType::Q5_K,    WeightType::Q6_K,  WeightType::IQ4_NL,      WeightType::IQ4_XS, WeightType::Q2_K,
-    WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::IQ2_XXS,     WeightType::IQ2_XS, WeightType::IQ2_S,
-    WeightType::IQ1_S,   WeightType::IQ1_M, {WeightType::Q4_K, true}};
+    WeightType::F32,     WeightType::F16,   WeightType::BF16,    WeightType::Q8_0,        WeightType::Q4_0,
+    WeightType::Q4_1,    WeightType::Q5_0,  WeightType::Q5_1,    WeightType::Q3_K,        WeightType::Q4_K,
+    WeightType::Q5_K,    WeightType::Q6_K,  WeightType::IQ4_NL,  WeightType::IQ4_XS,      WeightType::Q2_K,
+    WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::IQ2_XXS, WeightType::IQ2_XS,      WeightType::IQ2_S,
+    WeightType::IQ1_S,   WeightType::IQ1_M, WeightType::MXFP4,   {WeightType::Q4_K, true}};
 
 // Below this, a distance from the reference is the f32 rounding of an unquantized path (the reference
 // tests hold float-activation logits to 1e-4 of their scale), not a difference between implementations.

@@ -5,7 +5,7 @@ SmolLM3).
 Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
 Hugging Face model directory (config.json and safetensors, one file or shards listed by
 model.safetensors.index.json; F32, F16 or BF16) or a GGUF file (every type in GGML_TYPES below, the K-quants,
-IQ4 and the IQ1/IQ2/IQ3 codebook types included, dequantized here from their block bytes; llama Q/K rows
+IQ4, MXFP4 and the IQ1/IQ2/IQ3 codebook types included, dequantized here from their block bytes; llama Q/K rows
 un-permuted back to the Hugging Face order), and runs the forward pass in float64.
 
 Commands:
@@ -15,7 +15,7 @@ Commands:
   quantize --type TYPE --in VALUES.bin --out BLOCKS.bin       float32 values to blocks, as ggml's reference
                                                                quantizers round (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
                                                                Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ3_XXS,
-                                                               IQ3_S, IQ2_S, IQ1_M; IQ2_XXS, IQ2_XS and
+                                                               IQ3_S, IQ2_S, IQ1_M, MXFP4; IQ2_XXS, IQ2_XS and
                                                                IQ1_S with a uniform importance matrix)
 
 Output files, all little-endian:
@@ -83,6 +83,7 @@ GGML_TYPES = {
     "IQ2_S": (22, QK_K, 82),
     "IQ1_M": (29, QK_K, 56),
     "BF16": (30, 1, 2),
+    "MXFP4": (39, 32, 17),
 }
 GGML_NAMES = {info[0]: name for name, info in GGML_TYPES.items()}
 
@@ -435,6 +436,41 @@ def quantize_iq4_nl(x):
         d, levels = fit_iq4(block, -1)
         out[n, 0:2] = halves_of([d])[0]
         out[n, 2:18] = pack_iq4(levels)
+    return out
+
+
+# MXFP4 (OCP Microscaling Formats v1.0): per 32 values one E8M0 scale byte e (2^(e - 127); ggml gives e = 255
+# the value 2^128 rather than NaN, and so does this) and 32 FP4 E2M1 values as nibbles (value j the low
+# nibble of byte 1 + j, value j + 16 its high one).
+
+
+def e2m1_values(nibbles):
+    """FP4 E2M1 from its bits: sign, two exponent bits (bias 1), one mantissa bit; exponent 0 is subnormal."""
+    n = nibbles.astype(np.int64)
+    exponent, mantissa = (n >> 1) & 3, n & 1
+    magnitude = np.where(exponent == 0, 0.5 * mantissa, np.ldexp(1.0 + 0.5 * mantissa, exponent - 1))
+    return np.where(n & 8, -magnitude, magnitude)
+
+
+def dequant_mxfp4(raw):
+    b = blocks_of(raw, 17)
+    scale = np.ldexp(1.0, b[:, 0:1].astype(np.int64) - 127)
+    q = b[:, 1:17]
+    return (scale * e2m1_values(np.concatenate([q & 0xF, q >> 4], axis=1))).reshape(-1)
+
+
+def quantize_mxfp4(x):
+    """ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (0 for zeros; clamped to a byte), each
+    value the nearest of the 16 levels at scale 2^(e - 127), the first on ties, in float32."""
+    levels = (e2m1_values(np.arange(16)) * 2).astype(f32)  # doubled, at half the scale, as ggml keeps them
+    out = np.zeros((x.shape[0], 17), dtype=np.uint8)
+    for n, block in enumerate(x):
+        amax = np.abs(block).max()
+        e = int(np.clip(np.floor(np.log2(amax)) - 2 + 127, 0, 255)) if amax > 0 else 0
+        d = f32(np.ldexp(1.0, e - 128))
+        index = [int(np.argmin(np.abs((levels * d).astype(f32) - v))) for v in block]
+        out[n, 0] = e
+        out[n, 1:17] = [index[j] | (index[16 + j] << 4) for j in range(16)]
     return out
 
 
@@ -1043,6 +1079,7 @@ QUANTIZE = {
     "IQ2_S": lambda x: quantize_iq2_s(x.reshape(-1, QK_K)),
     "IQ1_S": lambda x: quantize_iq1_s(x.reshape(-1, QK_K)),
     "IQ1_M": lambda x: quantize_iq1_m(x.reshape(-1, QK_K)),
+    "MXFP4": quantize_mxfp4,
 }
 
 
@@ -1355,6 +1392,7 @@ DEQUANT = {
     "Q3_K": dequant_q3_k,
     "IQ4_NL": dequant_iq4_nl,
     "IQ4_XS": dequant_iq4_xs,
+    "MXFP4": dequant_mxfp4,
     "Q4_K": dequant_q4_k,
     "Q5_K": dequant_q5_k,
     "Q6_K": dequant_q6_k,

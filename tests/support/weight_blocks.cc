@@ -25,7 +25,10 @@ std::vector<std::byte> random_blocks(WeightType type, std::size_t blocks, std::u
     std::byte* block = out.data() + i * block_bytes;
     const float d = (byte(rng) % 2 == 0 ? 1.0f : -1.0f) * scale * magnitude(rng);
     const std::uint16_t bits = engine::quant::f32_to_f16(d);
-    if (type == WeightType::IQ1_M) {
+    if (type == WeightType::MXFP4) {
+      // MXFP4's E8M0 exponent byte: the doubled levels' scale 2^(e - 128) at most |d|.
+      block[0] = static_cast<std::byte>(128 + static_cast<int>(std::floor(std::log2(std::fabs(d)))));
+    } else if (type == WeightType::IQ1_M) {
       // IQ1_M keeps d in the top nibbles of its four scale words (bytes 48-55), nibble k in word k.
       for (int k = 0; k < 4; ++k) {
         std::byte& top = block[49 + 2 * k];

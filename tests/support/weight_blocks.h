@@ -21,11 +21,12 @@ inline constexpr engine::quant::WeightType kAllTypes[] = {
     engine::quant::WeightType::IQ4_NL,  engine::quant::WeightType::IQ4_XS, engine::quant::WeightType::Q2_K,
     engine::quant::WeightType::IQ2_XXS, engine::quant::WeightType::IQ2_XS, engine::quant::WeightType::IQ2_S,
     engine::quant::WeightType::IQ3_XXS, engine::quant::WeightType::IQ3_S,  engine::quant::WeightType::IQ1_S,
-    engine::quant::WeightType::IQ1_M};
+    engine::quant::WeightType::IQ1_M,   engine::quant::WeightType::MXFP4};
 static_assert(sizeof(kAllTypes) / sizeof(kAllTypes[0]) == engine::quant::kWeightTypeCount,
               "every weight type is listed");
 
-// `blocks` random blocks of `type` (a quantized type), each super-scale d with |d| in [scale / 2, scale).
+// `blocks` random blocks of `type` (a quantized type), each super-scale d with |d| in [scale / 2, scale) (MXFP4:
+// its power-of-two scale, the largest not above such a d).
 std::vector<std::byte> random_blocks(engine::quant::WeightType type, std::size_t blocks, std::uint32_t seed,
                                      float scale = 0.01f);
 

@@ -850,7 +850,8 @@ bool weight_type_supported(WeightType type) {
     case WeightType::IQ3_XXS:
     case WeightType::IQ3_S:
     case WeightType::IQ1_S:
-    case WeightType::IQ1_M: return false;
+    case WeightType::IQ1_M:
+    case WeightType::MXFP4: return false;
     default: return true;
   }
 }

@@ -176,6 +176,14 @@ WeightBlock weight_block(WeightType type, const std::byte* row, std::size_t k) {
     for (int i = 0; i < 32; ++i) w.q[i] = kLevels[i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4];
     return w;
   }
+  // MXFP4: nibbles index the doubled FP4 E2M1 levels, at 2^(e - 128) from the block's exponent byte.
+  if (type == WeightType::MXFP4) {
+    constexpr int kFp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const std::uint8_t* b = base + k * quant::block_bytes(type);
+    w.scale[0] = w.scale[1] = std::ldexp(1.0f, b[0] - 128);
+    for (int i = 0; i < 32; ++i) w.q[i] = kFp4Levels[i < 16 ? b[1 + i] & 0xF : b[1 + i - 16] >> 4];
+    return w;
+  }
   const std::uint8_t* b = base + k / 8 * quant::block_bytes(type);
   const int j = static_cast<int>(k % 8);  // the block of 32 within the block of 256
   if (type == WeightType::Q2_K) {

@@ -158,7 +158,7 @@ TEST(Checkpoint, UnsupportedDtypeIsNamed) {
   EXPECT_THAT(load_error(dir), HasSubstr("(supported: " + engine::quant::weight_type_names() + ")"));
   EXPECT_THAT(load_error(dir),
               HasSubstr("Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, "
-                        "IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)"));
+                        "IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4)"));
 }
 
 // A GGUF tensor of a real ggml type the engine does not compute with (TQ1_0) is named with its type.

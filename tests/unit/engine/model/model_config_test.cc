@@ -179,7 +179,7 @@ TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
         e,
         HasSubstr(
             "GGUF files (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS, Q2_K, "
-            "IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)"));
+            "IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4)"));
   }
   EXPECT_NO_THROW(
       parse_hf_config(llama_with(R"("hidden_act":"silu","mlp_bias":false,"partial_rotary_factor":1.0)"), "c"));

@@ -85,6 +85,9 @@ TEST(WeightTypes, AgreeWithTheGgufTypeTable) {
     EXPECT_EQ(block_elements(type), 256u) << weight_type_name(type);
     EXPECT_EQ(block_bytes(type), bytes) << weight_type_name(type);
   }
+  EXPECT_EQ(ggml_type_id(WeightType::MXFP4), 39u);  // ggml-common.h's block_mxfp4: u8 e, 16 bytes of nibbles
+  EXPECT_EQ(block_elements(WeightType::MXFP4), 32u);
+  EXPECT_EQ(block_bytes(WeightType::MXFP4), 17u);
   EXPECT_EQ(weight_type_from_name("TQ1_0"), std::nullopt);
   EXPECT_EQ(weight_type_from_ggml(34), std::nullopt);  // TQ1_0: a real ggml type the engine does not use
 }
@@ -324,6 +327,28 @@ TEST(HandBuiltBlocks, IQ4_NL) {
   for (int j = 0; j < 16; ++j) block[2 + j] = static_cast<std::byte>(q[j] | (q[j + 16] << 4));
   const auto y = dequantize(WeightType::IQ4_NL, block, 32);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 0.5f * static_cast<float>(kIq4Levels[q[j]])) << j;
+}
+
+// FP4 E2M1 (OCP Microscaling Formats v1.0, section 5.3.3) from its bits, independent of the engine's table:
+// sign, two exponent bits (bias 1), one mantissa bit; exponent 0 is subnormal (0 or 0.5).
+float e2m1(int bits) {
+  const int exponent = (bits >> 1) & 3, mantissa = bits & 1;
+  const float magnitude = exponent == 0 ? 0.5f * static_cast<float>(mantissa)
+                                        : std::ldexp(1.0f + 0.5f * static_cast<float>(mantissa), exponent - 1);
+  return (bits & 8) != 0 ? -magnitude : magnitude;
+}
+
+TEST(HandBuiltBlocks, MXFP4) {
+  // Element j's nibble: j's low nibble for j < 16, j - 16's high one after; the scale 2^(e - 127) (E8M0).
+  for (const int e : {127, 130, 100, 1, 0, 200}) {
+    std::vector<std::byte> block(17);
+    block[0] = static_cast<std::byte>(e);
+    std::vector<int> q(32);
+    for (int j = 0; j < 32; ++j) q[j] = (j * 7 + 3) % 16;
+    for (int j = 0; j < 16; ++j) block[1 + j] = static_cast<std::byte>(q[j] | (q[j + 16] << 4));
+    const auto y = dequantize(WeightType::MXFP4, block, 32);
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], std::ldexp(e2m1(q[j]), e - 127)) << "e " << e << ", element " << j;
+  }
 }
 
 TEST(HandBuiltBlocks, IQ4_XS) {
@@ -688,7 +713,8 @@ INSTANTIATE_TEST_SUITE_P(Types, KQuantRoundTrip,
                                            KQuantBounds{WeightType::IQ3_S, 0.2}, KQuantBounds{WeightType::IQ2_XXS, 0.4},
                                            KQuantBounds{WeightType::IQ2_XS, 0.35},
                                            KQuantBounds{WeightType::IQ2_S, 0.35}, KQuantBounds{WeightType::IQ1_S, 0.55},
-                                           KQuantBounds{WeightType::IQ1_M, 0.65}),
+                                           KQuantBounds{WeightType::IQ1_M, 0.65},
+                                           KQuantBounds{WeightType::MXFP4, 0.15}),
                          [](const auto& param_info) { return std::string(weight_type_name(param_info.param.type)); });
 
 // Values that a block represents exactly come back unchanged: requantizing a dequantized row reproduces it.
