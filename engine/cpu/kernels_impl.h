@@ -147,10 +147,7 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sin
       } else {
         // No register lookup at this level: the block's 32 values through memory (exact products either way).
         alignas(64) float values[32];
-        for (int j = 0; j < 16; ++j) {
-          values[j] = dl * static_cast<float>(level_values[qs[j] & 0xF]);
-          values[16 + j] = dl * static_cast<float>(level_values[qs[j] >> 4]);
-        }
+        dequantize_nibble_levels(level_values, dl, qs, values);
 #pragma GCC unroll 16
         for (int g = 0; g < 32; g += W) sink(at + static_cast<std::size_t>(g), V::loadu(values + g));
       }

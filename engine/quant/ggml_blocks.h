@@ -97,6 +97,12 @@ constexpr float mxfp4_half_scale(unsigned e) {
   return __builtin_bit_cast(float, bits);
 }
 
+// A block of 32 whose 16 bytes of nibbles `qs` (element j low, j + 16 high) index `levels`, times d: IQ4_NL,
+// each block of 32 of IQ4_XS, MXFP4 (exact products, so every caller gets the same bits).
+inline void dequantize_nibble_levels(const signed char* levels, float d, const unsigned char* qs, float* y) {
+  for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(levels[j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4]);
+}
+
 // The 16 signed scales (s - 32) of a Q3_K block's 16-element sub-blocks from its 12 packed bytes: the low
 // nibbles of bytes 0-7 hold sub-blocks 0-7's low four bits, their high nibbles sub-blocks 8-15's, and bits
 // 2 (j / 4) of byte 8 + j % 4 sub-block j's top two.

@@ -23,6 +23,7 @@ namespace engine::quant {
 
 namespace {
 
+using ggml_blocks::dequantize_nibble_levels;
 using ggml_blocks::iq4_xs_scale;
 using ggml_blocks::kIq4Values;
 using ggml_blocks::kMxfp4Values;
@@ -778,10 +779,7 @@ void quantize_iq4_nl(const float* x, std::uint8_t* y) {
 }
 
 void dequantize_iq4_nl(const std::uint8_t* b, float* y) {
-  const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
-  for (int j = 0; j < 32; ++j) {
-    y[j] = d * static_cast<float>(kIq4Values[j < 16 ? b[2 + j] & 0xF : b[2 + j - 16] >> 4]);
-  }
+  dequantize_nibble_levels(kIq4Values, f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b))), b + 2, y);
 }
 
 // ---- MXFP4: { u8 e; u8 qs[16]; }, x = kMxfp4Values[q] * 2^(e - 128) (ggml_blocks.h) --------------------
@@ -814,10 +812,7 @@ void quantize_mxfp4(const float* x, std::uint8_t* y) {
 }
 
 void dequantize_mxfp4(const std::uint8_t* b, float* y) {
-  const float d = mxfp4_half_scale(b[0]);
-  for (int j = 0; j < 32; ++j) {
-    y[j] = d * static_cast<float>(kMxfp4Values[j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4]);
-  }
+  dequantize_nibble_levels(kMxfp4Values, mxfp4_half_scale(b[0]), b + 1, y);
 }
 
 // IQ4_XS: each block of 32 fitted with the search (ntry 7), the super-block scale d = -max / 32 (the
@@ -854,11 +849,7 @@ void quantize_iq4_xs(const float* x, std::uint8_t* y) {
 void dequantize_iq4_xs(const std::uint8_t* b, float* y) {
   const float d = f16_to_f32(load_u16(reinterpret_cast<const std::byte*>(b)));
   for (int ib = 0; ib < 8; ++ib) {
-    const float dl = d * static_cast<float>(iq4_xs_scale(b, ib));
-    const std::uint8_t* qs = b + 8 + 16 * ib;
-    for (int j = 0; j < 32; ++j) {
-      y[32 * ib + j] = dl * static_cast<float>(kIq4Values[j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4]);
-    }
+    dequantize_nibble_levels(kIq4Values, d * static_cast<float>(iq4_xs_scale(b, ib)), b + 8 + 16 * ib, y + 32 * ib);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -204,45 +205,35 @@ TEST_F(EngineCacheTest, HiddenStatesAreWhatTheLogitsAreComputedFrom) {
   EXPECT_LT(worst, 1e-3);
 }
 
-// Bytes of the process's resident memory in its mappings of `file` (/proc/self/smaps).
-std::size_t resident_bytes_of(const std::filesystem::path& file) {
-  std::ifstream smaps("/proc/self/smaps");
-  const std::string name = std::filesystem::canonical(file).string();
-  std::size_t kib = 0;
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    std::istringstream fields(line);
-    std::string first;
-    fields >> first;
-    if (first == "Rss:") {
-      std::size_t value = 0;
-      fields >> value;
-      if (inside) kib += value;
-    } else if (first.find('-') != std::string::npos && first.back() != ':') {  // a mapping's header line
-      inside = line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0;
-    }
-  }
-  return kib * 1024;
-}
+// What /proc/self/smaps says of the process's mappings of `file`: their resident bytes, and every VmFlag any
+// of them carries ("nh" for MADV_NOHUGEPAGE).
+struct FileMappings {
+  std::size_t resident_bytes = 0;
+  std::set<std::string> flags;
+};
 
-// Whether any mapping of `file` carries VmFlag `flag` (/proc/self/smaps: "nh" for MADV_NOHUGEPAGE).
-bool some_mapping_of_has_flag(const std::filesystem::path& file, const std::string& flag) {
+FileMappings mappings_of(const std::filesystem::path& file) {
   std::ifstream smaps("/proc/self/smaps");
   const std::string name = std::filesystem::canonical(file).string();
+  FileMappings out;
   bool inside = false;
   for (std::string line; std::getline(smaps, line);) {
     std::istringstream fields(line);
     std::string first;
     fields >> first;
-    if (first == "VmFlags:") {
-      for (std::string f; fields >> f;) {
-        if (inside && f == flag) return true;
-      }
-    } else if (first.find('-') != std::string::npos && first.back() != ':') {  // a mapping's header line
+    if (first.find('-') != std::string::npos && first.back() != ':') {  // a mapping's header line
       inside = line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0;
+    } else if (!inside) {
+      continue;
+    } else if (first == "Rss:") {
+      std::size_t kib = 0;
+      fields >> kib;
+      out.resident_bytes += kib * 1024;
+    } else if (first == "VmFlags:") {
+      for (std::string flag; fields >> flag;) out.flags.insert(flag);
     }
   }
-  return false;
+  return out;
 }
 
 // Where the CPU's SIMD level repacks Q4_K (avx512vnni), the backend copies the weights at load and drops the
@@ -275,11 +266,12 @@ TEST(RepackedWeights, TheMappedWeightsDoNotStayResident) {
   const engine::runtime::StepInput input{&cache, tokens, true};
   engine->step(std::span(&input, 1), logits);
   ASSERT_EQ(logits.size(), tokens.size() * engine->config().vocab_size);
-  const std::size_t file_bytes = std::filesystem::file_size(file), resident = resident_bytes_of(file);
+  const FileMappings mapped = mappings_of(file);
+  const std::size_t file_bytes = std::filesystem::file_size(file), resident = mapped.resident_bytes;
   EXPECT_LT(resident, file_bytes / 4) << resident << " of the file's " << file_bytes << " bytes resident";
   // And the dropped pages are advised against huge pages, so that a row looked up later maps small pages, not
   // 2 MiB of the page cache's folio around it (where the kernel has transparent huge pages to advise on).
-  EXPECT_EQ(some_mapping_of_has_flag(file, "nh"), std::filesystem::exists("/sys/kernel/mm/transparent_hugepage"));
+  EXPECT_EQ(mapped.flags.contains("nh"), std::filesystem::exists("/sys/kernel/mm/transparent_hugepage"));
 }
 
 }  // namespace
