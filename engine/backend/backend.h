@@ -33,6 +33,10 @@ struct WeightSource {
   // backend reads it where it is rather than repack what no product streams (a GPU backend still uploads it,
   // for its lookups run on the device).
   bool lookup_only = false;
+  // One expert of a mixture-of-experts layer: a step reads only the experts its tokens are routed to. The CPU
+  // backend computes from the stored bytes in place (repacking every expert would hold the whole model in memory;
+  // in place, only the experts in use stay resident). A backend that runs no mixtures refuses it by name.
+  bool expert = false;
 };
 
 // A weight the backend holds (in place, or uploaded). Owned by the backend; valid while it lives.
@@ -143,6 +147,37 @@ struct Projection {
   Tensor out;
 };
 
+// One gated MLP of a mixture: silu(h . gateᵀ) * (h . upᵀ), through down.
+struct ExpertWeights {
+  const Weight* gate = nullptr;
+  const Weight* up = nullptr;
+  const Weight* down = nullptr;
+};
+
+// A mixture-of-experts feed-forward block (engine/model's MoeConfig): the router scores each token's experts,
+// the softmax of the scores picks the top_k best, and their outputs are summed weighted by those probabilities
+// (renormalized to sum to 1 where normalize_top_k). The shared expert, where there is one, adds its output on
+// every token, times sigmoid(h . shared_expert_gate).
+struct MoeBlock {
+  const Weight* router = nullptr;  // num_experts x hidden
+  std::span<const ExpertWeights> experts;
+  std::size_t top_k = 0;
+  bool normalize_top_k = false;
+  const ExpertWeights* shared_expert = nullptr;
+  const Weight* shared_expert_gate = nullptr;  // a vector of hidden values
+};
+
+// The experts a token is routed to and their weights, best first (route_token).
+struct ExpertChoice {
+  std::uint32_t expert = 0;
+  float weight = 0;
+};
+
+// Routes one token from its router scores (one per expert): softmax over them (in double), the `top_k`
+// largest probabilities, ties to the lower expert index (torch.topk's order on the CPU), best first, and
+// those renormalized to sum to 1 where `normalize`. `out` receives top_k choices.
+void route_token(std::span<const float> scores, std::size_t top_k, bool normalize, std::span<ExpertChoice> out);
+
 // Checks a step against the cache before a backend uses it: each sequence has a block table per group, each
 // covering its positions, naming only blocks the cache has and, where a query reads or writes, not the null
 // block; the sequences' tokens add up to the step's; the logit rows are among them. Throws
@@ -229,6 +264,13 @@ class Backend {
   virtual void swiglu_matmul_add(Tensor gate, Tensor up, const Weight& w, Tensor product, Tensor x) {
     silu_mul(gate, up, gate);
     matmul_add(gate, w, product, x);
+  }
+  // x += the mixture's output for h (the normed input of each token of x): each token through the experts it
+  // is routed to, a step reading each chosen expert once for all its tokens. A backend without mixtures has
+  // refused the experts' weights at add_weight.
+  virtual void moe_add(Tensor h, const MoeBlock& block, Tensor x) {
+    (void)h, (void)block, (void)x;
+    throw std::logic_error(std::string(name()) + " backend: no mixture-of-experts blocks");
   }
   // x += y.
   virtual void add(Tensor x, Tensor y) = 0;

@@ -56,21 +56,36 @@ enum class Part {
   Up,
   Down,
   PostFfnNorm,
-  QKV,    // Phi-3: q, k and v stacked in one matrix, in that order
-  GateUp  // Phi-3: gate and up stacked in one matrix
+  QKV,     // Phi-3: q, k and v stacked in one matrix, in that order
+  GateUp,  // Phi-3: gate and up stacked in one matrix
+  // A mixture of experts: the router, each expert's matrices (GGUF: every expert's stacked in one tensor),
+  // Qwen2-MoE's shared expert and its gate.
+  Router,
+  ExpertGate,
+  ExpertUp,
+  ExpertDown,
+  SharedGate,
+  SharedUp,
+  SharedDown,
+  SharedExpertGate,
 };
 
 struct TensorNames {
   std::string embed, final_norm, lm_head;
-  std::function<std::string(std::size_t layer, Part part)> layer;
+  // `expert` picks the expert of ExpertGate/Up/Down where each has tensors of its own.
+  std::function<std::string(std::size_t layer, Part part, std::size_t expert)> layer;
+  bool stacked_experts = false;  // GGUF: a mixture's experts are one 3-D tensor per matrix
 };
 
 // `model` is where the decoder's tensors live ("model.", or a vision-language checkpoint's text model),
 // `lm_head` the output matrix's name. Gemma names the norm before the feed-forward block
-// pre_feedforward_layernorm; its post_attention_layernorm is the attention output's norm.
-TensorNames hf_names(const std::string& model, const std::string& lm_head, bool post_norms) {
-  return {model + "embed_tokens.weight", model + "norm.weight", lm_head, [=](std::size_t i, Part part) {
+// pre_feedforward_layernorm; its post_attention_layernorm is the attention output's norm. Mixtral's experts
+// are block_sparse_moe's w1 (gate), w3 (up) and w2 (down); Qwen's are mlp's gate_proj, up_proj and down_proj.
+TensorNames hf_names(const std::string& model, const std::string& lm_head, bool post_norms, bool mixtral) {
+  return {model + "embed_tokens.weight", model + "norm.weight", lm_head, [=](std::size_t i, Part part, std::size_t e) {
             const std::string p = model + "layers." + std::to_string(i) + ".";
+            const std::string expert =
+                p + (mixtral ? "block_sparse_moe" : "mlp") + ".experts." + std::to_string(e) + ".";
             switch (part) {
               case Part::AttnNorm: return p + "input_layernorm.weight";
               case Part::Q: return p + "self_attn.q_proj.weight";
@@ -91,13 +106,22 @@ TensorNames hf_names(const std::string& model, const std::string& lm_head, bool 
               case Part::PostFfnNorm: return p + "post_feedforward_layernorm.weight";
               case Part::QKV: return p + "self_attn.qkv_proj.weight";
               case Part::GateUp: return p + "mlp.gate_up_proj.weight";
+              case Part::Router: return p + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
+              case Part::ExpertGate: return expert + (mixtral ? "w1.weight" : "gate_proj.weight");
+              case Part::ExpertUp: return expert + (mixtral ? "w3.weight" : "up_proj.weight");
+              case Part::ExpertDown: return expert + (mixtral ? "w2.weight" : "down_proj.weight");
+              case Part::SharedGate: return p + "mlp.shared_expert.gate_proj.weight";
+              case Part::SharedUp: return p + "mlp.shared_expert.up_proj.weight";
+              case Part::SharedDown: return p + "mlp.shared_expert.down_proj.weight";
+              case Part::SharedExpertGate: return p + "mlp.shared_expert_gate.weight";
             }
             return std::string();
           }};
 }
 
 TensorNames gguf_names() {
-  return {"token_embd.weight", "output_norm.weight", "output.weight", [](std::size_t i, Part part) {
+  return {"token_embd.weight", "output_norm.weight", "output.weight",
+          [](std::size_t i, Part part, std::size_t) {
             const std::string p = "blk." + std::to_string(i) + ".";
             switch (part) {
               case Part::AttnNorm: return p + "attn_norm.weight";
@@ -118,9 +142,18 @@ TensorNames gguf_names() {
               case Part::PostFfnNorm: return p + "post_ffw_norm.weight";
               case Part::QKV: return p + "attn_qkv.weight";
               case Part::GateUp: return p + "ffn_up.weight";  // llama.cpp's phi3 files: 2 x feed_forward_length rows
+              case Part::Router: return p + "ffn_gate_inp.weight";
+              case Part::ExpertGate: return p + "ffn_gate_exps.weight";
+              case Part::ExpertUp: return p + "ffn_up_exps.weight";
+              case Part::ExpertDown: return p + "ffn_down_exps.weight";
+              case Part::SharedGate: return p + "ffn_gate_shexp.weight";
+              case Part::SharedUp: return p + "ffn_up_shexp.weight";
+              case Part::SharedDown: return p + "ffn_down_shexp.weight";
+              case Part::SharedExpertGate: return p + "ffn_gate_inp_shexp.weight";
             }
             return std::string();
-          }};
+          },
+          /*stacked_experts=*/true};
 }
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
@@ -151,7 +184,7 @@ class WeightBinder {
       missing(names.lm_head, "tie_word_embeddings is false");
     }
     for (std::size_t i = 0; i < c.num_layers; ++i) {
-      const auto n = [&](Part part) { return names.layer(i, part); };
+      const auto n = [&](Part part) { return names.layer(i, part, 0); };
       LayerWeights l;
       l.attn_norm = norm(n(Part::AttnNorm), c.hidden_size);
       const bool phi3 = c.architecture == Architecture::Phi3;
@@ -181,7 +214,9 @@ class WeightBinder {
         l.post_ffn_norm = norm(n(Part::PostFfnNorm), c.hidden_size);
       }
       l.ffn_norm = norm(n(Part::FfnNorm), c.hidden_size);
-      if (phi3) {
+      if (is_moe_layer(c, i)) {
+        l.moe = moe(names, i);
+      } else if (phi3) {
         const auto gate_up = stacked(n(Part::GateUp), {c.intermediate_size, c.intermediate_size}, c.hidden_size);
         l.gate = gate_up[0];
         l.up = gate_up[1];
@@ -189,13 +224,65 @@ class WeightBinder {
         l.gate = matrix(n(Part::Gate), c.intermediate_size, c.hidden_size);
         l.up = matrix(n(Part::Up), c.intermediate_size, c.hidden_size);
       }
-      l.down = matrix(n(Part::Down), c.hidden_size, c.intermediate_size);
+      if (!l.moe) l.down = matrix(n(Part::Down), c.hidden_size, c.intermediate_size);
       w.layers.push_back(std::move(l));
     }
     return w;
   }
 
  private:
+  // Layer i's mixture of experts: its router, each expert's gate, up and down (views of GGUF's stacked tensors
+  // or tensors of their own), and Qwen2-MoE's shared expert and gate ([hidden] in GGUF, [1, hidden] in
+  // safetensors).
+  MoeWeights moe(const TensorNames& names, std::size_t i) const {
+    const auto& c = config_;
+    const MoeConfig& m = *c.moe;
+    const auto n = [&](Part part, std::size_t expert = 0) { return names.layer(i, part, expert); };
+    const std::uint64_t inter = m.expert_intermediate_size;
+    MoeWeights moe;
+    moe.router = matrix(n(Part::Router), m.num_experts, c.hidden_size);
+    if (names.stacked_experts) {
+      const auto gates = experts(n(Part::ExpertGate), m.num_experts, inter, c.hidden_size);
+      const auto ups = experts(n(Part::ExpertUp), m.num_experts, inter, c.hidden_size);
+      const auto downs = experts(n(Part::ExpertDown), m.num_experts, c.hidden_size, inter);
+      for (std::size_t e = 0; e < m.num_experts; ++e) moe.experts.push_back({gates[e], ups[e], downs[e]});
+    } else {
+      for (std::size_t e = 0; e < m.num_experts; ++e) {
+        MlpWeights expert{matrix(n(Part::ExpertGate, e), inter, c.hidden_size),
+                          matrix(n(Part::ExpertUp, e), inter, c.hidden_size),
+                          matrix(n(Part::ExpertDown, e), c.hidden_size, inter)};
+        for (auto* w : {&expert.gate, &expert.up, &expert.down}) w->expert = true;
+        moe.experts.push_back(std::move(expert));
+      }
+    }
+    if (const std::uint64_t shared = m.shared_expert_intermediate_size; shared != 0) {
+      moe.shared_expert = MlpWeights{matrix(n(Part::SharedGate), shared, c.hidden_size),
+                                     matrix(n(Part::SharedUp), shared, c.hidden_size),
+                                     matrix(n(Part::SharedDown), c.hidden_size, shared)};
+      const std::string gate = n(Part::SharedExpertGate);
+      const auto t = find_(gate);
+      moe.shared_expert_gate = t && t->shape.size() == 2 ? vector(gate, c.hidden_size, 0.0f, {1, c.hidden_size})
+                                                         : vector(gate, c.hidden_size);
+    }
+    return moe;
+  }
+
+  // The `count` experts' matrices of `rows` x `cols` stacked in one 3-D tensor, each a view of its slice.
+  std::vector<WeightSource> experts(const std::string& name, std::uint64_t count, std::uint64_t rows,
+                                    std::uint64_t cols) const {
+    const auto t = require(name, {count, rows, cols});
+    const auto row_bytes = checked_row_bytes(name, *t.type, cols);
+    std::vector<WeightSource> parts;
+    const std::size_t bytes = rows * row_bytes;
+    for (std::size_t e = 0; e < count; ++e) {
+      WeightSource part{*t.type, t.bytes.subspan(e * bytes, bytes), static_cast<std::size_t>(rows),
+                        static_cast<std::size_t>(cols), /*file_mapped=*/true};
+      part.expert = true;
+      parts.push_back(part);
+    }
+    return parts;
+  }
+
   [[noreturn]] void missing(const std::string& name, const std::string& why) const {
     throw ConfigError(checkpoint_ + ": the tensor " + name + " is missing" + (why.empty() ? "" : " (" + why + ")") +
                       "; the checkpoint is incomplete or not a " +
@@ -217,13 +304,19 @@ class WeightBinder {
     return *t;
   }
 
+  std::size_t checked_row_bytes(const std::string& name, WeightType type, std::uint64_t cols) const {
+    const auto row_bytes = quant::row_bytes(type, cols);
+    if (!row_bytes) {
+      throw ConfigError(checkpoint_ + ": the tensor " + name + " is " + std::string(quant::weight_type_name(type)) +
+                        " with rows of " + std::to_string(cols) + " values, not a whole number of " +
+                        std::to_string(quant::block_elements(type)) + "-value blocks");
+    }
+    return *row_bytes;
+  }
+
   WeightSource matrix(const std::string& name, std::uint64_t rows, std::uint64_t cols) const {
     const auto t = require(name, {rows, cols});
-    if (!quant::row_bytes(*t.type, cols)) {
-      throw ConfigError(checkpoint_ + ": the tensor " + name + " is " + std::string(quant::weight_type_name(*t.type)) +
-                        " with rows of " + std::to_string(cols) + " values, not a whole number of " +
-                        std::to_string(quant::block_elements(*t.type)) + "-value blocks");
-    }
+    checked_row_bytes(name, *t.type, cols);
     return {*t.type, t.bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols), /*file_mapped=*/true};
   }
 
@@ -246,8 +339,10 @@ class WeightBinder {
 
   // Vectors (norms, biases) are small; the kernels take them as f32. `plus` is added to every value (in f32,
   // as transformers computes Gemma's 1 + w).
-  WeightSource vector(const std::string& name, std::uint64_t size, float plus = 0.0f) const {
-    const auto t = require(name, {size});
+  // `shape` is the tensor's where it is not [size] (a [1, size] matrix read as a vector).
+  WeightSource vector(const std::string& name, std::uint64_t size, float plus = 0.0f,
+                      std::vector<std::uint64_t> shape = {}) const {
+    const auto t = require(name, shape.empty() ? std::vector<std::uint64_t>{size} : std::move(shape));
     if (*t.type == WeightType::F32 && plus == 0.0f)
       return {WeightType::F32, t.bytes, 1, static_cast<std::size_t>(size)};
     auto& values = widened_.emplace_back(size);
@@ -360,8 +455,9 @@ void Checkpoint::load_directory() {
   }
   const std::string lm_head =
       model_prefix == "language_model.model." ? "language_model.lm_head.weight" : std::string("lm_head.weight");
-  weights_ = WeightBinder(config_, find, files_->widened, path_.string())
-                 .bind(hf_names(model_prefix, lm_head, config_.post_norms));
+  weights_ =
+      WeightBinder(config_, find, files_->widened, path_.string())
+          .bind(hf_names(model_prefix, lm_head, config_.post_norms, config_.architecture == Architecture::Mixtral));
   // transformers multiplies by the scale rounded to the embedding's dtype (GGUF files keep llama.cpp's exact one).
   if (config_.embedding_scale) config_.embedding_scale = embedding_scale_in(weights_.embed.type, config_.hidden_size);
   tokenizer_ = tokenizer::Tokenizer::from_directory(path_);
@@ -426,9 +522,18 @@ void Checkpoint::collect_eos_ids() {
 
 std::uint64_t Checkpoint::weight_bytes() const {
   std::uint64_t total = weights_.final_norm.bytes.size() + weights_.lm_head.bytes.size();
+  const auto mlp_bytes = [](const MlpWeights& m) {
+    return m.gate.bytes.size() + m.up.bytes.size() + m.down.bytes.size();
+  };
   for (const auto& l : weights_.layers) {
     for (const auto* w : {&l.attn_norm, &l.q, &l.k, &l.v, &l.o, &l.ffn_norm, &l.gate, &l.up, &l.down}) {
       total += w->bytes.size();
+    }
+    if (l.moe) {
+      std::uint64_t experts = 0;
+      for (const auto& e : l.moe->experts) experts += mlp_bytes(e);
+      total += l.moe->router.bytes.size() + experts * config_.moe->experts_per_token / l.moe->experts.size();
+      if (l.moe->shared_expert) total += mlp_bytes(*l.moe->shared_expert) + l.moe->shared_expert_gate->bytes.size();
     }
     for (const auto* w : {&l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm}) {
       if (*w) total += (*w)->bytes.size();

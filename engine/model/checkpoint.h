@@ -19,6 +19,20 @@
 
 namespace engine::model {
 
+// One gated MLP's matrices: an expert of a mixture, or Qwen2-MoE's shared expert.
+struct MlpWeights {
+  backend::WeightSource gate, up, down;
+};
+
+// A mixture-of-experts feed-forward block (MoeConfig): the router, each expert, and Qwen2-MoE's shared expert
+// with its gate (a vector of hidden_size values).
+struct MoeWeights {
+  backend::WeightSource router;
+  std::vector<MlpWeights> experts;
+  std::optional<MlpWeights> shared_expert;
+  std::optional<backend::WeightSource> shared_expert_gate;
+};
+
 struct LayerWeights {
   backend::WeightSource attn_norm, q, k, v, o;
   std::optional<backend::WeightSource> q_bias, k_bias, v_bias;  // Qwen2
@@ -26,6 +40,8 @@ struct LayerWeights {
   backend::WeightSource ffn_norm, gate, up, down;
   // Gemma's norms of the attention and feed-forward outputs, before each is added to the residual stream.
   std::optional<backend::WeightSource> post_attn_norm, post_ffn_norm;
+  // The layer's feed-forward block where it is a mixture of experts (gate, up and down are then empty).
+  std::optional<MoeWeights> moe;
 };
 
 struct ModelWeights {
@@ -58,7 +74,9 @@ class Checkpoint {
   const Matryoshka& matryoshka() const { return matryoshka_; }
   // Every id that ends generation: the config's, generation_config.json's and the tokenizer's EOS.
   const std::vector<std::int32_t>& eos_token_ids() const { return eos_ids_; }
-  std::uint64_t weight_bytes() const;  // bytes of every matrix and vector the model reads per token
+  // Bytes of the matrices and vectors the model reads per token: every one of a dense model; of a mixture's
+  // experts, the share a token is routed to (experts_per_token of num_experts).
+  std::uint64_t weight_bytes() const;
 
  private:
   struct Files;

@@ -31,6 +31,10 @@ constexpr std::array kKnown = {
     Known{Architecture::SmolLM3, "SmolLM3ForCausalLM", "smollm3"},
     // Phi-4-mini is a Phi3ForCausalLM too.
     Known{Architecture::Phi3, "Phi3ForCausalLM", "phi3"},
+    Known{Architecture::Qwen3Moe, "Qwen3MoeForCausalLM", "qwen3moe"},
+    Known{Architecture::Qwen2Moe, "Qwen2MoeForCausalLM", "qwen2moe"},
+    // llama.cpp's converter writes Mixtral as general.architecture "llama" with experts.
+    Known{Architecture::Mixtral, "MixtralForCausalLM", ""},
 };
 
 // SmolLM3Config's default and llama.cpp's fixed step: every fourth layer without RoPE.
@@ -362,6 +366,50 @@ void read_sliding_window(const JsonFields& f, ModelConfig& c) {
   if (std::find(sliding.begin(), sliding.end(), false) != sliding.end()) c.sliding_layers = std::move(sliding);
 }
 
+bool is_moe(Architecture arch) {
+  return arch == Architecture::Qwen3Moe || arch == Architecture::Qwen2Moe || arch == Architecture::Mixtral;
+}
+
+// The experts of a mixture-of-experts config: Qwen's keys (num_experts, moe_intermediate_size, norm_topk_prob,
+// decoder_sparse_step, mlp_only_layers, Qwen2-MoE's shared expert) or Mixtral's (num_local_experts, its experts
+// intermediate_size wide, their weights always renormalized).
+MoeConfig read_moe(const JsonFields& f, const ModelConfig& c) {
+  MoeConfig moe;
+  moe.experts_per_token = f.positive("num_experts_per_tok");
+  if (c.architecture == Architecture::Mixtral) {
+    moe.num_experts = f.positive("num_local_experts");
+    moe.expert_intermediate_size = c.intermediate_size;
+    moe.norm_topk_prob = true;
+  } else {
+    moe.num_experts = f.positive("num_experts");
+    moe.expert_intermediate_size = f.positive("moe_intermediate_size");
+    moe.norm_topk_prob = f.flag_or("norm_topk_prob", false);
+    if (c.architecture == Architecture::Qwen2Moe)
+      moe.shared_expert_intermediate_size = f.positive("shared_expert_intermediate_size");
+    // transformers: layer i is sparse unless mlp_only_layers lists it, and then only where (i + 1) is a
+    // multiple of decoder_sparse_step.
+    const std::uint64_t step = f.positive_or("decoder_sparse_step", 1);
+    std::vector<bool> sparse(c.num_layers);
+    for (std::size_t i = 0; i < c.num_layers; ++i) sparse[i] = (i + 1) % step == 0;
+    if (const auto* dense = f.find("mlp_only_layers")) {
+      if (!dense->IsArray()) f.fail("'mlp_only_layers' must be a list of layer indices");
+      for (const auto& v : dense->GetArray()) {
+        if (!v.IsUint64() || v.GetUint64() >= c.num_layers) {
+          f.fail("'mlp_only_layers' holds something that is not a layer index below num_hidden_layers (" +
+                 std::to_string(c.num_layers) + ")");
+        }
+        sparse[v.GetUint64()] = false;
+      }
+    }
+    if (std::find(sparse.begin(), sparse.end(), false) != sparse.end()) moe.layers = std::move(sparse);
+  }
+  if (moe.experts_per_token > moe.num_experts) {
+    f.fail("'num_experts_per_tok' (" + std::to_string(moe.experts_per_token) + ") is more than the " +
+           std::to_string(moe.num_experts) + " experts");
+  }
+  return moe;
+}
+
 }  // namespace
 
 bool is_gemma(Architecture arch) {
@@ -436,8 +484,9 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
                            : default_theta;
   c.rope_theta = f.number_or("rope_theta", theta);
   c.tie_word_embeddings = f.flag_or("tie_word_embeddings", top.flag_or("tie_word_embeddings", gemma));
-  c.qk_norm = c.architecture == Architecture::Qwen3 || gemma3;
-  c.attention_bias = f.flag_or("attention_bias", c.architecture == Architecture::Qwen2);
+  const bool qwen2 = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen2Moe;
+  c.qk_norm = c.architecture == Architecture::Qwen3 || c.architecture == Architecture::Qwen3Moe || gemma3;
+  c.attention_bias = f.flag_or("attention_bias", qwen2);
   c.activation = activation(f, gemma);
   if (gemma) {
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
@@ -498,6 +547,7 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
     }
   }
   read_sliding_window(f, c);
+  if (is_moe(c.architecture)) c.moe = read_moe(f, c);
   const std::string scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
   const auto* scaling = f.find("rope_scaling") != nullptr ? f.find("rope_scaling") : rope_parameters;
   if (scaling != nullptr) {
@@ -602,10 +652,37 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   c.max_position_embeddings = uint_key(p + "context_length", 4096);
   c.rms_norm_eps = float_key(p + "attention.layer_norm_rms_epsilon", 1e-6);
   c.rope_theta = float_key(p + "rope.freq_base", 10000.0);
-  c.qk_norm = c.architecture == Architecture::Qwen3;
-  c.attention_bias = c.architecture == Architecture::Qwen2;
-  // llama.cpp's converter permutes Llama's Q and K rows (SmolLM3's too, a Llama to it).
-  const bool permuted = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3;
+  c.qk_norm = c.architecture == Architecture::Qwen3 || c.architecture == Architecture::Qwen3Moe;
+  c.attention_bias = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen2Moe;
+  // Mixtral is a llama file with experts; qwen3moe and qwen2moe files are sparse on every layer, llama.cpp's
+  // qwen3moe and llama graphs renormalizing the chosen experts' weights, its qwen2moe graph not.
+  if (c.architecture == Architecture::Llama && gguf.find(p + "expert_count") != nullptr &&
+      uint_key(p + "expert_count", std::nullopt) > 1)
+    c.architecture = Architecture::Mixtral;
+  if (is_moe(c.architecture)) {
+    MoeConfig moe;
+    moe.num_experts = uint_key(p + "expert_count", std::nullopt);
+    moe.experts_per_token = uint_key(p + "expert_used_count", std::nullopt);
+    moe.expert_intermediate_size = c.architecture == Architecture::Mixtral
+                                       ? c.intermediate_size
+                                       : uint_key(p + "expert_feed_forward_length", std::nullopt);
+    moe.norm_topk_prob = c.architecture != Architecture::Qwen2Moe;
+    if (c.architecture == Architecture::Qwen2Moe)
+      moe.shared_expert_intermediate_size = uint_key(p + "expert_shared_feed_forward_length", std::nullopt);
+    if (moe.experts_per_token > moe.num_experts) {
+      throw_config_error(name, p + "expert_used_count (" + std::to_string(moe.experts_per_token) + ") is more than " +
+                                   p + "expert_count (" + std::to_string(moe.num_experts) + ")");
+    }
+    // llama.cpp scales the chosen experts' weights by this where it is neither 0 nor 1 (DeepSeek's files).
+    if (const double scale = float_key(p + "expert_weights_scale", 1.0); scale != 0.0 && scale != 1.0) {
+      throw_config_error(name, p + "expert_weights_scale is " + std::to_string(scale) +
+                                   ": the engine does not scale experts' weights");
+    }
+    c.moe = moe;
+  }
+  // llama.cpp's converter permutes Llama's Q and K rows (SmolLM3's and Mixtral's too, Llamas to it).
+  const bool permuted = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3 ||
+                        c.architecture == Architecture::Mixtral;
   c.rope_pairing = permuted ? RopePairing::Interleaved : RopePairing::HalfSplit;
   if (c.architecture == Architecture::SmolLM3)
     c.rope_layers = every_layer_but_each(kSmolLM3NoRopeLayerInterval, c.num_layers);
@@ -755,6 +832,10 @@ double longrope_attention_factor(double factor, std::uint64_t original) {
 
 std::uint64_t rotary_dims(const ModelConfig& config) {
   return config.rotary_dim != 0 ? config.rotary_dim : config.head_dim;
+}
+
+bool is_moe_layer(const ModelConfig& config, std::size_t layer) {
+  return config.moe && (config.moe->layers.empty() || config.moe->layers.at(layer));
 }
 
 bool is_sliding_layer(const ModelConfig& config, std::size_t layer) {

@@ -19,7 +19,9 @@ namespace engine::model {
 // layers (Gemma 2: soft-capped scores and logits; Gemma 3: q/k norms, a RoPE of their own on local layers).
 // SmolLM3 is Llama's graph with RoPE left out of every fourth layer. Phi-3 (and Phi-4-mini, the same class) is
 // Llama's graph with q, k and v in one stored matrix, gate and up in another, and RoPE over part of each head.
-enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2, SmolLM3, Phi3 };
+// Qwen3-MoE, Qwen2-MoE and Mixtral are Qwen3's, Qwen2's and Llama's graphs with a mixture of experts in place
+// of the feed-forward block (MoeConfig).
+enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2, SmolLM3, Phi3, Qwen3Moe, Qwen2Moe, Mixtral };
 // Gemma 2 or 3: Gemma's norms, embedding scale and GeGLU.
 bool is_gemma(Architecture arch);
 std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
@@ -58,6 +60,22 @@ enum class RopePairing { HalfSplit, Interleaved };
 // The gated feed-forward's activation: SwiGLU's silu, or GeGLU's GELU in its tanh approximation
 // (hidden_activation gelu_pytorch_tanh).
 enum class Activation { Silu, GeluTanh };
+
+// A mixture-of-experts feed-forward block: a router (num_experts x hidden_size) scores each token, the softmax
+// of its scores picks the experts_per_token best (ties to the lower index, as torch.topk on the CPU), and the
+// token's output is their gated MLPs' outputs weighted by those probabilities (renormalized to sum to 1 where
+// norm_topk_prob: Qwen3-MoE's checkpoints, always for Mixtral). Qwen2-MoE adds a shared expert on every token,
+// its output times sigmoid(h . shared_expert_gate).
+struct MoeConfig {
+  std::uint64_t num_experts = 0;
+  std::uint64_t experts_per_token = 0;         // num_experts_per_tok
+  std::uint64_t expert_intermediate_size = 0;  // moe_intermediate_size (Mixtral: intermediate_size)
+  bool norm_topk_prob = false;
+  std::uint64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE; 0: no shared expert
+  // The layers whose feed-forward block is the mixture (the others a dense MLP of intermediate_size): Qwen's
+  // decoder_sparse_step and mlp_only_layers. Empty: every layer.
+  std::vector<bool> layers;
+};
 
 // Everything the model graph needs to know, from config.json or from GGUF metadata.
 struct ModelConfig {
@@ -105,6 +123,7 @@ struct ModelConfig {
   std::vector<bool> rope_layers;
   // Gemma 2: attention scores become cap * tanh(score / cap) on every layer, and so do the final logits.
   std::optional<double> attn_logit_softcapping, final_logit_softcapping;
+  std::optional<MoeConfig> moe;
   std::vector<std::int64_t> eos_token_ids;
   std::optional<std::int64_t> bos_token_id;
 };
@@ -157,6 +176,9 @@ double longrope_attention_factor(double factor, std::uint64_t original);
 
 // The dimensions of a head that RoPE rotates: rotary_dim, or the whole head.
 std::uint64_t rotary_dims(const ModelConfig& config);
+
+// Whether layer `layer`'s feed-forward block is a mixture of experts.
+bool is_moe_layer(const ModelConfig& config, std::size_t layer);
 
 // Whether layer `layer` attends over the sliding window only.
 bool is_sliding_layer(const ModelConfig& config, std::size_t layer);

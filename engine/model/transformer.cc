@@ -147,11 +147,24 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   embed_ = add(embed);
   final_norm_ = add(weights.final_norm);
   lm_head_ = tied ? embed_ : add(weights.lm_head);
+  // An MLP's three matrices, kept where the ExpertWeights pointing at them stay valid.
+  const auto add_mlp = [&](const MlpWeights& m) {
+    const auto* gate = &expert_weights_.emplace_back(add(m.gate));
+    const auto* up = &expert_weights_.emplace_back(add(m.up));
+    return backend::ExpertWeights{gate, up, &expert_weights_.emplace_back(add(m.down))};
+  };
   for (const auto& l : weights.layers) {
-    layers_.push_back(Layer{add(l.attn_norm), add(l.q), add(l.k), add(l.v), add(l.o), add(l.ffn_norm), add(l.gate),
-                            add(l.up), add(l.down), add_optional(l.q_bias), add_optional(l.k_bias),
-                            add_optional(l.v_bias), add_optional(l.q_norm), add_optional(l.k_norm),
-                            add_optional(l.post_attn_norm), add_optional(l.post_ffn_norm)});
+    const bool dense = !l.moe;
+    Layer& layer = layers_.emplace_back(
+        Layer{add(l.attn_norm), add(l.q), add(l.k), add(l.v), add(l.o), add(l.ffn_norm),
+              dense ? add(l.gate) : backend::Weight{}, dense ? add(l.up) : backend::Weight{},
+              dense ? add(l.down) : backend::Weight{}, add_optional(l.q_bias), add_optional(l.k_bias),
+              add_optional(l.v_bias), add_optional(l.q_norm), add_optional(l.k_norm), add_optional(l.post_attn_norm),
+              add_optional(l.post_ffn_norm), std::nullopt});
+    if (dense) continue;
+    Moe& moe = layer.moe.emplace(Moe{add(l.moe->router), {}, std::nullopt, add_optional(l.moe->shared_expert_gate)});
+    for (const auto& expert : l.moe->experts) moe.experts.push_back(add_mlp(expert));
+    if (l.moe->shared_expert) moe.shared_expert = add_mlp(*l.moe->shared_expert);
   }
 }
 
@@ -232,6 +245,18 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
     backend_.attention(i, q, scale, attn);
     add_output(attn, l.o, l.post_attn_norm, h, x);
 
+    if (l.moe) {
+      backend_.rms_norm(x, l.ffn_norm, eps, h);
+      backend_.moe_add(h,
+                       {.router = &l.moe->router,
+                        .experts = l.moe->experts,
+                        .top_k = c.moe->experts_per_token,
+                        .normalize_top_k = c.moe->norm_topk_prob,
+                        .shared_expert = l.moe->shared_expert ? &*l.moe->shared_expert : nullptr,
+                        .shared_expert_gate = l.moe->shared_expert_gate ? &*l.moe->shared_expert_gate : nullptr},
+                       x);
+      continue;
+    }
     const backend::Projection gate_up[] = {{&l.gate, nullptr, gate}, {&l.up, nullptr, up}};
     backend_.norm_matmul_group(x, l.ffn_norm, eps, h, gate_up);
     if (c.activation == Activation::Silu && !l.post_ffn_norm) {

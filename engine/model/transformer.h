@@ -1,10 +1,12 @@
 #pragma once
 
-// The decoder-only transformer shared by Qwen3, Qwen2, Llama, Mistral, Gemma 2 and 3, SmolLM3 and Phi-3, written once
-// against the backend interface: the differences are data (biases, q/k norms, post norms, the activation, the embedding
-// scale, each layer's RoPE and window), not code paths.
+// The decoder-only transformer shared by Qwen3, Qwen2, Llama, Mistral, Gemma 2 and 3, SmolLM3, Phi-3 and the mixtures
+// of experts (Qwen3-MoE, Qwen2-MoE, Mixtral), written once against the backend interface: the differences are data
+// (biases, q/k norms, post norms, the activation, the embedding scale, each layer's RoPE and window, a feed-forward
+// block of experts), not code paths.
 
 #include <cstddef>
+#include <deque>
 #include <span>
 
 #include "engine/backend/backend.h"
@@ -44,9 +46,17 @@ class Transformer {
   const ModelConfig& config() const { return config_; }
 
  private:
+  // A mixture-of-experts block's weights; its experts' point into expert_weights_.
+  struct Moe {
+    backend::Weight router;
+    std::vector<backend::ExpertWeights> experts;
+    std::optional<backend::ExpertWeights> shared_expert;
+    std::optional<backend::Weight> shared_expert_gate;
+  };
   struct Layer {
-    backend::Weight attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+    backend::Weight attn_norm, q, k, v, o, ffn_norm, gate, up, down;  // gate, up, down: a dense layer's
     std::optional<backend::Weight> q_bias, k_bias, v_bias, q_norm, k_norm, post_attn_norm, post_ffn_norm;
+    std::optional<Moe> moe;
   };
 
   // x += in · wᵀ, through the layer's post norm first where it has one (Gemma).
@@ -57,6 +67,7 @@ class Transformer {
   backend::Backend& backend_;
   backend::Weight embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
+  std::deque<backend::Weight> expert_weights_;
 };
 
 }  // namespace engine::model

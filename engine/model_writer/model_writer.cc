@@ -42,7 +42,7 @@ std::string_view arch_flag(Architecture arch) {
 }
 
 std::string_view gguf_arch_name(Architecture arch) {
-  return arch == Architecture::Mistral ? "llama" : arch_flag(arch);
+  return arch == Architecture::Mistral || arch == Architecture::Mixtral ? "llama" : arch_flag(arch);
 }
 
 std::string arch_flag_list() {
@@ -202,6 +202,54 @@ std::vector<float> llama3_rope_divisors(const model::ModelConfig& c) {
   return out;
 }
 
+// Layer l's mixture of experts: the router, each expert's gate, up and down (stacked for GGUF; Mixtral's w1, w3
+// and w2), Qwen2-MoE's shared expert and its gate. `down` is how the down projections are made (Zero in a
+// scripted model, whose blocks add nothing).
+void add_experts(const model::ModelConfig& c, std::uint64_t l, float h_std, float inter_std, Init down,
+                 std::vector<TensorSpec>& out) {
+  const model::MoeConfig& m = *c.moe;
+  const bool mixtral = c.architecture == Architecture::Mixtral;
+  const std::string hf = "model.layers." + std::to_string(l) + "." + (mixtral ? "block_sparse_moe." : "mlp.");
+  const std::string gg = "blk." + std::to_string(l) + ".";
+  const std::uint64_t inter = m.expert_intermediate_size;
+  out.push_back({hf + "gate.weight",
+                 gg + "ffn_gate_inp.weight",
+                 {m.num_experts, c.hidden_size},
+                 Init::Normal,
+                 0,
+                 h_std,
+                 0,
+                 0.0f,
+                 {},
+                 {},
+                 false});
+  const auto stack = [&](const char* hf_matrix, const char* gguf, std::uint64_t rows, std::uint64_t cols, Init init,
+                         float stddev) {
+    TensorSpec t{
+        hf + "experts.*." + hf_matrix, gg + gguf, {m.num_experts, rows, cols}, init, 0, stddev, 0, 0.0f, {}, {}, false};
+    for (std::uint64_t e = 0; e < m.num_experts; ++e)
+      t.expert_hf_names.push_back(hf + "experts." + std::to_string(e) + "." + hf_matrix);
+    out.push_back(std::move(t));
+  };
+  stack(mixtral ? "w1.weight" : "gate_proj.weight", "ffn_gate_exps.weight", inter, c.hidden_size, Init::Normal, h_std);
+  stack(mixtral ? "w3.weight" : "up_proj.weight", "ffn_up_exps.weight", inter, c.hidden_size, Init::Normal, h_std);
+  stack(mixtral ? "w2.weight" : "down_proj.weight", "ffn_down_exps.weight", c.hidden_size, inter, down, inter_std);
+  if (const std::uint64_t shared = m.shared_expert_intermediate_size; shared != 0) {
+    const auto add = [&](std::string hf_name, std::string gguf, std::vector<std::uint64_t> shape, Init init,
+                         float stddev) {
+      out.push_back({std::move(hf_name), std::move(gguf), std::move(shape), init, 0, stddev, 0, 0.0f, {}, {}, false});
+    };
+    add(hf + "shared_expert.gate_proj.weight", gg + "ffn_gate_shexp.weight", {shared, c.hidden_size}, Init::Normal,
+        h_std);
+    add(hf + "shared_expert.up_proj.weight", gg + "ffn_up_shexp.weight", {shared, c.hidden_size}, Init::Normal, h_std);
+    add(hf + "shared_expert.down_proj.weight", gg + "ffn_down_shexp.weight", {c.hidden_size, shared}, down,
+        1.0f / std::sqrt(static_cast<float>(shared)));
+    // [1, hidden] in safetensors (a Linear of one output), [hidden] in GGUF; the same values either way.
+    add(hf + "shared_expert_gate.weight", gg + "ffn_gate_inp_shexp.weight", {1, c.hidden_size}, Init::Normal, h_std);
+    out.back().gguf_vector = true;
+  }
+}
+
 std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset preset, bool scripted) {
   const Scales s = preset_scales(preset);
   const auto matrix_std = [&](std::uint64_t fan_in) {
@@ -209,12 +257,12 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
   };
   // llama.cpp's converter permutes Llama's Q and K rows for its interleaved RoPE, SmolLM3's as a Llama's.
   const bool llama = c.architecture == Architecture::Llama || c.architecture == Architecture::SmolLM3 ||
-                     c.architecture == Architecture::Mistral;
+                     c.architecture == Architecture::Mistral || c.architecture == Architecture::Mixtral;
   const std::uint64_t q_rows = c.num_heads * c.head_dim, kv_rows = c.num_kv_heads * c.head_dim;
   std::vector<TensorSpec> out;
   const auto add = [&](std::string hf, std::string gguf, std::vector<std::uint64_t> shape, Init init, float mean,
                        float stddev, std::uint64_t permute = 0) {
-    out.push_back({std::move(hf), std::move(gguf), std::move(shape), init, mean, stddev, permute, 0.0f, {}});
+    out.push_back({std::move(hf), std::move(gguf), std::move(shape), init, mean, stddev, permute, 0.0f, {}, {}, false});
   };
   // Norm weights around 1; Gemma's files store them as w around 0 for its (1 + w), GGUF as w + 1.
   const auto add_norm = [&](std::string hf, std::string gguf, std::uint64_t size) {
@@ -272,7 +320,9 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
     } else {
       add_norm(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", c.hidden_size);
     }
-    if (stacked) {
+    if (model::is_moe_layer(c, l)) {
+      add_experts(c, l, h_std, matrix_std(c.moe->expert_intermediate_size), output_projection, out);
+    } else if (stacked) {
       add(hf + "mlp.gate_up_proj.weight", gg + "ffn_up.weight", {2 * c.intermediate_size, c.hidden_size}, Init::Normal,
           0, h_std);
     } else {
@@ -281,8 +331,10 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
       add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {c.intermediate_size, c.hidden_size}, Init::Normal, 0,
           h_std);
     }
-    add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {c.hidden_size, c.intermediate_size}, output_projection, 0,
-        matrix_std(c.intermediate_size));
+    if (!model::is_moe_layer(c, l)) {
+      add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {c.hidden_size, c.intermediate_size}, output_projection,
+          0, matrix_std(c.intermediate_size));
+    }
     if (c.post_norms) add_norm(hf + "post_feedforward_layernorm.weight", gg + "post_ffw_norm.weight", c.hidden_size);
   }
   add_norm("model.norm.weight", "output_norm.weight", c.hidden_size);
@@ -375,6 +427,10 @@ WeightType checked_dtype(const ModelWriterOptions& options) {
     throw UsageError("--preset qwen3-0.6b is Qwen3-0.6B's configuration; it needs --arch qwen3, not --arch " +
                      std::string(arch_flag(options.arch)));
   }
+  if (options.preset == ModelPreset::Qwen3_30B_A3B && options.arch != Architecture::Qwen3Moe) {
+    throw UsageError("--preset qwen3-30b-a3b is Qwen3-30B-A3B's configuration; it needs --arch qwen3moe, not --arch " +
+                     std::string(arch_flag(options.arch)));
+  }
   const WeightType dtype =
       options.dtype.value_or(options.preset == ModelPreset::Tiny ? WeightType::F32 : WeightType::BF16);
   if (!is_float_type(dtype)) {
@@ -391,6 +447,17 @@ WeightType checked_dtype(const ModelWriterOptions& options) {
 // The preset's configuration for `tokenizer`: its vocabulary size and special tokens.
 model::ModelConfig model_config(const ModelWriterOptions& options, const TokenizerSpec& tokenizer) {
   model::ModelConfig config = preset_config(options.arch, options.preset, tokenizer.tokens.size());
+  if (options.num_layers) {
+    config.num_layers = *options.num_layers;
+    if (config.moe && !config.moe->layers.empty()) config.moe->layers.resize(config.num_layers, true);
+    for (auto* per_layer : {&config.sliding_layers, &config.rope_layers}) {
+      if (!per_layer->empty()) {
+        throw UsageError("--num-hidden-layers with --arch " + std::string(arch_flag(options.arch)) +
+                         ": its layers differ from each other (sliding windows, RoPE), which a shorter model "
+                         "would cut at random");
+      }
+    }
+  }
   if (config.vocab_size < tokenizer.tokens.size()) {
     throw UsageError("--preset qwen3-0.6b has " + std::to_string(config.vocab_size) +
                      " embedding rows, fewer than the " + std::to_string(tokenizer.tokens.size()) +
@@ -462,7 +529,11 @@ SafetensorsLayout plan_safetensors(WrittenModel& result, const std::filesystem::
   }
   for (std::uint32_t s = 0; s < shards; ++s) {
     shard_paths.push_back(dir / (shards == 1 ? std::string("model.safetensors") : shard_file_name(s + 1, shards)));
-    for (const auto* t : shard_tensors[s]) weight_map[t->hf_name] = shard_paths.back().filename().string();
+    for (const auto* t : shard_tensors[s]) {
+      const std::string file = shard_paths.back().filename().string();
+      if (t->expert_hf_names.empty()) weight_map[t->hf_name] = file;
+      for (const auto& expert : t->expert_hf_names) weight_map[expert] = file;
+    }
   }
   if (shards > 1) text_file(result, dir, "model.safetensors.index.json", detail::index_json(weight_map, total));
   return layout;
@@ -620,8 +691,29 @@ model::RopeScaling preset_rope_scaling(model::RopeType type, const model::ModelC
 model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uint64_t tokenizer_size) {
   model::ModelConfig c;
   c.architecture = arch;
-  c.qk_norm = arch == Architecture::Qwen3;
-  c.attention_bias = arch == Architecture::Qwen2;
+  c.qk_norm = arch == Architecture::Qwen3 || arch == Architecture::Qwen3Moe;
+  c.attention_bias = arch == Architecture::Qwen2 || arch == Architecture::Qwen2Moe;
+  if (preset == ModelPreset::Qwen3_30B_A3B) {
+    // Qwen3-30B-A3B's config.json: 128 experts of 768, 8 per token, renormalized, on every one of 48 layers.
+    c.vocab_size = 151936;
+    c.hidden_size = 2048;
+    c.intermediate_size = 6144;
+    c.num_layers = 48;
+    c.num_heads = 32;
+    c.num_kv_heads = 4;
+    c.head_dim = 128;
+    c.max_position_embeddings = 40960;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 1e6;
+    c.tie_word_embeddings = false;
+    c.moe = model::MoeConfig{.num_experts = 128,
+                             .experts_per_token = 8,
+                             .expert_intermediate_size = 768,
+                             .norm_topk_prob = true,
+                             .shared_expert_intermediate_size = 0,
+                             .layers = {}};
+    return c;
+  }
   if (preset == ModelPreset::Qwen3_0_6B) {
     c.vocab_size = 151936;
     c.hidden_size = 1024;
@@ -646,7 +738,8 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
                                                                                  : 2;
   c.num_heads = 4;
   c.num_kv_heads = 2;
-  c.head_dim = arch == Architecture::Qwen3 ? 128 : 64;  // Qwen3's head_dim is not hidden / heads
+  // Qwen3's head_dim is not hidden / heads
+  c.head_dim = arch == Architecture::Qwen3 || arch == Architecture::Qwen3Moe ? 128 : 64;
   c.max_position_embeddings = 2048;
   c.rms_norm_eps = arch == Architecture::Llama ? 1e-5 : 1e-6;
   c.rope_theta = arch == Architecture::Llama ? 5e5 : 1e6;
@@ -672,6 +765,23 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
     for (std::uint64_t i = 0; i < c.num_layers; ++i) c.rope_layers.push_back((i + 1) % 4 != 0);
   }
   if (arch == Architecture::Llama) c.rope_scaling = preset_rope_scaling(model::RopeType::Llama3, c);
+  // The mixtures: 8 experts of 256 (whole K-quant blocks for the down projections' rows), 2 chosen per token,
+  // Qwen3-MoE's weights renormalized as its checkpoints set it, Qwen2-MoE's not, beside its shared expert of
+  // 512; Mixtral's experts are intermediate_size wide and always renormalized.
+  if (arch == Architecture::Qwen3Moe || arch == Architecture::Qwen2Moe || arch == Architecture::Mixtral) {
+    model::MoeConfig moe;
+    moe.num_experts = 8;
+    moe.experts_per_token = 2;
+    moe.expert_intermediate_size = 256;
+    moe.norm_topk_prob = arch != Architecture::Qwen2Moe;
+    if (arch == Architecture::Qwen2Moe) moe.shared_expert_intermediate_size = 512;
+    if (arch == Architecture::Mixtral) {
+      c.intermediate_size = moe.expert_intermediate_size;
+      c.rope_theta = 1e6;
+      c.rms_norm_eps = 1e-5;
+    }
+    c.moe = moe;
+  }
   if (model::is_gemma(arch)) {
     // Gemma's data on that shape. Gemma 3: six layers so that the sixth is global (llama.cpp's fixed
     // pattern), the others over a window of 16 positions that the tests' sequences outgrow with their own

@@ -21,7 +21,7 @@
 
 namespace engine::tools {
 
-enum class ModelPreset { Tiny, Qwen3_0_6B };
+enum class ModelPreset { Tiny, Qwen3_0_6B, Qwen3_30B_A3B };
 
 // A GGUF file to write: every matrix in `type`, or, with `medium_mix`, llama.cpp's "_M" mix of that K-quant
 // (Q4_K_M, Q5_K_M): Q6_K for the output matrix (the token embedding where the two are tied) and for attn_v
@@ -66,6 +66,9 @@ struct ModelWriterOptions {
   // An embedding model pooling this way: sentence-transformers' modules.json and 1_Pooling/config.json (with
   // a Normalize module), and {arch}.pooling_type in the GGUF files, as Qwen3-Embedding's repositories hold.
   std::optional<model::PoolingType> pooling;
+  // The preset's shape with this many layers (a model scaled down in depth that keeps every matrix's shape:
+  // the benchmarks' Qwen3-30B-A3B).
+  std::optional<std::uint64_t> num_layers;
 };
 
 // A command line that cannot be followed; the message names the flag and the value.

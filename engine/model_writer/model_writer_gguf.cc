@@ -138,6 +138,14 @@ GgufMetadata gguf_metadata(GgufFileType file, const model::ModelConfig& config, 
   u32(arch + ".attention.key_length", config.head_dim);
   u32(arch + ".attention.value_length", config.head_dim);
   u32(arch + ".rope.dimension_count", model::rotary_dims(config));
+  if (const auto& moe = config.moe) {
+    u32(arch + ".expert_count", moe->num_experts);
+    u32(arch + ".expert_used_count", moe->experts_per_token);
+    if (config.architecture != model::Architecture::Mixtral)
+      u32(arch + ".expert_feed_forward_length", moe->expert_intermediate_size);
+    if (moe->shared_expert_intermediate_size != 0)
+      u32(arch + ".expert_shared_feed_forward_length", moe->shared_expert_intermediate_size);
+  }
   f32(arch + ".rope.freq_base", config.rope_theta);
   f32(arch + ".attention.layer_norm_rms_epsilon", config.rms_norm_eps);
   // llama.cpp's converter writes Phi-3's window always, 0 for none.
@@ -185,7 +193,8 @@ WeightType matrix_type(GgufFileType file, const TensorSpec& t, std::uint64_t lay
   int end = 0;
   if (std::sscanf(t.gguf_name.c_str(), "blk.%u.%n", &layer, &end) != 1 || end == 0) return file.type;
   const std::string_view role = std::string_view(t.gguf_name).substr(static_cast<std::size_t>(end));
-  const bool protected_role = role == "attn_v.weight" || role == "attn_qkv.weight" || role == "ffn_down.weight";
+  const bool protected_role = role == "attn_v.weight" || role == "attn_qkv.weight" || role == "ffn_down.weight" ||
+                              role == "ffn_down_exps.weight";
   return protected_role && more_bits_layer(layer, layers) ? WeightType::Q6_K : file.type;
 }
 
@@ -198,8 +207,11 @@ std::vector<GgufTensorPlan> plan_tensors(GgufFileType file, const model::ModelCo
   std::uint64_t offset = 0;
   for (const auto& t : tensors) {
     if (t.gguf_name.empty()) continue;
-    const WeightType tensor_type =
-        t.is_matrix() ? matrix_type(file, t, config.num_layers, tied_output) : WeightType::F32;
+    // llama.cpp's quantizer leaves a mixture's router in float too.
+    const bool router = t.gguf_name.ends_with("ffn_gate_inp.weight");
+    const WeightType tensor_type = t.is_matrix() && !t.gguf_vector && !router
+                                       ? matrix_type(file, t, config.num_layers, tied_output)
+                                       : WeightType::F32;
     const auto row = quant::row_bytes(tensor_type, t.cols());
     if (!row) {
       throw UsageError("--gguf " + gguf_type_name(file) + ": tensor " + t.gguf_name + " has rows of " +
@@ -226,9 +238,11 @@ GgufHeader gguf_header(const GgufMetadata& metadata, const std::vector<GgufTenso
   }
   for (const auto& plan : tensors) {
     header.string(plan.spec->gguf_name);
-    header.scalar<std::uint32_t>(static_cast<std::uint32_t>(plan.spec->shape.size()));
-    // GGUF lists dimensions innermost first: columns, then rows.
-    for (auto d = plan.spec->shape.rbegin(); d != plan.spec->shape.rend(); ++d) header.scalar<std::uint64_t>(*d);
+    // GGUF lists dimensions innermost first: columns, then rows (then experts).
+    const std::vector<std::uint64_t> shape =
+        plan.spec->gguf_vector ? std::vector<std::uint64_t>{plan.spec->elements()} : plan.spec->shape;
+    header.scalar<std::uint32_t>(static_cast<std::uint32_t>(shape.size()));
+    for (auto d = shape.rbegin(); d != shape.rend(); ++d) header.scalar<std::uint64_t>(*d);
     header.scalar<std::uint32_t>(ggml_info(plan.type).id);
     header.scalar<std::uint64_t>(plan.offset);
   }

@@ -41,18 +41,20 @@ struct ArchNames {
   std::string_view flag;  // --arch value, model_type and general.architecture
 };
 inline constexpr std::array kArchs = {
-    ArchNames{Architecture::Qwen3, "qwen3"},   ArchNames{Architecture::Qwen2, "qwen2"},
-    ArchNames{Architecture::Llama, "llama"},   ArchNames{Architecture::Gemma3, "gemma3"},
-    ArchNames{Architecture::Gemma2, "gemma2"}, ArchNames{Architecture::SmolLM3, "smollm3"},
-    ArchNames{Architecture::Phi3, "phi3"},     ArchNames{Architecture::Mistral, "mistral"}};
+    ArchNames{Architecture::Qwen3, "qwen3"},       ArchNames{Architecture::Qwen2, "qwen2"},
+    ArchNames{Architecture::Llama, "llama"},       ArchNames{Architecture::Gemma3, "gemma3"},
+    ArchNames{Architecture::Gemma2, "gemma2"},     ArchNames{Architecture::SmolLM3, "smollm3"},
+    ArchNames{Architecture::Phi3, "phi3"},         ArchNames{Architecture::Mistral, "mistral"},
+    ArchNames{Architecture::Qwen3Moe, "qwen3moe"}, ArchNames{Architecture::Qwen2Moe, "qwen2moe"},
+    ArchNames{Architecture::Mixtral, "mixtral"}};
 
 // "qwen3, qwen2, llama or gemma3": the --arch values, for help and refusals.
 std::string arch_flag_list();
 
 // The --arch value of `arch` ("?" for none), which is also config.json's model_type.
 std::string_view arch_flag(Architecture arch);
-// general.architecture of its GGUF files: the --arch value, but llama for Mistral (as llama.cpp's converter
-// writes Mistral's checkpoints).
+// general.architecture of its GGUF files: the --arch value, but llama for Mistral and Mixtral (as llama.cpp's
+// converter writes their checkpoints).
 std::string_view gguf_arch_name(Architecture arch);
 // F32, F16 or BF16.
 bool is_float_type(WeightType type);
@@ -77,6 +79,12 @@ struct TensorSpec {
   // multiplies by 1 + w, are w + 1 in llama.cpp's files.
   float gguf_plus = 0.0f;
   std::vector<float> values;  // Init::Fixed: every value
+  // A mixture's experts' matrices stacked, shape {experts, rows, cols}: safetensors holds each expert's as a
+  // tensor of its own under these names (in order, one after the other), GGUF the stack under gguf_name. hf_name
+  // then only names the values' random stream.
+  std::vector<std::string> expert_hf_names;
+  // Written to GGUF as a vector of all its values (Qwen2-MoE's shared expert gate, [1, hidden] in safetensors).
+  bool gguf_vector = false;
 
   std::uint64_t elements() const {
     std::uint64_t n = 1;
@@ -85,7 +93,7 @@ struct TensorSpec {
   }
   std::uint64_t cols() const { return shape.back(); }
   std::uint64_t rows() const { return elements() / cols(); }
-  bool is_matrix() const { return shape.size() == 2; }
+  bool is_matrix() const { return shape.size() >= 2; }
 };
 
 // ---- scripted models (model_writer_script.cc) ------------------------------------------------------------

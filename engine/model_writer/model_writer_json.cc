@@ -60,8 +60,23 @@ void id_or_list(Json& json, const std::vector<std::int64_t>& ids) {
 namespace detail {
 
 // config.json with the fields transformers writes for each family (sorted, as save_pretrained does).
+namespace {
+
+// config.json's model_type: the --arch value, but as transformers names Gemma 3's text model and the mixtures.
+std::string_view model_type(Architecture arch) {
+  switch (arch) {
+    case Architecture::Gemma3: return "gemma3_text";
+    case Architecture::Qwen3Moe: return "qwen3_moe";
+    case Architecture::Qwen2Moe: return "qwen2_moe";
+    default: return arch_flag(arch);
+  }
+}
+
+}  // namespace
+
 std::string config_json(const model::ModelConfig& c, WeightType dtype) {
-  const bool qwen = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen3;
+  const bool qwen2 = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen2Moe;
+  const bool qwen = qwen2 || c.architecture == Architecture::Qwen3 || c.architecture == Architecture::Qwen3Moe;
   const bool gemma = model::is_gemma(c.architecture);
   rapidjson::StringBuffer buffer;
   Json json(buffer);
@@ -81,7 +96,7 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   }
   key(json, "eos_token_id");
   id_or_list(json, c.eos_token_ids);
-  if (c.architecture != Architecture::Qwen2) {  // Qwen2 derives it from hidden_size / heads
+  if (!qwen2) {  // Qwen2 derives it from hidden_size / heads
     key(json, "head_dim");
     json.Uint64(c.head_dim);
   }
@@ -138,6 +153,34 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   }
   const auto& r = c.rope_scaling;
   const bool longrope = r && r->type == model::RopeType::LongRope;
+  if (const auto& moe = c.moe) {
+    // As Qwen's and Mixtral's configs name their experts (the auxiliary loss coefficient is training's only).
+    const bool mixtral = c.architecture == Architecture::Mixtral;
+    if (!mixtral) {
+      key(json, "decoder_sparse_step");
+      json.Uint64(1);
+      key(json, "mlp_only_layers");
+      json.StartArray();
+      for (std::size_t i = 0; i < moe->layers.size(); ++i) {
+        if (!moe->layers[i]) json.Uint64(i);
+      }
+      json.EndArray();
+      key(json, "moe_intermediate_size");
+      json.Uint64(moe->expert_intermediate_size);
+      key(json, "norm_topk_prob");
+      json.Bool(moe->norm_topk_prob);
+    }
+    key(json, mixtral ? "num_local_experts" : "num_experts");
+    json.Uint64(moe->num_experts);
+    key(json, "num_experts_per_tok");
+    json.Uint64(moe->experts_per_token);
+    key(json, "router_aux_loss_coef");
+    json.Double(0.001);
+    if (moe->shared_expert_intermediate_size != 0) {
+      key(json, "shared_expert_intermediate_size");
+      json.Uint64(moe->shared_expert_intermediate_size);
+    }
+  }
   if (qwen) {
     key(json, "max_window_layers");
     json.Uint64(c.num_layers);
@@ -146,7 +189,7 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     json.Bool(false);
   }
   key(json, "model_type");
-  string(json, c.architecture == Architecture::Gemma3 ? "gemma3_text" : arch_flag(c.architecture));
+  string(json, model_type(c.architecture));
   key(json, "num_attention_heads");
   json.Uint64(c.num_heads);
   key(json, "num_hidden_layers");
@@ -344,22 +387,31 @@ std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, We
   json.EndObject();
   const auto name = format::dtype_name(safetensors_dtype(dtype));
   std::uint64_t offset = 0;
-  for (const auto* t : tensors) {
-    json.Key(t->hf_name.c_str(), static_cast<rapidjson::SizeType>(t->hf_name.size()));
+  // One entry per tensor; a stack of experts' matrices is one per expert, their bytes one after the other.
+  const auto entry = [&](const std::string& tensor, std::span<const std::uint64_t> shape, std::uint64_t elements) {
+    json.Key(tensor.c_str(), static_cast<rapidjson::SizeType>(tensor.size()));
     json.StartObject();
     json.Key("dtype");
     json.String(name.data(), static_cast<rapidjson::SizeType>(name.size()));
     json.Key("shape");
     json.StartArray();
-    for (const auto d : t->shape) json.Uint64(d);
+    for (const auto d : shape) json.Uint64(d);
     json.EndArray();
     json.Key("data_offsets");
     json.StartArray();
     json.Uint64(offset);
-    offset += t->elements() * quant::block_bytes(dtype);
+    offset += elements * quant::block_bytes(dtype);
     json.Uint64(offset);
     json.EndArray();
     json.EndObject();
+  };
+  for (const auto* t : tensors) {
+    if (t->expert_hf_names.empty()) {
+      entry(t->hf_name, t->shape, t->elements());
+      continue;
+    }
+    const std::span<const std::uint64_t> expert_shape = std::span(t->shape).subspan(1);
+    for (const auto& expert : t->expert_hf_names) entry(expert, expert_shape, t->elements() / t->shape.front());
   }
   json.EndObject();
   std::string header(buffer.GetString(), buffer.GetSize());

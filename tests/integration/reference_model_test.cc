@@ -83,7 +83,8 @@ class ReferenceModel : public ::testing::TestWithParam<Architecture> {};
 
 INSTANTIATE_TEST_SUITE_P(Archs, ReferenceModel,
                          ::testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama,
-                                           Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3),
+                                           Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3,
+                                           Architecture::Qwen3Moe, Architecture::Qwen2Moe, Architecture::Mixtral),
                          [](const auto& param_info) { return name_of(param_info.param); });
 
 // The GGUF F32 file is the safetensors model in llama.cpp's layout: the reference reads both to the same

@@ -1679,7 +1679,8 @@ def hf_model(path, cache, max_model_len=None):
     arch = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama",
             "MistralForCausalLM": "llama", "Gemma3ForCausalLM": "gemma3",
             "Gemma3ForConditionalGeneration": "gemma3", "Gemma2ForCausalLM": "gemma2",
-            "SmolLM3ForCausalLM": "smollm3", "Phi3ForCausalLM": "phi3"}.get(top_class)
+            "SmolLM3ForCausalLM": "smollm3", "Phi3ForCausalLM": "phi3", "Qwen3MoeForCausalLM": "qwen3moe",
+            "Qwen2MoeForCausalLM": "qwen2moe", "MixtralForCausalLM": "mixtral"}.get(top_class)
     if arch is None:
         raise ValueError(f"{path}: architecture {top_class} is not supported")
     gemma = arch in ("gemma2", "gemma3")
@@ -1732,9 +1733,10 @@ def hf_model(path, cache, max_model_len=None):
         rope_scaling=scaling,
         rope_divisors=None,
         tied=cfg.get("tie_word_embeddings", False),
-        bias=arch == "qwen2" or cfg.get("attention_bias", False),
-        qk_norm=arch in ("qwen3", "gemma3"),
+        bias=arch in ("qwen2", "qwen2moe") or cfg.get("attention_bias", False),
+        qk_norm=arch in ("qwen3", "gemma3", "qwen3moe"),
         vocab=cfg["vocab_size"],
+        moe=hf_moe(arch, cfg),
         gemma=gemma,
         # Gemma2Config's caps where the file leaves them out.
         attn_softcap=cfg.get("attn_logit_softcapping", 50.0 if arch == "gemma2" else None),
@@ -1757,6 +1759,8 @@ def hf_model(path, cache, max_model_len=None):
         if arch == "phi3" and (fused := phi3_fused_part(name)):
             stacked, index = fused
             return split_rows(where[stacked].tensor(stacked), phi3_row_counts(config, stacked))[index]
+        if arch == "mixtral":
+            name = mixtral_name(name)
         if name.startswith("model."):
             name = prefix + name[len("model."):]
         elif name == "lm_head.weight" and prefix == "language_model.model.":
@@ -1764,6 +1768,48 @@ def hf_model(path, cache, max_model_len=None):
         return where[name].tensor(name)
 
     return Model(config, fetch, cache=cache or count < 50_000_000, max_model_len=max_model_len)
+
+
+def hf_moe(arch, cfg):
+    """A mixture's shape (None for a dense model): its experts, how many a token takes, whether their weights are
+    renormalized, Qwen2-MoE's shared expert, and which layers are sparse (transformers' decoder_sparse_step and
+    mlp_only_layers)."""
+    if arch == "mixtral":
+        return {"experts": cfg["num_local_experts"], "top_k": cfg["num_experts_per_tok"], "norm": True,
+                "shared": False, "sparse": [True] * cfg["num_hidden_layers"]}
+    if arch not in ("qwen3moe", "qwen2moe"):
+        return None
+    step = cfg.get("decoder_sparse_step", 1)
+    dense = set(cfg.get("mlp_only_layers") or [])
+    return {"experts": cfg["num_experts"], "top_k": cfg["num_experts_per_tok"],
+            "norm": cfg.get("norm_topk_prob", False), "shared": arch == "qwen2moe",
+            "sparse": [i not in dense and (i + 1) % step == 0 for i in range(cfg["num_hidden_layers"])]}
+
+
+# Mixtral's names for a mixture's parts (the forward pass asks for Qwen's).
+MIXTRAL_NAMES = {"mlp.gate.weight": "block_sparse_moe.gate.weight", "gate_proj.weight": "w1.weight",
+                 "up_proj.weight": "w3.weight", "down_proj.weight": "w2.weight"}
+
+
+def mixtral_name(name):
+    if ".mlp.gate.weight" in name:
+        return name.replace("mlp.gate.weight", MIXTRAL_NAMES["mlp.gate.weight"])
+    if ".mlp.experts." in name:
+        head, matrix = name.rsplit(".", 2)[0], ".".join(name.rsplit(".", 2)[1:])
+        return head.replace(".mlp.", ".block_sparse_moe.") + "." + MIXTRAL_NAMES[matrix]
+    return name
+
+
+# GGUF's stacked experts: (tensor, which expert) for a Hugging Face expert name; its router and shared expert.
+GGUF_EXPERT_NAMES = {"gate_proj.weight": "ffn_gate_exps.weight", "up_proj.weight": "ffn_up_exps.weight",
+                     "down_proj.weight": "ffn_down_exps.weight"}
+GGUF_MOE_LAYER_NAMES = {
+    "mlp.gate.weight": "ffn_gate_inp.weight",
+    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+    "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+}
 
 
 # Phi-3's stacked matrices: q, k, v in qkv_proj; gate, up in gate_up_proj (Hugging Face names, and GGUF's).
@@ -1838,7 +1884,7 @@ def gguf_model(path, cache, max_model_len=None):
     g = GgufFile(path)
     meta = g.metadata
     arch = meta["general.architecture"]
-    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3", "smollm3", "phi3"):
+    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3", "smollm3", "phi3", "qwen3moe", "qwen2moe"):
         raise ValueError(f"{path}: general.architecture {arch} is not supported")
     gemma = arch in ("gemma2", "gemma3")
     p = arch + "."
@@ -1894,6 +1940,11 @@ def gguf_model(path, cache, max_model_len=None):
         bias=g.has("blk.0.attn_q.bias"),
         qk_norm=g.has("blk.0.attn_q_norm.weight"),
         vocab=int(embed_dims[1]),
+        # llama.cpp's mixtures: every layer sparse, the chosen weights renormalized but in qwen2moe files;
+        # Mixtral is a llama file with experts.
+        moe={"experts": int(meta[p + "expert_count"]), "top_k": int(meta[p + "expert_used_count"]),
+             "norm": arch != "qwen2moe", "shared": arch == "qwen2moe", "sparse": [True] * layers}
+        if int(meta.get(p + "expert_count", 0)) > 1 else None,
         gemma=gemma,
         # What llama.cpp's gemma2 and gemma3 loaders fix: norms stored as w + 1 already, the embedding times
         # sqrt(hidden) unrounded, q scaled by head_dim^-0.5 (hidden / heads for the 27B models: 46 layers in
@@ -1917,6 +1968,14 @@ def gguf_model(path, cache, max_model_len=None):
         if arch == "phi3" and (fused := phi3_fused_part(name)) and g.has(gguf_phi3_name(fused[0])):
             stacked, index = fused
             return split_rows(g.tensor(gguf_phi3_name(stacked)), phi3_row_counts(config, stacked))[index]
+        if name.startswith("model.layers.") and ".mlp.experts." in name:
+            _, _, layer, rest = name.split(".", 3)
+            _, _, expert, matrix = rest.split(".", 3)
+            return g.tensor(f"blk.{layer}.{GGUF_EXPERT_NAMES[matrix]}")[int(expert)]
+        if name.startswith("model.layers.") and name.split(".", 3)[3] in GGUF_MOE_LAYER_NAMES:
+            _, _, layer, rest = name.split(".", 3)
+            w = g.tensor(f"blk.{layer}.{GGUF_MOE_LAYER_NAMES[rest]}")
+            return w.reshape(1, -1) if rest == "mlp.shared_expert_gate.weight" else w
         if name.startswith("model.layers."):
             _, _, layer, rest = name.split(".", 3)
             gguf_name = f"blk.{layer}.{layer_names[rest]}"
@@ -1978,6 +2037,34 @@ def silu(x):
 def gelu_tanh(x):
     """GELU's tanh approximation (transformers' gelu_pytorch_tanh)."""
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def swiglu_mlp(h, prefix, w):
+    """silu(h gateᵀ) * (h upᵀ), through down: one expert, or the shared one (`prefix` its names' start)."""
+    gate = h @ w(prefix + "gate_proj.weight").T
+    return (silu(gate) * (h @ w(prefix + "up_proj.weight").T)) @ w(prefix + "down_proj.weight").T
+
+
+def mixture(h, moe, p, w):
+    """A mixture-of-experts block as transformers computes Qwen's and Mixtral's: the softmax of the router's
+    scores, each token's top_k experts (ties to the lower index), their weights renormalized where the config
+    says, the experts' outputs summed with those weights; Qwen2-MoE's shared expert added times the sigmoid of
+    its gate."""
+    scores = h @ w(p + "mlp.gate.weight").T
+    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        chosen = sorted(range(moe["experts"]), key=lambda e: (-probs[t, e], e))[:moe["top_k"]]
+        weights = probs[t, chosen]
+        if moe["norm"]:
+            weights = weights / weights.sum()
+        for e, weight in zip(chosen, weights):
+            out[t] += weight * swiglu_mlp(h[t:t + 1], f"{p}mlp.experts.{e}.", w)[0]
+    if moe["shared"]:
+        gate = 1.0 / (1.0 + np.exp(-(h @ w(p + "mlp.shared_expert_gate.weight").T)))
+        out += gate * swiglu_mlp(h, p + "mlp.shared_expert.", w)
+    return out
 
 
 def forward(model, tokens, hidden=False):
@@ -2048,6 +2135,10 @@ def forward(model, tokens, hidden=False):
         else:
             x = x + attn
             h = norm(x, p + "post_attention_layernorm.weight")
+        moe = getattr(c, "moe", None)
+        if moe and moe["sparse"][layer]:
+            x = x + mixture(h, moe, p, w)
+            continue
         gate = h @ w(p + "mlp.gate_proj.weight").T
         up = h @ w(p + "mlp.up_proj.weight").T
         mlp = ((gelu_tanh(gate) if gemma else silu(gate)) * up) @ w(p + "mlp.down_proj.weight").T

@@ -111,7 +111,7 @@ class CpuBackend final : public Backend {
                                   " cannot be " + std::to_string(source.bytes.size()) + " bytes");
     }
     auto& m = weights_.emplace_back(cpu::WeightMatrix{source.type, source.bytes.data(), source.rows, source.cols});
-    if (source.lookup_only) return Weight{source.type, source.rows, source.cols, &m};
+    if (source.lookup_only || source.expert) return Weight{source.type, source.rows, source.cols, &m};
     if (auto repacked = cpu::repack_weights(pool_, m, &arena_)) {
       m.repacked = repacked.get();
       repacked_.push_back(std::move(repacked));
@@ -313,6 +313,72 @@ class CpuBackend final : public Backend {
     cpu::gelu_tanh_mul(pool_, gate.data, up.data, gate.rows * gate.cols, out.data);
   }
 
+  void moe_add(Tensor h, const MoeBlock& block, Tensor x) override {
+    const std::size_t tokens = h.rows, hidden = h.cols;
+    const std::size_t num_experts = block.router->rows;
+    if (block.experts.size() != num_experts || block.top_k == 0 || block.top_k > num_experts) {
+      throw std::invalid_argument("cpu backend: a mixture of " + std::to_string(block.experts.size()) +
+                                  " experts, a router over " + std::to_string(num_experts) + ", top " +
+                                  std::to_string(block.top_k));
+    }
+    const Tensor scores = alloc(tokens, num_experts);
+    matmul(h, *block.router, nullptr, scores);
+    // Each expert's tokens, in token order, with their weights.
+    expert_tokens_.resize(num_experts);
+    for (auto& list : expert_tokens_) list.clear();
+    std::vector<ExpertChoice> choices(block.top_k);
+    for (std::size_t t = 0; t < tokens; ++t) {
+      route_token(std::span<const float>(scores.data + t * num_experts, num_experts), block.top_k,
+                  block.normalize_top_k, choices);
+      for (const auto& c : choices) expert_tokens_[c.expert].push_back({t, c.weight});
+    }
+    const Tensor sum = alloc(tokens, hidden);
+    std::fill(sum.data, sum.data + tokens * hidden, 0.0f);
+    // One buffer serves every expert in turn (and every layer): an expert's gathered inputs and products live
+    // only while it runs.
+    std::size_t most_rows = 0;
+    for (const auto& routed : expert_tokens_) most_rows = std::max(most_rows, routed.size());
+    const auto mlp_floats = [&](const ExpertWeights& expert, std::size_t rows) {
+      return rows * (2 * expert.gate->rows + expert.down->rows);
+    };
+    std::size_t needed = most_rows * hidden + mlp_floats(block.experts.front(), most_rows);
+    if (block.shared_expert != nullptr) needed = std::max(needed, mlp_floats(*block.shared_expert, tokens));
+    if (needed > moe_scratch_floats_) {
+      moe_scratch_ = aligned_floats(needed);
+      moe_scratch_floats_ = needed;
+    }
+    // One expert at a time, each over all its tokens at once (its weights read once per step), in ascending
+    // expert order: a token's sum is added up in the same order whatever else is in the step.
+    for (std::size_t e = 0; e < num_experts; ++e) {
+      const auto& routed = expert_tokens_[e];
+      if (routed.empty()) continue;
+      float* in = moe_scratch_.get();
+      for (std::size_t j = 0; j < routed.size(); ++j) {
+        std::memcpy(in + j * hidden, h.data + routed[j].first * hidden, hidden * sizeof(float));
+      }
+      const float* out = expert_mlp(Tensor{in, routed.size(), hidden}, block.experts[e], in + routed.size() * hidden);
+      for (std::size_t j = 0; j < routed.size(); ++j) {
+        float* to = sum.data + routed[j].first * hidden;
+        const float* from = out + j * hidden;
+        const float weight = routed[j].second;
+        for (std::size_t i = 0; i < hidden; ++i) to[i] += weight * from[i];
+      }
+    }
+    if (block.shared_expert != nullptr) {
+      const float* out = expert_mlp(h, *block.shared_expert, moe_scratch_.get());
+      const float* gate = vector(*block.shared_expert_gate);
+      for (std::size_t t = 0; t < tokens; ++t) {
+        const float* row = h.data + t * hidden;
+        double dot = 0;
+        for (std::size_t i = 0; i < hidden; ++i) dot += static_cast<double>(row[i]) * gate[i];
+        const auto weight = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+        float* to = sum.data + t * hidden;
+        for (std::size_t i = 0; i < hidden; ++i) to[i] += weight * out[t * hidden + i];
+      }
+    }
+    add(x, sum);
+  }
+
   void add(Tensor x, Tensor y) override {
     const std::size_t n = x.rows * x.cols;
     for (std::size_t i = 0; i < n; ++i) x.data[i] += y.data[i];
@@ -329,6 +395,20 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // silu(in . gateᵀ) * (in . upᵀ) through down, for in's rows, computed in `scratch` (rows x (2 inter +
+  // hidden) floats); returns where the result lies in it.
+  const float* expert_mlp(Tensor in, const ExpertWeights& expert, float* scratch) {
+    const std::size_t rows = in.rows, inter = expert.gate->rows, hidden = expert.down->rows;
+    float* gate = scratch;
+    float* up = gate + rows * inter;
+    float* out = up + rows * inter;
+    const Projection gate_up[] = {{expert.gate, nullptr, {gate, rows, inter}}, {expert.up, nullptr, {up, rows, inter}}};
+    matmul_group(in, gate_up);
+    cpu::silu_mul(pool_, gate, up, rows * inter, gate);
+    matmul({gate, rows, inter}, *expert.down, nullptr, {out, rows, hidden});
+    return out;
+  }
+
   static const cpu::WeightMatrix& matrix(const Weight& w) { return *static_cast<const cpu::WeightMatrix*>(w.handle); }
   static const float* vector(const Weight& w) { return reinterpret_cast<const float*>(matrix(w).data); }
   // Rows per chunk so each chunk does at least ~16k values of work.
@@ -359,6 +439,10 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<std::size_t>> token_blocks_;                    // by group, the step's tokens' blocks
   std::vector<std::vector<cpu::AttentionSequence>> attention_sequences_;  // by group
   std::vector<RopeAngles> angles_;                                        // by AttentionPlan::ropes
+  // moe_add's: each expert's (token, weight) pairs, and the buffer its experts' inputs and products use.
+  std::vector<std::vector<std::pair<std::size_t, float>>> expert_tokens_;
+  AlignedFloats moe_scratch_;
+  std::size_t moe_scratch_floats_ = 0;
 };
 
 }  // namespace

@@ -236,6 +236,11 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return name_; }
 
   Weight add_weight(const WeightSource& source) override {
+    if (source.expert) {
+      throw std::invalid_argument(
+          "cuda backend: mixture-of-experts models (Qwen3-MoE, Qwen2-MoE, Mixtral) are not supported on the GPU "
+          "yet (the CPU backend runs them); serve this model with --device cpu");
+    }
     if (!cuda::weight_type_supported(source.type)) {
       throw std::invalid_argument("cuda backend: " + std::string(quant::weight_type_name(source.type)) +
                                   " weights are not supported on the GPU yet (the CPU backend runs them); serve this "

@@ -617,3 +617,142 @@ TEST(ModelConfig, ReadsPhi3GgufRope) {
 }
 
 }  // namespace engine::model
+
+namespace engine::model {
+namespace {
+
+// Qwen3-30B-A3B's experts on a small shape: 128 experts of 768, 8 per token, renormalized.
+constexpr const char* kQwen3Moe = R"({
+  "architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 1024,
+  "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
+  "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "norm_topk_prob": true,
+  "decoder_sparse_step": 1, "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "output_router_logits": false)";
+
+// `json` with its first `from` replaced by `to`.
+std::string replaced(std::string json, std::string_view from, std::string_view to) {
+  json.replace(json.find(from), from.size(), to);
+  return json;
+}
+
+TEST(ModelConfig, ReadsQwen3MoesExperts) {
+  const auto c = parse_hf_config(std::string(kQwen3Moe) + "}", "config.json");
+  EXPECT_EQ(c.architecture, Architecture::Qwen3Moe);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.attention_bias);
+  ASSERT_TRUE(c.moe);
+  EXPECT_EQ(c.moe->num_experts, 128u);
+  EXPECT_EQ(c.moe->experts_per_token, 8u);
+  EXPECT_EQ(c.moe->expert_intermediate_size, 768u);
+  EXPECT_TRUE(c.moe->norm_topk_prob);
+  EXPECT_EQ(c.moe->shared_expert_intermediate_size, 0u);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(is_moe_layer(c, i));
+  // Qwen3MoeConfig's default leaves the weights as the softmax gave them.
+  const std::string unset = replaced(kQwen3Moe, R"("norm_topk_prob": true,)", "");
+  EXPECT_FALSE(parse_hf_config(unset + "}", "c").moe->norm_topk_prob);
+  EXPECT_FALSE(is_moe_layer(parse_hf_config(kQwen3, "c"), 0));
+}
+
+// transformers: layer i is sparse where mlp_only_layers leaves it out and (i + 1) % decoder_sparse_step == 0.
+TEST(ModelConfig, ReadsWhichLayersAreSparse) {
+  const auto c = parse_hf_config(replaced(kQwen3Moe, R"("decoder_sparse_step": 1, "mlp_only_layers": [])",
+                                          R"("decoder_sparse_step": 2, "mlp_only_layers": [3])") +
+                                     "}",
+                                 "c");
+  EXPECT_EQ(c.moe->layers, (std::vector<bool>{false, true, false, false}));
+  EXPECT_FALSE(is_moe_layer(c, 0));
+  EXPECT_TRUE(is_moe_layer(c, 1));
+  EXPECT_THAT(error_of(replaced(kQwen3Moe, R"("mlp_only_layers": [])", R"("mlp_only_layers": [4])") + "}"),
+              HasSubstr("'mlp_only_layers' holds something that is not a layer index below "
+                        "num_hidden_layers (4)"));
+}
+
+TEST(ModelConfig, ReadsQwen2MoesSharedExpertAndMixtralsExperts) {
+  const auto q = parse_hf_config(R"({"architectures":["Qwen2MoeForCausalLM"],"vocab_size":100,"hidden_size":64,
+    "intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"num_experts":60,"num_experts_per_tok":4,
+    "moe_intermediate_size":32,"shared_expert_intermediate_size":256,"use_sliding_window":false,
+    "sliding_window":4096})",
+                                 "c");
+  EXPECT_EQ(q.architecture, Architecture::Qwen2Moe);
+  EXPECT_TRUE(q.attention_bias);
+  EXPECT_FALSE(q.sliding_window);
+  EXPECT_EQ(q.moe->shared_expert_intermediate_size, 256u);
+  EXPECT_FALSE(q.moe->norm_topk_prob);
+  EXPECT_THAT(error_of(R"({"architectures":["Qwen2MoeForCausalLM"],"vocab_size":100,"hidden_size":64,
+    "intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"num_experts":60,"num_experts_per_tok":4,
+    "moe_intermediate_size":32})"),
+              HasSubstr("'shared_expert_intermediate_size' is missing"));
+
+  const auto m = parse_hf_config(R"({"architectures":["MixtralForCausalLM"],"vocab_size":32000,"hidden_size":4096,
+    "intermediate_size":14336,"num_hidden_layers":32,"num_attention_heads":32,"num_key_value_heads":8,
+    "num_local_experts":8,"num_experts_per_tok":2,"rope_theta":1e6,"sliding_window":null,"router_jitter_noise":0.0})",
+                                 "c");
+  EXPECT_EQ(m.architecture, Architecture::Mixtral);
+  EXPECT_EQ(m.moe->num_experts, 8u);
+  EXPECT_EQ(m.moe->experts_per_token, 2u);
+  EXPECT_EQ(m.moe->expert_intermediate_size, 14336u);
+  EXPECT_TRUE(m.moe->norm_topk_prob);  // Mixtral always renormalizes
+  EXPECT_TRUE(m.moe->layers.empty());
+  EXPECT_FALSE(m.sliding_window);
+  EXPECT_THAT(error_of(R"({"architectures":["MixtralForCausalLM"],"vocab_size":32000,"hidden_size":64,
+    "intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"num_local_experts":2,
+    "num_experts_per_tok":3})"),
+              HasSubstr("'num_experts_per_tok' (3) is more than the 2 experts"));
+}
+
+// llama.cpp's files: qwen3moe and qwen2moe keys, Mixtral as a llama file with experts; qwen2moe's graph leaves
+// the chosen weights unnormalized.
+TEST(ModelConfig, ReadsGgufMixtures) {
+  using format::GgufValue;
+  format::GgufWriter q = small_gguf("qwen3moe");
+  q.add_metadata("qwen3moe.vocab_size", GgufValue::scalar<std::uint32_t>(10));
+  q.add_metadata("qwen3moe.expert_count", GgufValue::scalar<std::uint32_t>(128));
+  q.add_metadata("qwen3moe.expert_used_count", GgufValue::scalar<std::uint32_t>(8));
+  q.add_metadata("qwen3moe.expert_feed_forward_length", GgufValue::scalar<std::uint32_t>(768));
+  const auto c = config_from_gguf(gguf_of(q), "m.gguf");
+  EXPECT_EQ(c.architecture, Architecture::Qwen3Moe);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.moe->num_experts, 128u);
+  EXPECT_EQ(c.moe->expert_intermediate_size, 768u);
+  EXPECT_TRUE(c.moe->norm_topk_prob);
+  q.add_metadata("qwen3moe.expert_weights_scale", GgufValue::scalar<float>(2.5f));
+  EXPECT_THROW(
+      {
+        try {
+          config_from_gguf(gguf_of(q), "m.gguf");
+        } catch (const ConfigError& e) {
+          EXPECT_THAT(e.what(), HasSubstr("qwen3moe.expert_weights_scale is 2.5"));
+          throw;
+        }
+      },
+      ConfigError);
+
+  format::GgufWriter q2 = small_gguf("qwen2moe");
+  q2.add_metadata("qwen2moe.vocab_size", GgufValue::scalar<std::uint32_t>(10));
+  q2.add_metadata("qwen2moe.expert_count", GgufValue::scalar<std::uint32_t>(60));
+  q2.add_metadata("qwen2moe.expert_used_count", GgufValue::scalar<std::uint32_t>(4));
+  q2.add_metadata("qwen2moe.expert_feed_forward_length", GgufValue::scalar<std::uint32_t>(32));
+  q2.add_metadata("qwen2moe.expert_shared_feed_forward_length", GgufValue::scalar<std::uint32_t>(256));
+  const auto c2 = config_from_gguf(gguf_of(q2), "m.gguf");
+  EXPECT_EQ(c2.architecture, Architecture::Qwen2Moe);
+  EXPECT_TRUE(c2.attention_bias);
+  EXPECT_FALSE(c2.moe->norm_topk_prob);
+  EXPECT_EQ(c2.moe->shared_expert_intermediate_size, 256u);
+
+  format::GgufWriter m = small_gguf("llama");
+  m.add_metadata("llama.vocab_size", GgufValue::scalar<std::uint32_t>(10));
+  m.add_metadata("llama.expert_count", GgufValue::scalar<std::uint32_t>(8));
+  m.add_metadata("llama.expert_used_count", GgufValue::scalar<std::uint32_t>(9));
+  EXPECT_THROW(config_from_gguf(gguf_of(m), "m.gguf"), ConfigError);  // more used than there are
+  format::GgufWriter m2 = small_gguf("llama");
+  m2.add_metadata("llama.vocab_size", GgufValue::scalar<std::uint32_t>(10));
+  m2.add_metadata("llama.expert_count", GgufValue::scalar<std::uint32_t>(8));
+  m2.add_metadata("llama.expert_used_count", GgufValue::scalar<std::uint32_t>(2));
+  const auto mixtral = config_from_gguf(gguf_of(m2), "m.gguf");
+  EXPECT_EQ(mixtral.architecture, Architecture::Mixtral);
+  EXPECT_EQ(mixtral.rope_pairing, RopePairing::Interleaved);
+  EXPECT_EQ(mixtral.moe->expert_intermediate_size, 128u);  // feed_forward_length
+  EXPECT_TRUE(mixtral.moe->norm_topk_prob);
+}
+
+}  // namespace
+}  // namespace engine::model

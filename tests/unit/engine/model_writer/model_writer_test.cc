@@ -72,6 +72,16 @@ std::vector<float> floats_of(const format::SafetensorsFile& file, const std::str
   return out;
 }
 
+// An F32 GGUF tensor's values.
+std::vector<float> f32_tensor(const format::GgufFile& file, const std::string& name) {
+  const auto* t = file.layout().find_tensor(name);
+  if (t == nullptr) throw std::runtime_error("no tensor " + name);
+  const auto data = file.data(*t);
+  std::vector<float> out(data.size() / 4);
+  std::memcpy(out.data(), data.data(), data.size());
+  return out;
+}
+
 // The Hugging Face tensor names a tiny model of `arch` must have.
 std::set<std::string> expected_tensors(Architecture arch, std::uint64_t layers) {
   std::set<std::string> names = {"model.embed_tokens.weight", "model.norm.weight"};
@@ -529,14 +539,7 @@ TEST_P(ModelWriterArch, GgufF32HoldsTheSafetensorsValues) {
   const auto& c = written.config;
   const auto st = format::SafetensorsFile::open(dir / "model.safetensors");
   const auto gguf = format::GgufFile::open(dir / "model-F32.gguf");
-  const auto gguf_floats = [&](const std::string& name) {
-    const auto* t = gguf.layout().find_tensor(name);
-    EXPECT_NE(t, nullptr) << name;
-    const auto data = gguf.data(*t);
-    std::vector<float> out(data.size() / 4);
-    std::memcpy(out.data(), data.data(), data.size());
-    return out;
-  };
+  const auto gguf_floats = [&](const std::string& name) { return f32_tensor(gguf, name); };
   EXPECT_EQ(gguf_floats("token_embd.weight"), floats_of(st, "model.embed_tokens.weight"));
   EXPECT_EQ(gguf_floats("blk.1.ffn_down.weight"), floats_of(st, "model.layers.1.mlp.down_proj.weight"));
   EXPECT_EQ(gguf_floats("blk.0.attn_v.weight"), floats_of(st, "model.layers.0.self_attn.v_proj.weight"));
@@ -860,4 +863,84 @@ TEST(OutputFile, PiecesReachTheFileInWholeTwoMebibyteRuns) {
 
 }  // namespace
 
+}  // namespace engine::tools
+
+namespace engine::tools {
+namespace {
+
+// The mixtures: each expert's matrices are tensors of their own in safetensors (Qwen's mlp.experts.E.*_proj,
+// Mixtral's block_sparse_moe.experts.E.w1/w3/w2) and one 3-D tensor per matrix in GGUF, with the same values;
+// the router stays f32 in quantized files, as llama.cpp's quantizer leaves it.
+class ModelWriterMoe : public ::testing::TestWithParam<Architecture> {};
+
+INSTANTIATE_TEST_SUITE_P(Archs, ModelWriterMoe,
+                         ::testing::Values(Architecture::Qwen3Moe, Architecture::Qwen2Moe, Architecture::Mixtral),
+                         [](const auto& param_info) {
+                           return std::string(model::architecture_name(param_info.param));
+                         });
+
+TEST_P(ModelWriterMoe, ExpertsAreTensorsOfTheirOwnInSafetensorsAndStackedInGguf) {
+  const TempDir dir;
+  auto options = tiny(GetParam(), dir.path());
+  options.gguf_types = {WeightType::F32, WeightType::Q4_K};
+  const auto written = write_model(options);
+  const auto& c = written.config;
+  ASSERT_TRUE(c.moe);
+  const auto hf = model::read_hf_config(dir / "config.json");
+  ASSERT_TRUE(hf.moe);
+  EXPECT_EQ(hf.architecture, GetParam());
+  EXPECT_EQ(hf.moe->num_experts, 8u);
+  EXPECT_EQ(hf.moe->experts_per_token, 2u);
+  EXPECT_EQ(hf.moe->expert_intermediate_size, 256u);
+  EXPECT_EQ(hf.moe->norm_topk_prob, GetParam() != Architecture::Qwen2Moe);
+  EXPECT_EQ(hf.moe->shared_expert_intermediate_size, GetParam() == Architecture::Qwen2Moe ? 512u : 0u);
+
+  const bool mixtral = GetParam() == Architecture::Mixtral;
+  const std::string block = mixtral ? "model.layers.1.block_sparse_moe." : "model.layers.1.mlp.";
+  const auto st = format::SafetensorsFile::open(dir / "model.safetensors");
+  std::uint64_t elements = 0;
+  for (const auto& t : st.tensors()) elements += t.byte_size() / 4;
+  EXPECT_EQ(elements, written.parameters);
+  EXPECT_EQ(st.find(block + "gate.weight")->shape, (std::vector<std::uint64_t>{8, c.hidden_size}));
+  EXPECT_EQ(st.find("model.layers.1.mlp.down_proj.weight"), nullptr);
+  const auto gguf = format::GgufFile::open(dir / "model-F32.gguf");
+  const auto gguf_floats = [&](const std::string& name) { return f32_tensor(gguf, name); };
+  for (const auto& [hf_matrix, gguf_matrix, rows, cols] :
+       {std::tuple{mixtral ? "w1.weight" : "gate_proj.weight", "ffn_gate_exps.weight", 256ul, c.hidden_size},
+        std::tuple{mixtral ? "w3.weight" : "up_proj.weight", "ffn_up_exps.weight", 256ul, c.hidden_size},
+        std::tuple{mixtral ? "w2.weight" : "down_proj.weight", "ffn_down_exps.weight", c.hidden_size, 256ul}}) {
+    std::vector<float> experts;
+    for (int e = 0; e < 8; ++e) {
+      const std::string name = block + "experts." + std::to_string(e) + "." + hf_matrix;
+      ASSERT_NE(st.find(name), nullptr) << name;
+      EXPECT_EQ(st.find(name)->shape, (std::vector<std::uint64_t>{rows, cols})) << name;
+      const auto values = floats_of(st, name);
+      experts.insert(experts.end(), values.begin(), values.end());
+    }
+    const std::string stacked = std::string("blk.1.") + gguf_matrix;
+    EXPECT_EQ(gguf.layout().find_tensor(stacked)->dims, (std::vector<std::uint64_t>{cols, rows, 8})) << stacked;
+    EXPECT_EQ(gguf_floats(stacked), experts) << stacked;
+  }
+  if (GetParam() == Architecture::Qwen2Moe) {
+    EXPECT_EQ(st.find(block + "shared_expert_gate.weight")->shape, (std::vector<std::uint64_t>{1, c.hidden_size}));
+    EXPECT_EQ(gguf.layout().find_tensor("blk.1.ffn_gate_inp_shexp.weight")->dims,
+              (std::vector<std::uint64_t>{c.hidden_size}));
+    EXPECT_EQ(gguf_floats("blk.1.ffn_gate_inp_shexp.weight"), floats_of(st, block + "shared_expert_gate.weight"));
+    EXPECT_EQ(gguf_floats("blk.1.ffn_down_shexp.weight"), floats_of(st, block + "shared_expert.down_proj.weight"));
+  }
+
+  const auto q4k = format::GgufFile::open(dir / "model-Q4_K.gguf");
+  EXPECT_EQ(q4k.layout().find_tensor("blk.0.ffn_gate_inp.weight")->type->name, "F32");
+  EXPECT_EQ(q4k.layout().find_tensor("blk.0.ffn_down_exps.weight")->type->name, "Q4_K");
+  const auto g = model::config_from_gguf(q4k.layout(), "model-Q4_K.gguf");
+  EXPECT_EQ(g.architecture, GetParam());
+  ASSERT_TRUE(g.moe);
+  EXPECT_EQ(g.moe->num_experts, hf.moe->num_experts);
+  EXPECT_EQ(g.moe->experts_per_token, hf.moe->experts_per_token);
+  EXPECT_EQ(g.moe->expert_intermediate_size, hf.moe->expert_intermediate_size);
+  EXPECT_EQ(g.moe->norm_topk_prob, hf.moe->norm_topk_prob);
+  EXPECT_EQ(g.moe->shared_expert_intermediate_size, hf.moe->shared_expert_intermediate_size);
+}
+
+}  // namespace
 }  // namespace engine::tools

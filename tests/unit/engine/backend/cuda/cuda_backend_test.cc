@@ -236,6 +236,24 @@ TEST_F(CudaBackendTest, WeightTypesWithoutGpuKernelsAreRefusedByName) {
   }
 }
 
+// A mixture's experts are refused at load, naming the models and what to do (the CPU backend runs them).
+TEST_F(CudaBackendTest, ExpertsAreRefusedByName) {
+  REQUIRE_GPU();
+  init(64, WeightType::F32);
+  const std::vector<float> values(8 * 64, 0.5f);
+  WeightSource source{WeightType::F32, std::as_bytes(std::span<const float>(values)), 8, 64};
+  source.expert = true;
+  try {
+    gpu_->add_weight(source);
+    ADD_FAILURE() << "an expert was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("mixture-of-experts models (Qwen3-MoE, Qwen2-MoE, Mixtral)"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CudaBackendTest, EmbedNormsAndElementwiseKernelsMatchTheCpu) {
   REQUIRE_GPU();
   init(128, WeightType::F32);
