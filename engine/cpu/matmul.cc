@@ -162,6 +162,85 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
                     });
 }
 
+// A product whose weights are streamed once (one token, or a decode batch): w over `tokens` rows of x, or of
+// `quantized` (x quantized by the table) where the table takes int8 activations for w's type.
+struct StreamedProduct {
+  const WeightMatrix* w;
+  const float* x;
+  const std::byte* quantized;
+  std::size_t tokens;
+  float* out;
+  const float* bias;
+};
+
+// Whether matmul streams w's weights once for `tokens` tokens (gemv, gemv_batch or the int8 product of few
+// tokens) rather than running a GEMM.
+bool is_streamed(const kernels::Table& table, const WeightMatrix& w, std::size_t tokens) {
+  return tokens > 0 && w.cols != 0 &&
+         (tokens == 1 || tokens <= table.batch_max_tokens[static_cast<std::size_t>(w.type)]);
+}
+
+// Streamed products in a single hand-off to the pool: each matrix cut into the ranges matmul would give its
+// rows, one loop over all of them; each (row, token) gets the bits matmul would give it.
+void run_streamed(const kernels::Table& table, ThreadPool& pool, std::span<const StreamedProduct> products) {
+  struct Piece {
+    const StreamedProduct* product;
+    std::size_t row_bytes, begin, end;
+  };
+  std::vector<Piece> pieces;
+  for (const auto& p : products) {
+    if (p.out == nullptr || p.x == nullptr) throw std::invalid_argument("matmul without input or output");
+    const std::size_t row_bytes = checked_row_bytes(*p.w);
+    const std::size_t step = range_rows(row_bytes, kGemvRangeBytes, table.row_tile);
+    for (std::size_t begin = 0; begin < p.w->rows; begin += step) {
+      pieces.push_back({&p, row_bytes, begin, std::min(p.w->rows, begin + step)});
+    }
+  }
+  pool.parallel_for(pieces.size(), 1, [&](std::size_t first, std::size_t last) {
+    for (std::size_t i = first; i < last; ++i) {
+      const Piece& piece = pieces[i];
+      const StreamedProduct& p = *piece.product;
+      const WeightMatrix& w = *p.w;
+      const kernels::Rows rows{w.data + piece.begin * piece.row_bytes, piece.row_bytes, w.cols,
+                               piece.end - piece.begin};
+      const float* bias = p.bias != nullptr ? p.bias + piece.begin : nullptr;
+      const auto type = static_cast<std::size_t>(w.type);
+      if (table.int8_matmul[type] != nullptr) {
+        const Int8Product product = int8_product(table, w, piece.row_bytes);
+        product.fn(kernels::Rows{product.data + piece.begin * piece.row_bytes, piece.row_bytes, w.cols,
+                                 piece.end - piece.begin},
+                   p.quantized, p.tokens, p.out + piece.begin, w.rows, bias);
+      } else if (p.tokens == 1) {
+        table.gemv[type](rows, p.x, p.out + piece.begin, bias);
+      } else {
+        table.gemv_batch[type](rows, p.x, p.tokens, p.out + piece.begin, w.rows, bias);
+      }
+    }
+  });
+}
+
+void run_matmul_batch(const kernels::Table& table, ThreadPool& pool, std::span<const MatmulJob> jobs) {
+  const bool streamed = std::all_of(jobs.begin(), jobs.end(), [&](const MatmulJob& j) {
+    return j.w != nullptr && (j.tokens == 0 || j.w->rows == 0 || is_streamed(table, *j.w, j.tokens));
+  });
+  if (!streamed) {
+    for (const auto& j : jobs) run_matmul(table, pool, *j.w, j.x, j.tokens, j.out, nullptr);
+    return;
+  }
+  // Each input quantized once, where its matrix takes int8 activations (a job of one token: on the caller).
+  std::vector<AlignedBytes> quantized;
+  std::vector<StreamedProduct> products;
+  for (const auto& j : jobs) {
+    if (j.tokens == 0 || j.w->rows == 0) continue;
+    if (j.x == nullptr) throw std::invalid_argument("matmul without input or output");
+    const std::byte* q = nullptr;
+    if (takes_int8(table, j.w->type))
+      q = quantized.emplace_back(quantize_input(table, pool, j.x, j.tokens, j.w->cols)).get();
+    products.push_back({j.w, j.x, q, j.tokens, j.out, nullptr});
+  }
+  run_streamed(table, pool, products);
+}
+
 void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<const MatmulTarget> targets,
                       const float* x, std::size_t tokens) {
   bool streamed = tokens > 0 && targets.size() > 1;
@@ -170,8 +249,7 @@ void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<c
     if (t.w == nullptr || t.w->cols != targets.front().w->cols) {
       throw std::invalid_argument("matmul_group: the matrices of a group must share their input width");
     }
-    const auto type = static_cast<std::size_t>(t.w->type);
-    streamed = streamed && t.w->cols != 0 && (tokens == 1 || tokens <= table.batch_max_tokens[type]);
+    streamed = streamed && is_streamed(table, *t.w, tokens);
     int8 = int8 || (takes_int8(table, t.w->type) && t.w->rows != 0 && t.w->cols != 0);
   }
   // The input quantized once for every matrix that takes int8 activations.
@@ -192,38 +270,9 @@ void run_matmul_group(const kernels::Table& table, ThreadPool& pool, std::span<c
     return;
   }
   if (x == nullptr) throw std::invalid_argument("matmul without input or output");
-  // Each matrix cut into the ranges matmul would give its rows; one loop over all of them.
-  struct Piece {
-    const MatmulTarget* target;
-    std::size_t row_bytes, begin, end;
-  };
-  std::vector<Piece> pieces;
-  for (const auto& t : targets) {
-    if (t.out == nullptr) throw std::invalid_argument("matmul without input or output");
-    const std::size_t row_bytes = checked_row_bytes(*t.w);
-    const std::size_t step = range_rows(row_bytes, kGemvRangeBytes, table.row_tile);
-    for (std::size_t begin = 0; begin < t.w->rows; begin += step) {
-      pieces.push_back({&t, row_bytes, begin, std::min(t.w->rows, begin + step)});
-    }
-  }
-  pool.parallel_for(pieces.size(), 1, [&](std::size_t first, std::size_t last) {
-    for (std::size_t i = first; i < last; ++i) {
-      const Piece& p = pieces[i];
-      const WeightMatrix& w = *p.target->w;
-      const kernels::Rows rows{w.data + p.begin * p.row_bytes, p.row_bytes, w.cols, p.end - p.begin};
-      const float* bias = p.target->bias != nullptr ? p.target->bias + p.begin : nullptr;
-      const auto type = static_cast<std::size_t>(w.type);
-      if (table.int8_matmul[type] != nullptr) {
-        const Int8Product product = int8_product(table, w, p.row_bytes);
-        product.fn(kernels::Rows{product.data + p.begin * p.row_bytes, p.row_bytes, w.cols, p.end - p.begin},
-                   quantized.get(), tokens, p.target->out + p.begin, w.rows, bias);
-      } else if (tokens == 1) {
-        table.gemv[type](rows, x, p.target->out + p.begin, bias);
-      } else {
-        table.gemv_batch[type](rows, x, tokens, p.target->out + p.begin, w.rows, bias);
-      }
-    }
-  });
+  std::vector<StreamedProduct> products;
+  for (const auto& t : targets) products.push_back({t.w, x, quantized.get(), tokens, t.out, t.bias});
+  run_streamed(table, pool, products);
 }
 
 std::unique_ptr<RepackedWeights> run_repack(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w,
@@ -278,6 +327,10 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t
 
 void matmul_group(ThreadPool& pool, std::span<const MatmulTarget> targets, const float* x, std::size_t tokens) {
   run_matmul_group(active_table(), pool, targets, x, tokens);
+}
+
+void matmul_batch(ThreadPool& pool, std::span<const MatmulJob> jobs) {
+  run_matmul_batch(active_table(), pool, jobs);
 }
 
 void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out) {

@@ -77,6 +77,19 @@ struct MatmulTarget {
 // threads are woken once instead of once per matrix. Each (row, token) gets the bits matmul would give it.
 void matmul_group(ThreadPool& pool, std::span<const MatmulTarget> targets, const float* x, std::size_t tokens);
 
+// One product of matmul_batch: out = x · wᵀ for `tokens` rows of its own input x.
+struct MatmulJob {
+  const WeightMatrix* w = nullptr;
+  const float* x = nullptr;
+  std::size_t tokens = 0;
+  float* out = nullptr;
+};
+
+// matmul for each job, each over an input of its own (a mixture's experts, each over the tokens routed to it):
+// where every job streams its weights (one token, a decode batch), all of them in a single hand-off to the pool;
+// otherwise one after another. Each (row, token) gets the bits matmul would give it.
+void matmul_batch(ThreadPool& pool, std::span<const MatmulJob> jobs);
+
 // Rows [first, first + count) of w as f32 (embedding lookups), count * w.cols values.
 void dequantize_rows(const WeightMatrix& w, std::size_t first, std::size_t count, float* out);
 

@@ -3,7 +3,9 @@
 // time, peak RSS, and the weight bytes batch-1 decode streams per second beside this machine's memory
 // bandwidth measured right before and right after that decode (the bound a memory-bound decode can reach; on a
 // shared host it moves from minute to minute, so it is measured where the decode runs, and the larger of the two
-// is the bound). --json prints the same as one JSON object (scripts/bench-vs-llamacpp.sh reads it).
+// is the bound). --step-bytes also counts the bytes of the model's files one batch-1 decode step reads (a mixture
+// of experts: its routed experts', not all; tests/support/step_file_bytes.h). --json prints the same as one JSON
+// object (scripts/bench-vs-llamacpp.sh reads it).
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -21,6 +23,7 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/quant/quant.h"
 #include "engine/runtime/engine.h"
+#include "tests/support/step_file_bytes.h"
 
 namespace {
 
@@ -118,6 +121,27 @@ DecodeRate decode_rate(Engine& engine, std::size_t batch, std::size_t prompt_len
   return rate;
 }
 
+// The bytes of the model's files one batch-1 decode step reads, after a prefill of `prompt_len` tokens (each
+// step's experts differ, so several steps are measured and the median kept).
+testing_support::StepFileBytes step_bytes(Engine& engine, std::size_t prompt_len, std::size_t steps) {
+  SequenceCache cache;
+  const auto prompt = prompt_tokens(engine, prompt_len);
+  if (!engine.reserve(cache, prompt_len + steps)) throw std::runtime_error("the KV cache cannot hold the steps");
+  std::vector<float> logits;
+  StepInput input{&cache, prompt, false};
+  engine.step(std::span(&input, 1), logits);
+  std::vector<testing_support::StepFileBytes> measured;
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::vector<std::int32_t> next = {
+        static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+    input = {&cache, next, false};
+    measured.push_back(testing_support::measure_step_file_bytes([&] { engine.step(std::span(&input, 1), logits); }));
+  }
+  engine.release(cache);
+  std::sort(measured.begin(), measured.end(), [](const auto& a, const auto& b) { return a.read < b.read; });
+  return measured[measured.size() / 2];
+}
+
 // "8,32" as batch sizes, each at least 1.
 std::vector<std::size_t> parse_batches(std::string_view text) {
   std::vector<std::size_t> batches;
@@ -141,7 +165,7 @@ std::vector<std::size_t> parse_batches(std::string_view text) {
 int main(int argc, char** argv) {
   std::string model, batches_text = "8,32", kv_cache_dtype = "auto";
   std::uint64_t threads = 0, prefill_len = 512, steps = 32, short_prompt = 16, long_prompt = 2048;
-  bool json = false;
+  bool json = false, count_step_bytes = false;
   base::FlagParser flags(
       "usage: engine-bench --model PATH [--threads N] [--prefill N] [--steps N] [--short-prompt N] "
       "[--long-prompt N] [--batches LIST] [--kv-cache-dtype auto|bfloat16|float16|float32] [--json]");
@@ -156,6 +180,8 @@ int main(int argc, char** argv) {
                    &batches_text);
   flags.add_string("kv-cache-dtype", "auto|bfloat16|float16|float32",
                    "how the KV cache stores keys and values (default auto: bfloat16 on the CPU)", &kv_cache_dtype);
+  flags.add_switch("step-bytes", "also count the bytes of the model's files a batch-1 decode step reads",
+                   &count_step_bytes);
   flags.add_switch("json", "print one JSON object instead of the table", &json);
   try {
     if (!flags.parse(std::span<char* const>(argv + 1, static_cast<std::size_t>(argc - 1)))) {
@@ -198,6 +224,7 @@ int main(int argc, char** argv) {
     std::vector<double> batch_rates;
     for (const auto batch : batches) batch_rates.push_back(decode_rate(*engine, batch, short_prompt, steps).decode);
     const double rss_mb = std::max(peak_mb, peak_rss_mb());
+    const auto read = count_step_bytes ? step_bytes(*engine, short_prompt, 3) : testing_support::StepFileBytes{};
     const double streamed = decode1 * weight_gb;
     const std::string simd(engine::cpu::simd_level());
     const std::string kv_type(engine::quant::weight_type_name(engine->cache_shape().kv_type));
@@ -215,8 +242,13 @@ int main(int argc, char** argv) {
       }
       std::printf(
           "}, \"peak_rss_mb\": %.1f, \"bandwidth_gbs\": %.3f, \"bandwidth_before_gbs\": %.3f, "
-          "\"bandwidth_after_gbs\": %.3f}\n",
+          "\"bandwidth_after_gbs\": %.3f",
           rss_mb, bandwidth, bandwidth_before, bandwidth_after);
+      if (count_step_bytes) {
+        std::printf(", \"mapped_gb\": %.4f, \"step_read_gb\": %.4f", static_cast<double>(read.mapped) / 1e9,
+                    static_cast<double>(read.read) / 1e9);
+      }
+      std::printf("}\n");
       return 0;
     }
     std::printf("model            %s\n", model.c_str());
@@ -236,6 +268,10 @@ int main(int argc, char** argv) {
       std::printf("decode batch %-3zu %.2f tokens/s\n", batches[i], batch_rates[i]);
     }
     std::printf("peak RSS         %.0f MB (weights %.0f MB)\n", rss_mb, weight_gb * 1e3);
+    if (count_step_bytes) {
+      std::printf("decode step reads %.0f MB of the %.0f MB of model files mapped; the weights a token uses: %.0f MB\n",
+                  static_cast<double>(read.read) / 1e6, static_cast<double>(read.mapped) / 1e6, weight_gb * 1e3);
+    }
     std::printf(
         "decode streams   %.2f GB/s of weights; memory bandwidth %.2f and %.2f GB/s measured before and after it; "
         "%.0f%% of the larger\n",

@@ -96,6 +96,11 @@ struct TokenPlace {
 
 constexpr std::size_t kMaxBlockSize = 128;
 
+// The most routed rows (token, expert) the mixture's experts run together: every one of a decode batch's (32
+// tokens of 8 experts), in two hand-offs to the pool, where a prefill's experts, each with many rows, run a few
+// at a time and keep the buffers small.
+constexpr std::size_t kExpertGroupRows = 256;
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::size_t threads, std::span<const int> cpus)
@@ -323,8 +328,8 @@ class CpuBackend final : public Backend {
     }
     const Tensor scores = alloc(tokens, num_experts);
     matmul(h, *block.router, nullptr, scores);
-    // Each expert's tokens, in token order, with their weights.
-    expert_tokens_.resize(num_experts);
+    // Each expert's tokens, in token order, with their weights; the shared expert's last, every token's.
+    expert_tokens_.resize(num_experts + 1);
     for (auto& list : expert_tokens_) list.clear();
     std::vector<ExpertChoice> choices(block.top_k);
     for (std::size_t t = 0; t < tokens; ++t) {
@@ -332,50 +337,34 @@ class CpuBackend final : public Backend {
                   block.normalize_top_k, choices);
       for (const auto& c : choices) expert_tokens_[c.expert].push_back({t, c.weight});
     }
-    const Tensor sum = alloc(tokens, hidden);
-    std::fill(sum.data, sum.data + tokens * hidden, 0.0f);
-    // One buffer serves every expert in turn (and every layer): an expert's gathered inputs and products live
-    // only while it runs.
-    std::size_t most_rows = 0;
-    for (const auto& routed : expert_tokens_) most_rows = std::max(most_rows, routed.size());
-    const auto mlp_floats = [&](const ExpertWeights& expert, std::size_t rows) {
-      return rows * (2 * expert.gate->rows + expert.down->rows);
-    };
-    std::size_t needed = most_rows * hidden + mlp_floats(block.experts.front(), most_rows);
-    if (block.shared_expert != nullptr) needed = std::max(needed, mlp_floats(*block.shared_expert, tokens));
-    if (needed > moe_scratch_floats_) {
-      moe_scratch_ = aligned_floats(needed);
-      moe_scratch_floats_ = needed;
-    }
-    // One expert at a time, each over all its tokens at once (its weights read once per step), in ascending
-    // expert order: a token's sum is added up in the same order whatever else is in the step.
-    for (std::size_t e = 0; e < num_experts; ++e) {
-      const auto& routed = expert_tokens_[e];
-      if (routed.empty()) continue;
-      float* in = moe_scratch_.get();
-      for (std::size_t j = 0; j < routed.size(); ++j) {
-        std::memcpy(in + j * hidden, h.data + routed[j].first * hidden, hidden * sizeof(float));
-      }
-      const float* out = expert_mlp(Tensor{in, routed.size(), hidden}, block.experts[e], in + routed.size() * hidden);
-      for (std::size_t j = 0; j < routed.size(); ++j) {
-        float* to = sum.data + routed[j].first * hidden;
-        const float* from = out + j * hidden;
-        const float weight = routed[j].second;
-        for (std::size_t i = 0; i < hidden; ++i) to[i] += weight * from[i];
-      }
-    }
     if (block.shared_expert != nullptr) {
-      const float* out = expert_mlp(h, *block.shared_expert, moe_scratch_.get());
       const float* gate = vector(*block.shared_expert_gate);
       for (std::size_t t = 0; t < tokens; ++t) {
         const float* row = h.data + t * hidden;
         double dot = 0;
         for (std::size_t i = 0; i < hidden; ++i) dot += static_cast<double>(row[i]) * gate[i];
-        const auto weight = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
-        float* to = sum.data + t * hidden;
-        for (std::size_t i = 0; i < hidden; ++i) to[i] += weight * out[t * hidden + i];
+        expert_tokens_[num_experts].push_back({t, static_cast<float>(1.0 / (1.0 + std::exp(-dot)))});
       }
     }
+    const Tensor sum = alloc(tokens, hidden);
+    std::fill(sum.data, sum.data + tokens * hidden, 0.0f);
+    // The experts in ascending order (the shared one last), in groups of up to kExpertGroupRows routed rows: a
+    // decode step's in one group, whose gate and up products take one hand-off to the pool and its down products
+    // another. A token's sum is added up in the same order whatever else is in the step.
+    std::vector<std::size_t> group;
+    std::size_t group_rows = 0;
+    for (std::size_t e = 0; e <= num_experts; ++e) {
+      const std::size_t rows = expert_tokens_[e].size();
+      if (rows == 0) continue;
+      if (group_rows > 0 && group_rows + rows > kExpertGroupRows) {
+        run_experts(h, block, group, sum);
+        group.clear();
+        group_rows = 0;
+      }
+      group.push_back(e);
+      group_rows += rows;
+    }
+    if (!group.empty()) run_experts(h, block, group, sum);
     add(x, sum);
   }
 
@@ -395,18 +384,55 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // silu(in . gateᵀ) * (in . upᵀ) through down, for in's rows, computed in `scratch` (rows x (2 inter +
-  // hidden) floats); returns where the result lies in it.
-  const float* expert_mlp(Tensor in, const ExpertWeights& expert, float* scratch) {
-    const std::size_t rows = in.rows, inter = expert.gate->rows, hidden = expert.down->rows;
-    float* gate = scratch;
-    float* up = gate + rows * inter;
-    float* out = up + rows * inter;
-    const Projection gate_up[] = {{expert.gate, nullptr, {gate, rows, inter}}, {expert.up, nullptr, {up, rows, inter}}};
-    matmul_group(in, gate_up);
-    cpu::silu_mul(pool_, gate, up, rows * inter, gate);
-    matmul({gate, rows, inter}, *expert.down, nullptr, {out, rows, hidden});
-    return out;
+  // The experts of `group` (indices into expert_tokens_; num_experts: the shared expert) over the rows routed
+  // to them: each expert's tokens gathered, silu(in . gateᵀ) * (in . upᵀ) through down, added into `sum` times
+  // each token's weight.
+  void run_experts(Tensor h, const MoeBlock& block, std::span<const std::size_t> group, Tensor sum) {
+    const std::size_t hidden = h.cols;
+    const auto expert_of = [&](std::size_t e) -> const ExpertWeights& {
+      return e < block.experts.size() ? block.experts[e] : *block.shared_expert;
+    };
+    // Where each expert's rows start in the group's buffers: inputs and outputs hidden wide, gate and up the
+    // expert's width.
+    std::size_t rows = 0, inter_floats = 0;
+    for (const auto e : group) {
+      rows += expert_tokens_[e].size();
+      inter_floats += expert_tokens_[e].size() * expert_of(e).gate->rows;
+    }
+    const std::size_t needed = 2 * rows * hidden + 2 * inter_floats;
+    if (needed > moe_scratch_floats_) {
+      moe_scratch_ = aligned_floats(needed);
+      moe_scratch_floats_ = needed;
+    }
+    float* const in = moe_scratch_.get();
+    float* const out = in + rows * hidden;
+    float* const gate = out + rows * hidden;
+    float* const up = gate + inter_floats;
+    std::vector<cpu::MatmulJob> gate_up, down;
+    std::size_t row = 0, inter_at = 0;
+    for (const auto e : group) {
+      const auto& routed = expert_tokens_[e];
+      const ExpertWeights& expert = expert_of(e);
+      for (std::size_t j = 0; j < routed.size(); ++j) {
+        std::memcpy(in + (row + j) * hidden, h.data + routed[j].first * hidden, hidden * sizeof(float));
+      }
+      gate_up.push_back({&matrix(*expert.gate), in + row * hidden, routed.size(), gate + inter_at});
+      gate_up.push_back({&matrix(*expert.up), in + row * hidden, routed.size(), up + inter_at});
+      down.push_back({&matrix(*expert.down), gate + inter_at, routed.size(), out + row * hidden});
+      row += routed.size();
+      inter_at += routed.size() * expert.gate->rows;
+    }
+    cpu::matmul_batch(pool_, gate_up);
+    cpu::silu_mul(pool_, gate, up, inter_floats, gate);
+    cpu::matmul_batch(pool_, down);
+    row = 0;
+    for (const auto e : group) {
+      for (const auto& [token, weight] : expert_tokens_[e]) {
+        float* to = sum.data + token * hidden;
+        const float* from = out + row++ * hidden;
+        for (std::size_t i = 0; i < hidden; ++i) to[i] += weight * from[i];
+      }
+    }
   }
 
   static const cpu::WeightMatrix& matrix(const Weight& w) { return *static_cast<const cpu::WeightMatrix*>(w.handle); }
@@ -439,7 +465,8 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<std::size_t>> token_blocks_;                    // by group, the step's tokens' blocks
   std::vector<std::vector<cpu::AttentionSequence>> attention_sequences_;  // by group
   std::vector<RopeAngles> angles_;                                        // by AttentionPlan::ropes
-  // moe_add's: each expert's (token, weight) pairs, and the buffer its experts' inputs and products use.
+  // moe_add's: each expert's (token, weight) pairs (the shared expert's last), and the buffer its groups of
+  // experts' inputs and products use.
   std::vector<std::vector<std::pair<std::size_t, float>>> expert_tokens_;
   AlignedFloats moe_scratch_;
   std::size_t moe_scratch_floats_ = 0;

@@ -708,6 +708,35 @@ TEST(Matmul, GroupEqualsSeparateProducts) {
   EXPECT_THROW(matmul_group(pool, mixed, x.data(), 1), std::invalid_argument);
 }
 
+// matmul_batch gives each job, over its own input, the bits matmul gives it: jobs of a few tokens each, which
+// share one hand-off to the pool, and with one long job among them, which runs them one by one.
+TEST(Matmul, BatchGivesEachJobTheBitsMatmulGives) {
+  ThreadPool pool(2);
+  for (const auto type : {WeightType::F32, WeightType::BF16, WeightType::Q8_0, WeightType::Q4_K, WeightType::Q6_K}) {
+    const Matrix a = make_matrix(type, 40, 256, 1900), b = make_matrix(type, 24, 512, 1901);
+    const WeightMatrix va = a.view(), vb = b.view();
+    for (const std::size_t long_tokens : {2, 40}) {
+      const std::size_t tokens[] = {1, 3, long_tokens};
+      const WeightMatrix* matrices[] = {&va, &vb, &va};
+      std::vector<std::vector<float>> inputs, got, want;
+      std::vector<MatmulJob> jobs;
+      for (std::size_t j = 0; j < 3; ++j) {
+        inputs.push_back(random_vector(tokens[j] * matrices[j]->cols, 1902 + static_cast<std::uint32_t>(j)));
+        got.push_back(poisoned(tokens[j] * matrices[j]->rows));
+        want.push_back(poisoned(tokens[j] * matrices[j]->rows));
+        matmul(pool, *matrices[j], inputs[j].data(), tokens[j], want[j].data());
+      }
+      for (std::size_t j = 0; j < 3; ++j) jobs.push_back({matrices[j], inputs[j].data(), tokens[j], got[j].data()});
+      matmul_batch(pool, jobs);
+      for (std::size_t j = 0; j < 3; ++j) {
+        EXPECT_EQ(std::memcmp(got[j].data(), want[j].data(), got[j].size() * sizeof(float)), 0)
+            << quant::weight_type_name(type) << ", job " << j << " of " << tokens[j] << " tokens, beside a job of "
+            << long_tokens;
+      }
+    }
+  }
+}
+
 // A repacking is read only by the level that made it: every other level reads the stored rows; and only for the
 // matrix it was made from.
 TEST(Matmul, OnlyTheRepackingLevelReadsTheRepacking) {

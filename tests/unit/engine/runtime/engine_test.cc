@@ -24,6 +24,7 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/model_writer/model_writer.h"
 #include "engine/quant/quant.h"
+#include "tests/support/step_file_bytes.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -272,6 +273,45 @@ TEST(RepackedWeights, TheMappedWeightsDoNotStayResident) {
   // And the dropped pages are advised against huge pages, so that a row looked up later maps small pages, not
   // 2 MiB of the page cache's folio around it (where the kernel has transparent huge pages to advise on).
   EXPECT_EQ(mapped.flags.contains("nh"), std::filesystem::exists("/sys/kernel/mm/transparent_hugepage"));
+}
+
+// A mixture's decode step reads the experts its token is routed to, where they lie in the file, and no other:
+// Qwen3-MoE's tiny model (8 experts, 2 per token) in Q8_0, one decode step after a prompt. The bytes of the file
+// it touches stay within 1.3x of the weights a token uses (Checkpoint::weight_bytes: 2 of the 8 experts); reading
+// every expert would be more than twice that.
+TEST(MixtureOfExperts, ADecodeStepReadsOnlyTheExpertsItsTokenIsRoutedTo) {
+  testing_support::TempDir dir;
+  engine::tools::ModelWriterOptions writer;
+  writer.arch = engine::model::Architecture::Qwen3Moe;
+  writer.out_dir = dir.path();
+  writer.gguf_types = {engine::quant::WeightType::Q8_0};
+  writer.safetensors = false;
+  engine::tools::write_model(writer);
+  engine::runtime::EngineOptions options;
+  options.device = engine::runtime::Device::Cpu;
+  options.threads = 1;
+  options.max_model_len = 64;
+  const auto engine = engine::runtime::Engine::load(dir.path() / "model-Q8_0.gguf", options);
+  const std::vector<std::int32_t> prompt = {3, 1, 4, 1, 5};
+  engine::runtime::SequenceCache cache;
+  ASSERT_TRUE(engine->reserve(cache, prompt.size() + 1));
+  std::vector<float> logits;
+  engine::runtime::StepInput input{&cache, prompt, false};
+  engine->step(std::span(&input, 1), logits);
+  const std::vector<std::int32_t> next = {9};
+  input = {&cache, next, false};
+  const auto read = testing_support::measure_step_file_bytes([&] { engine->step(std::span(&input, 1), logits); });
+  const auto& moe = *engine->config().moe;
+  const std::uint64_t active = engine->checkpoint().weight_bytes();
+  std::uint64_t experts = 0;  // every expert's bytes, over all layers
+  for (const auto& layer : engine->checkpoint().weights().layers) {
+    for (const auto& e : layer.moe->experts) experts += e.gate.bytes.size() + e.up.bytes.size() + e.down.bytes.size();
+  }
+  EXPECT_GT(read.read, experts * moe.experts_per_token / moe.num_experts / 2) << "the routed experts were not read";
+  EXPECT_LE(read.read, active * 13 / 10) << read.read << " bytes read; a token uses " << active << ", of which "
+                                         << experts * moe.experts_per_token / moe.num_experts << " are experts";
+  EXPECT_GT(active + experts * (moe.num_experts - moe.experts_per_token) / moe.num_experts, active * 13 / 10)
+      << "reading every expert would pass too: the bound does not tell them apart";
 }
 
 }  // namespace
