@@ -366,10 +366,6 @@ void read_sliding_window(const JsonFields& f, ModelConfig& c) {
   if (std::find(sliding.begin(), sliding.end(), false) != sliding.end()) c.sliding_layers = std::move(sliding);
 }
 
-bool is_moe(Architecture arch) {
-  return arch == Architecture::Qwen3Moe || arch == Architecture::Qwen2Moe || arch == Architecture::Mixtral;
-}
-
 // The experts of a mixture-of-experts config: Qwen's keys (num_experts, moe_intermediate_size, norm_topk_prob,
 // decoder_sparse_step, mlp_only_layers, Qwen2-MoE's shared expert) or Mixtral's (num_local_experts, its experts
 // intermediate_size wide, their weights always renormalized).
@@ -411,6 +407,10 @@ MoeConfig read_moe(const JsonFields& f, const ModelConfig& c) {
 }
 
 }  // namespace
+
+bool is_moe(Architecture arch) {
+  return arch == Architecture::Qwen3Moe || arch == Architecture::Qwen2Moe || arch == Architecture::Mixtral;
+}
 
 bool is_gemma(Architecture arch) {
   return arch == Architecture::Gemma2 || arch == Architecture::Gemma3;

@@ -24,6 +24,8 @@ namespace engine::model {
 enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2, SmolLM3, Phi3, Qwen3Moe, Qwen2Moe, Mixtral };
 // Gemma 2 or 3: Gemma's norms, embedding scale and GeGLU.
 bool is_gemma(Architecture arch);
+// Qwen3-MoE, Qwen2-MoE or Mixtral: a mixture of experts in place of the feed-forward block (MoeConfig).
+bool is_moe(Architecture arch);
 std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
 
 // The RoPE scalings transformers defines for these families (config.json "rope_type"; GGUF

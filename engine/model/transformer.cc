@@ -228,8 +228,10 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
   const Tensor k = backend_.alloc(tokens, kv_width);
   const Tensor v = backend_.alloc(tokens, kv_width);
   const Tensor attn = backend_.alloc(tokens, q_width);
-  const Tensor gate = backend_.alloc(tokens, c.intermediate_size);
-  const Tensor up = backend_.alloc(tokens, c.intermediate_size);
+  // The dense feed-forward block's (a mixture's layers use the backend's own buffers).
+  const bool dense = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return !l.moe; });
+  const Tensor gate = dense ? backend_.alloc(tokens, c.intermediate_size) : Tensor{};
+  const Tensor up = dense ? backend_.alloc(tokens, c.intermediate_size) : Tensor{};
 
   backend_.embed(embed_, x);
   if (c.embedding_scale) backend_.scale(x, static_cast<float>(*c.embedding_scale));

@@ -768,7 +768,7 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
   // The mixtures: 8 experts of 256 (whole K-quant blocks for the down projections' rows), 2 chosen per token,
   // Qwen3-MoE's weights renormalized as its checkpoints set it, Qwen2-MoE's not, beside its shared expert of
   // 512; Mixtral's experts are intermediate_size wide and always renormalized.
-  if (arch == Architecture::Qwen3Moe || arch == Architecture::Qwen2Moe || arch == Architecture::Mixtral) {
+  if (model::is_moe(arch)) {
     model::MoeConfig moe;
     moe.num_experts = 8;
     moe.experts_per_token = 2;

@@ -163,10 +163,6 @@ std::int32_t argmax(std::span<const float> row) {
   return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-bool is_mixture(Architecture arch) {
-  return arch == Architecture::Qwen3Moe || arch == Architecture::Qwen2Moe || arch == Architecture::Mixtral;
-}
-
 class EngineReference : public testing::TestWithParam<Architecture> {
  protected:
   // The CUDA backend refuses these models' attention plans or experts at load (cuda_backend_test.cc names each
@@ -174,7 +170,7 @@ class EngineReference : public testing::TestWithParam<Architecture> {
   void SetUp() override {
     const auto arch = GetParam();
     if (on_cuda() && (engine::model::is_gemma(arch) || arch == Architecture::SmolLM3 || arch == Architecture::Phi3 ||
-                      is_mixture(arch))) {
+                      engine::model::is_moe(arch))) {
       GTEST_SKIP() << "the CUDA backend refuses " << engine::model::architecture_name(arch) << " at load";
     }
   }
