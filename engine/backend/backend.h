@@ -37,6 +37,8 @@ struct WeightSource {
   // backend computes from the stored bytes in place (repacking every expert would hold the whole model in memory;
   // in place, only the experts in use stay resident). A backend that runs no mixtures refuses it by name.
   bool expert = false;
+  // An FP8 matrix's scales (quant::BlockScales), as f32 values that live as long as `bytes`; empty otherwise.
+  quant::BlockScales scales{};
 };
 
 // A weight the backend holds (in place, or uploaded). Owned by the backend; valid while it lives.

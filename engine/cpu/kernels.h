@@ -11,7 +11,7 @@
 namespace engine::cpu::kernels {
 
 // Weight types by quant::WeightType's underlying value.
-inline constexpr int kTypeCount = 23;
+inline constexpr int kTypeCount = 24;
 
 // Rows [0, rows) of a weight matrix starting at `w`, each `row_bytes` long with `cols` elements.
 struct Rows {

@@ -39,6 +39,16 @@ struct Avx2 {
     const I wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
+  // 8 FP8 E4M3 bytes as f32 (ggml_blocks.h's e4m3_to_float, lane by lane).
+  static F from_e4m3(const std::uint8_t* p) {
+    const I q = load_u8(p);
+    const I magnitude = _mm256_and_si256(q, _mm256_set1_epi32(0x7F));
+    const F value = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(magnitude, 20)), _mm256_set1_ps(0x1p120f));
+    const I sign = _mm256_slli_epi32(_mm256_and_si256(q, _mm256_set1_epi32(0x80)), 24);
+    const I nan =
+        _mm256_and_si256(_mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7F)), _mm256_set1_epi32(0x7FC00000));
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_or_si256(_mm256_castps_si256(value), nan), sign));
+  }
   static I load_i8(const std::uint8_t* p) {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }

@@ -43,6 +43,16 @@ struct Avx512 {
     const I wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
+  // 16 FP8 E4M3 bytes as f32 (ggml_blocks.h's e4m3_to_float, lane by lane).
+  static F from_e4m3(const std::uint8_t* p) {
+    const I q = load_u8(p);
+    const I magnitude = _mm512_and_si512(q, _mm512_set1_epi32(0x7F));
+    const F value = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(magnitude, 20)), _mm512_set1_ps(0x1p120f));
+    const I sign = _mm512_slli_epi32(_mm512_and_si512(q, _mm512_set1_epi32(0x80)), 24);
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7F));
+    const I bits = _mm512_or_si512(_mm512_castps_si512(value), sign);
+    return _mm512_castsi512_ps(_mm512_mask_or_epi32(bits, nan, bits, _mm512_set1_epi32(0x7FC00000)));
+  }
   static I load_i8(const std::uint8_t* p) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }

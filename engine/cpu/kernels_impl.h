@@ -282,13 +282,15 @@ ENGINE_KERNEL_INLINE void decode_block(const std::uint8_t* b, std::size_t e, Sin
   }
 }
 
-// A whole W-group of a float-type row (f32, f16 or bf16 elements k .. k+W-1).
+// A whole W-group of a float-type row (f32, f16, bf16 or FP8 E4M3 elements k .. k+W-1).
 template <class V, int Type>
 ENGINE_KERNEL_INLINE typename V::F load_float_group(const std::uint8_t* row, std::size_t k) {
   if constexpr (Type == kF32) {
     return V::load_f32(row + 4 * k);
   } else if constexpr (Type == kF16) {
     return V::from_f16(row + 2 * k);
+  } else if constexpr (Type == kF8_E4M3) {
+    return V::from_e4m3(row + k);
   } else {
     return V::from_bf16(row + 2 * k);
   }
@@ -303,6 +305,8 @@ void float_tail(const std::uint8_t* row, std::size_t k, std::size_t cols, float*
       std::memcpy(&out[i - k], row + 4 * i, 4);
     } else if constexpr (Type == kF16) {
       out[i - k] = V::half_to_float(load_u16(row + 2 * i));
+    } else if constexpr (Type == kF8_E4M3) {
+      out[i - k] = e4m3_to_float(row[i]);
     } else {
       const std::uint32_t bits = static_cast<std::uint32_t>(load_u16(row + 2 * i)) << 16;
       std::memcpy(&out[i - k], &bits, 4);
@@ -745,7 +749,8 @@ void gated_mul(const float* gate, const float* up, std::size_t n, float* out) {
   {                                                                                                                    \
     EXPR(kF32), EXPR(kF16), EXPR(kBF16), EXPR(kQ8_0), EXPR(kQ4_0), EXPR(kQ4_K), EXPR(kQ5_K), EXPR(kQ6_K), EXPR(kQ4_1), \
         EXPR(kQ5_0), EXPR(kQ5_1), EXPR(kQ3_K), EXPR(kIQ4_NL), EXPR(kIQ4_XS), EXPR(kQ2_K), EXPR(kIQ2_XXS),              \
-        EXPR(kIQ2_XS), EXPR(kIQ2_S), EXPR(kIQ3_XXS), EXPR(kIQ3_S), EXPR(kIQ1_S), EXPR(kIQ1_M), EXPR(kMXFP4)            \
+        EXPR(kIQ2_XS), EXPR(kIQ2_S), EXPR(kIQ3_XXS), EXPR(kIQ3_S), EXPR(kIQ1_S), EXPR(kIQ1_M), EXPR(kMXFP4),           \
+        EXPR(kF8_E4M3)                                                                                                 \
   }
 // Every type listed once, in order (a type left out would leave its table entries null).
 #define ENGINE_TYPE_ID(T) T

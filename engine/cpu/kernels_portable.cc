@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/cpu/kernels.h"
+#include "engine/quant/ggml_blocks.h"
 
 namespace engine::cpu::kernels {
 namespace {
@@ -62,6 +63,11 @@ struct Portable {
     F r;
     std::memcpy(&r, &bits, sizeof r);
     return r;
+  }
+  static F from_e4m3(const std::uint8_t* p) {
+    float r[W];
+    for (int i = 0; i < W; ++i) r[i] = quant::ggml_blocks::e4m3_to_float(p[i]);
+    return loadu(r);
   }
   static I load_i8(const std::uint8_t* p) {
     SignedBytes b;

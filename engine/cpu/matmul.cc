@@ -33,6 +33,13 @@ std::size_t checked_row_bytes(const WeightMatrix& w) {
                                 std::to_string(w.cols) + " columns: not a whole number of blocks");
   }
   if (w.data == nullptr && w.rows != 0 && w.cols != 0) throw std::invalid_argument("weight matrix without data");
+  if (!w.scales.empty()) {
+    if (w.type != quant::WeightType::F8_E4M3)
+      throw std::invalid_argument("weight matrix scales on a " + std::string(quant::weight_type_name(w.type)) +
+                                  " matrix: only FP8 (F8_E4M3) matrices are block-scaled");
+    if (const auto mismatch = quant::block_scales_mismatch(w.scales, w.rows, w.cols))
+      throw std::invalid_argument("weight matrix scales: " + *mismatch);
+  }
   return *bytes;
 }
 
@@ -77,12 +84,27 @@ AlignedBytes quantize_input(const kernels::Table& table, ThreadPool& pool, const
   return quantized;
 }
 
+// Whether matmul streams w's weights once for `tokens` tokens (gemv, gemv_batch or the int8 product of few
+// tokens) rather than running a GEMM.
+bool is_streamed(const kernels::Table& table, const WeightMatrix& w, std::size_t tokens) {
+  return tokens > 0 && w.cols != 0 &&
+         (tokens == 1 || tokens <= table.batch_max_tokens[static_cast<std::size_t>(w.type)]);
+}
+
+// Whether w's scales vary along its rows (blocks narrower than a row), so that its products scale the activations.
+bool scales_activations(const WeightMatrix& w) {
+  return !w.scales.empty() && w.scales.block_cols < w.cols;
+}
+
 // Rows per range: a few hundred KiB of weights while they are streamed once (one token, a few), less when
-// each range's decoded tiles are reused by many tokens.
-std::size_t rows_per_range(const kernels::Table& table, quant::WeightType type, std::size_t row_bytes,
+// each range's decoded tiles are reused by many tokens; whole row blocks where the activations are scaled per
+// block, so that a range scales them once per block.
+std::size_t rows_per_range(const kernels::Table& table, const WeightMatrix& w, std::size_t row_bytes,
                            std::size_t tokens) {
-  const bool streamed = tokens <= std::max<std::size_t>(1, table.batch_max_tokens[static_cast<std::size_t>(type)]);
-  return range_rows(row_bytes, streamed ? kGemvRangeBytes : kGemmRangeBytes, table.row_tile);
+  const std::size_t rows =
+      range_rows(row_bytes, is_streamed(table, w, tokens) ? kGemvRangeBytes : kGemmRangeBytes, table.row_tile);
+  const std::size_t block = w.scales.block_rows;
+  return scales_activations(w) && rows > block ? rows / block * block : rows;
 }
 
 // The int8 product of w at this table and the bytes it reads: w's repacking where this level made it (its
@@ -108,10 +130,58 @@ Int8Product int8_product(const kernels::Table& table, const WeightMatrix& w, std
 void run_int8_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w, std::size_t row_bytes,
                      const std::byte* quantized, std::size_t tokens, float* out, const float* bias) {
   const Int8Product product = int8_product(table, w, row_bytes);
-  pool.parallel_for(w.rows, rows_per_range(table, w.type, row_bytes, tokens), [&](std::size_t begin, std::size_t end) {
+  pool.parallel_for(w.rows, rows_per_range(table, w, row_bytes, tokens), [&](std::size_t begin, std::size_t end) {
     product.fn(kernels::Rows{product.data + begin * row_bytes, row_bytes, w.cols, end - begin}, quantized, tokens,
                out + begin, w.rows, bias != nullptr ? bias + begin : nullptr);
   });
+}
+
+// Rows [begin, end) of w (a type with f32 activations, scales left aside) against `tokens` tokens of x: gemv for
+// one, gemv_batch for a few, gemm for more. out and bias as matmul's, whole (each row lands at its index).
+void stored_product(const kernels::Table& table, const WeightMatrix& w, std::size_t row_bytes, const float* x,
+                    std::size_t tokens, std::size_t begin, std::size_t end, float* out, const float* bias) {
+  const auto type = static_cast<std::size_t>(w.type);
+  const kernels::Rows rows{w.data + begin * row_bytes, row_bytes, w.cols, end - begin};
+  const float* row_bias = bias != nullptr ? bias + begin : nullptr;
+  if (tokens == 1) {
+    table.gemv[type](rows, x, out + begin, row_bias);
+  } else if (tokens <= table.batch_max_tokens[type]) {
+    // A few tokens (batched decode): stream the weights once, as for one token, and multiply each decoded
+    // group into every token's accumulators.
+    table.gemv_batch[type](rows, x, tokens, out + begin, w.rows, row_bias);
+  } else {
+    const auto scratch = std::make_unique_for_overwrite<float[]>(table.gemm_scratch_floats(w.cols));
+    table.gemm[type](rows, x, tokens, out + begin, w.rows, row_bias, scratch.get());
+  }
+}
+
+// stored_product with w's scales applied: a row block's column scales on a copy of the activations (the same for
+// every row of the block), or a row's one scale on its outputs; then the bias.
+void product_rows(const kernels::Table& table, const WeightMatrix& w, std::size_t row_bytes, const float* x,
+                  std::size_t tokens, std::size_t begin, std::size_t end, float* out, const float* bias) {
+  const quant::BlockScales& scales = w.scales;
+  if (scales.empty()) return stored_product(table, w, row_bytes, x, tokens, begin, end, out, bias);
+  if (scales_activations(w)) {
+    std::vector<float> scaled(tokens * w.cols);
+    for (std::size_t first = begin; first < end;) {
+      const std::size_t last = std::min(end, (first / scales.block_rows + 1) * scales.block_rows);
+      for (std::size_t t = 0; t < tokens; ++t) {
+        for (std::size_t c = 0; c < w.cols; ++c)
+          scaled[t * w.cols + c] = x[t * w.cols + c] * scales.at(first, c, w.cols);
+      }
+      stored_product(table, w, row_bytes, scaled.data(), tokens, first, last, out, nullptr);
+      first = last;
+    }
+  } else {
+    stored_product(table, w, row_bytes, x, tokens, begin, end, out, nullptr);
+    for (std::size_t t = 0; t < tokens; ++t) {
+      for (std::size_t n = begin; n < end; ++n) out[t * w.rows + n] *= scales.at(n, 0, w.cols);
+    }
+  }
+  if (bias == nullptr) return;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    for (std::size_t n = begin; n < end; ++n) out[t * w.rows + n] += bias[n];
+  }
 }
 
 void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatrix& w, const float* x,
@@ -130,36 +200,9 @@ void run_matmul(const kernels::Table& table, ThreadPool& pool, const WeightMatri
     run_int8_matmul(table, pool, w, row_bytes, quantized.get(), tokens, out, bias);
     return;
   }
-  const auto type = static_cast<std::size_t>(w.type);
-  const auto rows_at = [&](std::size_t begin, std::size_t end) {
-    return kernels::Rows{w.data + begin * row_bytes, row_bytes, w.cols, end - begin};
-  };
-  if (tokens == 1) {
-    const kernels::GemvFn gemv = table.gemv[type];
-    pool.parallel_for(w.rows, range_rows(row_bytes, kGemvRangeBytes, table.row_tile),
-                      [&](std::size_t begin, std::size_t end) {
-                        gemv(rows_at(begin, end), x, out + begin, bias != nullptr ? bias + begin : nullptr);
-                      });
-    return;
-  }
-  if (tokens <= table.batch_max_tokens[type]) {
-    // A few tokens (batched decode): stream the weights once, as for one token, and multiply each decoded
-    // group into every token's accumulators; split like gemv, since the work is still bound by the weights.
-    const kernels::GemvBatchFn gemv_batch = table.gemv_batch[type];
-    pool.parallel_for(
-        w.rows, range_rows(row_bytes, kGemvRangeBytes, table.row_tile), [&](std::size_t begin, std::size_t end) {
-          gemv_batch(rows_at(begin, end), x, tokens, out + begin, w.rows, bias != nullptr ? bias + begin : nullptr);
-        });
-    return;
-  }
-  const kernels::GemmFn gemm = table.gemm[type];
-  const std::size_t scratch_floats = table.gemm_scratch_floats(w.cols);
-  pool.parallel_for(w.rows, range_rows(row_bytes, kGemmRangeBytes, table.row_tile),
-                    [&](std::size_t begin, std::size_t end) {
-                      const auto scratch = std::make_unique_for_overwrite<float[]>(scratch_floats);
-                      gemm(rows_at(begin, end), x, tokens, out + begin, w.rows,
-                           bias != nullptr ? bias + begin : nullptr, scratch.get());
-                    });
+  pool.parallel_for(w.rows, rows_per_range(table, w, row_bytes, tokens), [&](std::size_t begin, std::size_t end) {
+    product_rows(table, w, row_bytes, x, tokens, begin, end, out, bias);
+  });
 }
 
 // A product whose weights are streamed once (one token, or a decode batch): w over `tokens` rows of x, or of
@@ -173,13 +216,6 @@ struct StreamedProduct {
   const float* bias;
 };
 
-// Whether matmul streams w's weights once for `tokens` tokens (gemv, gemv_batch or the int8 product of few
-// tokens) rather than running a GEMM.
-bool is_streamed(const kernels::Table& table, const WeightMatrix& w, std::size_t tokens) {
-  return tokens > 0 && w.cols != 0 &&
-         (tokens == 1 || tokens <= table.batch_max_tokens[static_cast<std::size_t>(w.type)]);
-}
-
 // Streamed products in a single hand-off to the pool: each matrix cut into the ranges matmul would give its
 // rows, one loop over all of them; each (row, token) gets the bits matmul would give it.
 void run_streamed(const kernels::Table& table, ThreadPool& pool, std::span<const StreamedProduct> products) {
@@ -191,7 +227,7 @@ void run_streamed(const kernels::Table& table, ThreadPool& pool, std::span<const
   for (const auto& p : products) {
     if (p.out == nullptr || p.x == nullptr) throw std::invalid_argument("matmul without input or output");
     const std::size_t row_bytes = checked_row_bytes(*p.w);
-    const std::size_t step = range_rows(row_bytes, kGemvRangeBytes, table.row_tile);
+    const std::size_t step = rows_per_range(table, *p.w, row_bytes, p.tokens);
     for (std::size_t begin = 0; begin < p.w->rows; begin += step) {
       pieces.push_back({&p, row_bytes, begin, std::min(p.w->rows, begin + step)});
     }
@@ -201,19 +237,14 @@ void run_streamed(const kernels::Table& table, ThreadPool& pool, std::span<const
       const Piece& piece = pieces[i];
       const StreamedProduct& p = *piece.product;
       const WeightMatrix& w = *p.w;
-      const kernels::Rows rows{w.data + piece.begin * piece.row_bytes, piece.row_bytes, w.cols,
-                               piece.end - piece.begin};
-      const float* bias = p.bias != nullptr ? p.bias + piece.begin : nullptr;
-      const auto type = static_cast<std::size_t>(w.type);
-      if (table.int8_matmul[type] != nullptr) {
+      if (takes_int8(table, w.type)) {
         const Int8Product product = int8_product(table, w, piece.row_bytes);
         product.fn(kernels::Rows{product.data + piece.begin * piece.row_bytes, piece.row_bytes, w.cols,
                                  piece.end - piece.begin},
-                   p.quantized, p.tokens, p.out + piece.begin, w.rows, bias);
-      } else if (p.tokens == 1) {
-        table.gemv[type](rows, p.x, p.out + piece.begin, bias);
+                   p.quantized, p.tokens, p.out + piece.begin, w.rows,
+                   p.bias != nullptr ? p.bias + piece.begin : nullptr);
       } else {
-        table.gemv_batch[type](rows, p.x, p.tokens, p.out + piece.begin, w.rows, bias);
+        product_rows(table, w, piece.row_bytes, p.x, p.tokens, piece.begin, piece.end, p.out, p.bias);
       }
     }
   });
@@ -301,6 +332,10 @@ void run_dequantize_rows(const kernels::Table& table, const WeightMatrix& w, std
   if (out == nullptr) throw std::invalid_argument("dequantize_rows without output");
   table.dequantize[static_cast<std::size_t>(w.type)](
       kernels::Rows{w.data + first * row_bytes, row_bytes, w.cols, count}, out);
+  if (w.scales.empty()) return;
+  for (std::size_t r = 0; r < count; ++r) {
+    for (std::size_t c = 0; c < w.cols; ++c) out[r * w.cols + c] *= w.scales.at(first + r, c, w.cols);
+  }
 }
 
 }  // namespace

@@ -22,12 +22,16 @@ class RepackedWeights;
 // quant::row_bytes(type, cols) bytes. The data is read in place (usually a mapped file), or, where `repacked`
 // is set, its repacking by the level that made it (repack_weights); `data` stays valid either way (embedding
 // lookups and the other levels read it).
+// Where `scales` is not empty (FP8 checkpoints), each weight is its stored value times its block's scale: the
+// products scale the activations by a row block's column scales (blocks narrower than a row) or their outputs by
+// the row's scale (per-channel and per-tensor scales), so the kernels read the stored bytes as they are.
 struct WeightMatrix {
   quant::WeightType type = quant::WeightType::F32;
   const std::byte* data = nullptr;
   std::size_t rows = 0;
   std::size_t cols = 0;
   const RepackedWeights* repacked = nullptr;
+  quant::BlockScales scales{};
 };
 
 // A weight matrix's bytes rearranged once, at load, into the layout one SIMD level's kernels read (at

@@ -1,5 +1,6 @@
 #include "engine/model/checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -317,7 +318,63 @@ class WeightBinder {
   WeightSource matrix(const std::string& name, std::uint64_t rows, std::uint64_t cols) const {
     const auto t = require(name, {rows, cols});
     checked_row_bytes(name, *t.type, cols);
-    return {*t.type, t.bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols), /*file_mapped=*/true};
+    WeightSource w{*t.type, t.bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols),
+                   /*file_mapped=*/true};
+    if (w.type == WeightType::F8_E4M3) w.scales = fp8_scales(name, rows, cols);
+    return w;
+  }
+
+  // The scales of the FP8 matrix `name` (…weight) of rows x cols, from the tensor beside it that the config's
+  // scheme names: one value ([] or [1]) per tensor, [rows, 1] per channel, one per block of the scheme's size.
+  quant::BlockScales fp8_scales(const std::string& name, std::uint64_t rows, std::uint64_t cols) const {
+    if (!config_.fp8) {
+      throw ConfigError(checkpoint_ + ": the tensor " + name +
+                        " is stored as F8_E4M3, but config.json has no quantization_config that says how it is scaled "
+                        "(quant_method fp8, or compressed-tensors float-quantized)");
+    }
+    const Fp8Scheme& scheme = *config_.fp8;
+    constexpr std::string_view kWeight = "weight";
+    const std::string scale_name =
+        (name.ends_with(kWeight) ? name.substr(0, name.size() - kWeight.size()) : name + ".") + scheme.scale_name;
+    const auto t = find_(scale_name);
+    if (!t) missing(scale_name, "the scales of the FP8 matrix " + name);
+    quant::BlockScales scales;
+    std::vector<std::vector<std::uint64_t>> shapes;  // the shapes the scheme allows
+    switch (scheme.granularity) {
+      case Fp8Scheme::Granularity::Tensor:
+        scales.block_rows = rows;
+        scales.block_cols = cols;
+        shapes = {{}, {1}};
+        break;
+      case Fp8Scheme::Granularity::Channel:
+        scales.block_rows = 1;
+        scales.block_cols = cols;
+        shapes = {{rows, 1}, {rows}};
+        break;
+      case Fp8Scheme::Granularity::Block:
+        scales.block_rows = scheme.block_rows;
+        scales.block_cols = scheme.block_cols;
+        shapes = {
+            {(rows + scheme.block_rows - 1) / scheme.block_rows, (cols + scheme.block_cols - 1) / scheme.block_cols}};
+        break;
+    }
+    if (std::find(shapes.begin(), shapes.end(), t->shape) == shapes.end()) {
+      throw ConfigError(checkpoint_ + ": the tensor " + scale_name + " in " + t->file + " has shape " +
+                        shape_text(t->shape) + " but the scales of " + name + " " + shape_text({rows, cols}) +
+                        " need " + shape_text(shapes.front()) + " (quantization_config)");
+    }
+    const std::size_t count = quant::block_scales_count(scales, rows, cols);
+    if (t->type == WeightType::F32) {
+      scales.values = {reinterpret_cast<const float*>(t->bytes.data()), count};
+    } else if (t->type == WeightType::F16 || t->type == WeightType::BF16) {
+      auto& values = widened_.emplace_back(count);
+      quant::dequantize_row(*t->type, t->bytes, values);
+      scales.values = values;
+    } else {
+      throw ConfigError(checkpoint_ + ": the tensor " + scale_name + " in " + t->file + " is stored as " +
+                        t->type_name + "; scales are read as F32, F16 or BF16");
+    }
+    return scales;
   }
 
   // Matrices stacked along their rows in one tensor, each a view of its rows (no copy).
@@ -330,11 +387,29 @@ class WeightBinder {
     std::vector<WeightSource> parts;
     std::size_t first = 0;
     for (const auto r : rows) {
-      parts.push_back({whole.type, whole.bytes.subspan(first * row_bytes, r * row_bytes), static_cast<std::size_t>(r),
-                       static_cast<std::size_t>(cols), whole.file_mapped});
+      WeightSource part{whole.type, whole.bytes.subspan(first * row_bytes, r * row_bytes), static_cast<std::size_t>(r),
+                        static_cast<std::size_t>(cols), whole.file_mapped};
+      if (!whole.scales.empty()) part.scales = row_scales(name, whole.scales, first, r, cols);
+      parts.push_back(part);
       first += r;
     }
     return parts;
+  }
+
+  // The scales of rows [first, first + count) of a block-scaled matrix: a per-tensor scale as it is, the blocks of
+  // those rows where they start on a block (a part that starts inside a block has no scales of its own).
+  quant::BlockScales row_scales(const std::string& name, const quant::BlockScales& whole, std::size_t first,
+                                std::size_t count, std::size_t cols) const {
+    if (whole.values.size() == 1) return {whole.values, count, cols};
+    if (first % whole.block_rows != 0) {
+      throw ConfigError(checkpoint_ + ": " + name + " stacks a matrix from row " + std::to_string(first) +
+                        ", inside a block of " + std::to_string(whole.block_rows) +
+                        " rows of its FP8 scales; the engine splits it on whole blocks only");
+    }
+    const std::size_t per_row = whole.blocks_per_row(cols);
+    const std::size_t blocks = (count + whole.block_rows - 1) / whole.block_rows;
+    return {whole.values.subspan(first / whole.block_rows * per_row, blocks * per_row), whole.block_rows,
+            whole.block_cols};
   }
 
   // Vectors (norms, biases) are small; the kernels take them as f32. `plus` is added to every value (in f32,
@@ -343,6 +418,10 @@ class WeightBinder {
   WeightSource vector(const std::string& name, std::uint64_t size, float plus = 0.0f,
                       std::vector<std::uint64_t> shape = {}) const {
     const auto t = require(name, shape.empty() ? std::vector<std::uint64_t>{size} : std::move(shape));
+    if (*t.type == WeightType::F8_E4M3) {
+      throw ConfigError(checkpoint_ + ": the vector " + name + " in " + t.file +
+                        " is stored as F8_E4M3; FP8 checkpoints keep norms and biases in a float type");
+    }
     if (*t.type == WeightType::F32 && plus == 0.0f)
       return {WeightType::F32, t.bytes, 1, static_cast<std::size_t>(size)};
     auto& values = widened_.emplace_back(size);
@@ -366,6 +445,7 @@ std::optional<WeightType> from_safetensors_dtype(format::SafetensorsDType dtype)
     case format::SafetensorsDType::F32: return WeightType::F32;
     case format::SafetensorsDType::F16: return WeightType::F16;
     case format::SafetensorsDType::BF16: return WeightType::BF16;
+    case format::SafetensorsDType::F8_E4M3: return WeightType::F8_E4M3;
     default: return std::nullopt;
   }
 }

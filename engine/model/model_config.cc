@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/format/json.h"
+#include "engine/model/quantization_config.h"
 #include "engine/quant/quant.h"
 
 namespace engine::model {
@@ -75,12 +76,6 @@ constexpr std::array<std::pair<RopeType, std::string_view>, 5> kRopeTypes = {{
     {RopeType::Llama3, "llama3"},
     {RopeType::LongRope, "longrope"},
 }};
-
-// What a refused quantization_config is told to use instead.
-std::string served_formats() {
-  return "this engine serves unquantized safetensors (float32, float16, bfloat16) and GGUF files (" +
-         quant::weight_type_names() + "): use the unquantized checkpoint or a GGUF of the model";
-}
 
 std::string supported_list() {
   std::string out;
@@ -324,12 +319,6 @@ void refuse_unimplemented_fields(const JsonFields& f, Architecture arch) {
     f.fail("'partial_rotary_factor' is " + std::to_string(partial) + ": " + std::string(architecture_name(arch)) +
            " rotates whole heads (Phi3ForCausalLM rotates part of each)");
   }
-  if (const auto* q = f.find("quantization_config")) {
-    const std::string method = q->IsObject() && q->HasMember("quant_method") && (*q)["quant_method"].IsString()
-                                   ? (*q)["quant_method"].GetString()
-                                   : "(none named)";
-    f.fail("quantization_config with quant_method '" + method + "' is not supported; " + served_formats());
-  }
 }
 
 // The window of sliding-window attention and its layers, where the config turns it on: Mistral's
@@ -548,6 +537,11 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   }
   read_sliding_window(f, c);
   if (is_moe(c.architecture)) c.moe = read_moe(f, c);
+  // A vision-language checkpoint keeps it at the top, beside text_config.
+  if (const auto* q =
+          f.find("quantization_config") != nullptr ? f.find("quantization_config") : top.find("quantization_config")) {
+    c.fp8 = parse_quantization_config(*q, name);
+  }
   const std::string scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
   const auto* scaling = f.find("rope_scaling") != nullptr ? f.find("rope_scaling") : rope_parameters;
   if (scaling != nullptr) {

@@ -79,6 +79,20 @@ struct MoeConfig {
   std::vector<bool> layers;
 };
 
+// How an FP8 checkpoint scales its F8_E4M3 matrices: beside each quantized `<module>.weight` lies
+// `<module>.<scale_name>`, and a weight is its stored value times its block's scale. quant_method "fp8" (DeepSeek's
+// and Qwen's FP8 checkpoints): weight_scale_inv over blocks of weight_block_size, or one weight_scale per tensor
+// without it. compressed-tensors "float-quantized" (RedHat's, LLM Compressor's): weight_scale per tensor, per
+// output channel or per block. Activations stay f32 (more exact than the FP8 activations the checkpoint was
+// calibrated for, so an input_scale is not used).
+struct Fp8Scheme {
+  enum class Granularity { Tensor, Channel, Block };
+  Granularity granularity = Granularity::Block;
+  std::string scale_name;                        // "weight_scale_inv" or "weight_scale"
+  std::uint64_t block_rows = 0, block_cols = 0;  // Block: rows and columns per scale
+  std::string quant_method;                      // "fp8" or "compressed-tensors"
+};
+
 // Everything the model graph needs to know, from config.json or from GGUF metadata.
 struct ModelConfig {
   Architecture architecture = Architecture::Llama;
@@ -126,6 +140,8 @@ struct ModelConfig {
   // Gemma 2: attention scores become cap * tanh(score / cap) on every layer, and so do the final logits.
   std::optional<double> attn_logit_softcapping, final_logit_softcapping;
   std::optional<MoeConfig> moe;
+  // An FP8 checkpoint's scales (config.json's quantization_config); unset: the weights are stored as they are.
+  std::optional<Fp8Scheme> fp8;
   std::vector<std::int64_t> eos_token_ids;
   std::optional<std::int64_t> bos_token_id;
 };
@@ -146,8 +162,8 @@ struct GenerationDefaults {
 
 // Reads a Hugging Face config.json. An architecture the engine does not run is refused by name, with the
 // list of those it does; so is every field that would change the arithmetic in a way the engine does not
-// implement (hidden_act, mlp_bias, partial_rotary_factor but on Phi-3, a rope type, quantization_config), with its
-// value.
+// implement (hidden_act, mlp_bias, partial_rotary_factor but on Phi-3, a rope type, a quantization_config but FP8's),
+// with its value.
 ModelConfig parse_hf_config(std::string_view json, std::string_view name);
 // A checkpoint's small JSON file read whole (at most 16 MiB); ConfigError naming the file otherwise.
 std::string read_small_json(const std::filesystem::path& file);

@@ -56,6 +56,41 @@ bool is_float_type(WeightType type) {
   return type == WeightType::F32 || type == WeightType::F16 || type == WeightType::BF16;
 }
 
+bool SafetensorsStorage::is_fp8(const TensorSpec& t) const {
+  return fp8 && t.is_matrix() && !t.hf_name.empty() &&
+         (!t.expert_hf_names.empty() || std::string_view(t.hf_name).ends_with("_proj.weight"));
+}
+
+std::string SafetensorsStorage::scale_name(const std::string& weight_name) const {
+  constexpr std::string_view kWeight = "weight";
+  return weight_name.substr(0, weight_name.size() - kWeight.size()) + fp8->scale_name;
+}
+
+std::vector<std::uint64_t> SafetensorsStorage::scale_shape(std::uint64_t rows, std::uint64_t cols) const {
+  switch (fp8->granularity) {
+    case model::Fp8Scheme::Granularity::Tensor: return {1};
+    case model::Fp8Scheme::Granularity::Channel: return {rows, 1};
+    case model::Fp8Scheme::Granularity::Block: break;
+  }
+  return {round_up(rows, fp8->block_rows) / fp8->block_rows, round_up(cols, fp8->block_cols) / fp8->block_cols};
+}
+
+WeightType SafetensorsStorage::scale_type() const {
+  return fp8->granularity == model::Fp8Scheme::Granularity::Channel ? WeightType::BF16 : WeightType::F32;
+}
+
+std::uint64_t SafetensorsStorage::scale_bytes(std::uint64_t rows, std::uint64_t cols) const {
+  std::uint64_t n = 1;
+  for (const auto d : scale_shape(rows, cols)) n *= d;
+  return n * quant::block_bytes(scale_type());
+}
+
+std::uint64_t SafetensorsStorage::bytes(const TensorSpec& t) const {
+  if (!is_fp8(t)) return t.elements() * quant::block_bytes(dtype);
+  const std::uint64_t matrices = t.shape.size() == 3 ? t.shape[0] : 1;
+  return t.elements() + matrices * scale_bytes(t.shape[t.shape.size() - 2], t.cols());
+}
+
 std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
 }
@@ -130,6 +165,7 @@ using detail::is_float_type;
 using detail::kGgufAlignment;
 using detail::OutputFile;
 using detail::round_up;
+using detail::SafetensorsStorage;
 using detail::TensorSpec;
 
 // ---- random numbers -------------------------------------------------------------------------------------
@@ -349,15 +385,15 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
 
 // Splits the tensors into `count` consecutive shards of about equal bytes, none empty.
 std::vector<std::uint32_t> assign_shards(const std::vector<const TensorSpec*>& tensors, std::uint32_t count,
-                                         WeightType dtype) {
+                                         const SafetensorsStorage& storage) {
   std::uint64_t total = 0;
-  for (const auto* t : tensors) total += t->elements() * quant::block_bytes(dtype);
+  for (const auto* t : tensors) total += storage.bytes(*t);
   std::vector<std::uint32_t> shard(tensors.size());
   std::uint64_t before = 0;
   std::uint32_t previous = 0;
   const auto n = static_cast<std::uint64_t>(tensors.size());
   for (std::uint64_t i = 0; i < n; ++i) {
-    const std::uint64_t bytes = tensors[i]->elements() * quant::block_bytes(dtype);
+    const std::uint64_t bytes = storage.bytes(*tensors[i]);
     // The shard where the tensor's middle byte falls, kept monotone, gap-free and leaving enough tensors
     // for the shards still to come.
     auto want = static_cast<std::uint32_t>(std::min<std::uint64_t>(
@@ -372,6 +408,39 @@ std::vector<std::uint32_t> assign_shards(const std::vector<const TensorSpec*>& t
 }
 
 // ---- values -------------------------------------------------------------------------------------------
+
+// Quantizes one matrix (rows x cols values) to FP8 with the storage's scales: each block's scale is its largest
+// magnitude over 448 (E4M3's largest), rounded to the scales' type first, so the values divided by it fit; the
+// values become what was stored (FP8 times scale), so that later outputs see exactly that.
+void store_fp8(const SafetensorsStorage& storage, std::span<float> values, std::uint64_t rows, std::uint64_t cols,
+               std::span<std::byte> stored, std::span<std::byte> scale_bytes) {
+  const auto shape = storage.scale_shape(rows, cols);
+  const std::uint64_t grid_rows = shape.size() == 2 ? shape[0] : 1;
+  const std::uint64_t grid_cols = shape.size() == 2 ? shape[1] : 1;
+  const std::uint64_t block_rows = (rows + grid_rows - 1) / grid_rows, block_cols = (cols + grid_cols - 1) / grid_cols;
+  std::vector<float> scales(grid_rows * grid_cols, 0.0f);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      float& s = scales[r / block_rows * grid_cols + c / block_cols];
+      s = std::max(s, std::fabs(values[r * cols + c]));
+    }
+  }
+  const WeightType scale_type = storage.scale_type();
+  for (auto& s : scales) {
+    s = s > 0 ? s / 448.0f : 1.0f;
+    if (scale_type == WeightType::BF16) s = quant::bf16_to_f32(quant::f32_to_bf16(s));
+  }
+  quant::quantize_row(scale_type, scales, scale_bytes);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      float& v = values[r * cols + c];
+      const float s = scales[r / block_rows * grid_cols + c / block_cols];
+      const std::uint8_t q = quant::f32_to_e4m3(v / s);
+      stored[r * cols + c] = static_cast<std::byte>(q);
+      v = quant::e4m3_to_f32(q) * s;
+    }
+  }
+}
 
 // Converts values to a float storage type and back, so later outputs see exactly what was stored.
 void store_as(WeightType dtype, std::span<float> values, std::span<std::byte> bytes) {
@@ -482,6 +551,7 @@ model::ModelConfig model_config(const ModelWriterOptions& options, const Tokeniz
         "--rope-scaling dynamic with --gguf: GGUF has no dynamic scaling type (llama.cpp's are none, "
         "linear, yarn and longrope)");
   }
+  config.fp8 = options.fp8;
   config.bos_token_id = tokenizer.bos_id;
   if (options.arch == Architecture::Llama) {
     config.eos_token_ids.assign(tokenizer.stop_ids.begin(), tokenizer.stop_ids.end());
@@ -516,23 +586,27 @@ struct SafetensorsLayout {
 // Safetensors: which shard each tensor goes to, the headers and the index.
 SafetensorsLayout plan_safetensors(WrittenModel& result, const std::filesystem::path& dir,
                                    const std::vector<const TensorSpec*>& hf_tensors, std::uint32_t shards,
-                                   WeightType dtype) {
+                                   const SafetensorsStorage& storage) {
   SafetensorsLayout layout;
   auto& [shard_of, shard_tensors, shard_paths] = layout;
-  shard_of = assign_shards(hf_tensors, shards, dtype);
+  shard_of = assign_shards(hf_tensors, shards, storage);
   shard_tensors.resize(shards);
   std::map<std::string, std::string> weight_map;
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < hf_tensors.size(); ++i) {
     shard_tensors[shard_of[i]].push_back(hf_tensors[i]);
-    total += hf_tensors[i]->elements() * quant::block_bytes(dtype);
+    total += storage.bytes(*hf_tensors[i]);
   }
   for (std::uint32_t s = 0; s < shards; ++s) {
     shard_paths.push_back(dir / (shards == 1 ? std::string("model.safetensors") : shard_file_name(s + 1, shards)));
     for (const auto* t : shard_tensors[s]) {
       const std::string file = shard_paths.back().filename().string();
-      if (t->expert_hf_names.empty()) weight_map[t->hf_name] = file;
-      for (const auto& expert : t->expert_hf_names) weight_map[expert] = file;
+      std::vector<std::string> names = t->expert_hf_names;
+      if (names.empty()) names.push_back(t->hf_name);
+      for (const auto& name : names) {
+        weight_map[name] = file;
+        if (storage.is_fp8(*t)) weight_map[storage.scale_name(name)] = file;
+      }
     }
   }
   if (shards > 1) text_file(result, dir, "model.safetensors.index.json", detail::index_json(weight_map, total));
@@ -541,9 +615,9 @@ SafetensorsLayout plan_safetensors(WrittenModel& result, const std::filesystem::
 
 // A safetensors shard holding `tensors`, its header written.
 std::unique_ptr<OutputFile> open_shard(const std::filesystem::path& path, const std::vector<const TensorSpec*>& tensors,
-                                       WeightType dtype) {
+                                       const SafetensorsStorage& storage) {
   auto shard = std::make_unique<OutputFile>(path);
-  const std::string header = detail::safetensors_header(tensors, dtype);
+  const std::string header = detail::safetensors_header(tensors, storage);
   std::array<std::byte, 8> length{};
   format::store_le<std::uint64_t>(length.data(), header.size());
   shard->write(length);
@@ -553,14 +627,15 @@ std::unique_ptr<OutputFile> open_shard(const std::filesystem::path& path, const 
 
 // The tensors, a slice of rows at a time, into the current shard and every GGUF file.
 void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors, const ModelWriterOptions& options,
-                   const detail::ScriptPlan& script, WeightType dtype, const SafetensorsLayout& safetensors,
-                   std::vector<GgufOutput>& ggufs) {
+                   const detail::ScriptPlan& script, const SafetensorsStorage& storage,
+                   const SafetensorsLayout& safetensors, std::vector<GgufOutput>& ggufs) {
+  const WeightType dtype = storage.dtype;
   const auto& [shard_of, shard_tensors, shard_paths] = safetensors;
   std::unique_ptr<OutputFile> shard;
   std::uint32_t shard_index = 0;
   std::size_t hf_index = 0;
   std::vector<float> values, permuted;
-  std::vector<std::byte> stored, encoded;
+  std::vector<std::byte> stored, encoded, scales;
   std::vector<std::size_t> gguf_next(ggufs.size(), 0);
   for (const auto& t : tensors) {
     const bool in_safetensors = options.safetensors && !t.hf_name.empty();
@@ -569,14 +644,18 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
       if (!shard || s != shard_index) {
         if (shard) shard->close();
         shard_index = s;
-        shard = open_shard(shard_paths[s], shard_tensors[s], dtype);
+        shard = open_shard(shard_paths[s], shard_tensors[s], storage);
         result.files.push_back(shard_paths[s]);
       }
     }
     const std::uint64_t cols = t.cols(), rows = t.rows();
-    // Permuted tensors are reordered whole (Q and K are small); the rest go in slices of about 1M values.
-    const std::uint64_t slice_rows =
-        t.permute_heads > 0 ? rows : std::max<std::uint64_t>(1, std::min<std::uint64_t>(rows, (1u << 20) / cols));
+    const bool fp8 = storage.is_fp8(t);
+    // Permuted tensors are reordered whole (Q and K are small), FP8 ones a matrix (an expert's) at a time, for its
+    // scales; the rest go in slices of about 1M values.
+    const std::uint64_t slice_rows = t.permute_heads > 0 ? rows
+                                     : fp8
+                                         ? t.shape[t.shape.size() - 2]
+                                         : std::max<std::uint64_t>(1, std::min<std::uint64_t>(rows, (1u << 20) / cols));
     NormalStream stream(options.seed, t.hf_name.empty() ? t.gguf_name : t.hf_name);
     for (std::uint64_t row = 0; row < rows; row += slice_rows) {
       const std::uint64_t n_rows = std::min(slice_rows, rows - row);
@@ -591,11 +670,18 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
       }
       // Checkpoint tensors are rounded to the storage type first (GGUF files are converted from what the
       // checkpoint holds); GGUF-only ones (rope_freqs) keep float32.
-      if (!t.hf_name.empty()) {
+      if (fp8) {
+        stored.resize(n);
+        scales.resize(storage.scale_bytes(n_rows, cols));
+        store_fp8(storage, values, n_rows, cols, stored, scales);
+      } else if (!t.hf_name.empty()) {
         stored.resize(n * quant::block_bytes(dtype));
         store_as(dtype, values, stored);
       }
-      if (in_safetensors) shard->write(stored);
+      if (in_safetensors) {
+        shard->write(stored);
+        if (fp8) shard->write(scales);
+      }
       for (std::size_t g = 0; g < ggufs.size(); ++g) {
         auto& out = ggufs[g];
         if (gguf_next[g] >= out.tensors.size() || out.tensors[gguf_next[g]].spec != &t) continue;
@@ -649,12 +735,18 @@ std::optional<GgufFileType> gguf_type_from_name(std::string_view name) {
   if (name == "Q4_K_M") return GgufFileType(WeightType::Q4_K, true);
   if (name == "Q5_K_M") return GgufFileType(WeightType::Q5_K, true);
   const auto type = quant::weight_type_from_name(name);
-  if (!type) return std::nullopt;
+  if (!type || !quant::ggml_type_id(*type) || !quant::has_quantizer(*type)) return std::nullopt;
   return GgufFileType(*type);
 }
 
 std::string gguf_type_names() {
-  return quant::quantizable_type_names() + ", Q4_K_M, Q5_K_M";
+  std::string names;
+  for (std::size_t i = 0; i < quant::kWeightTypeCount; ++i) {
+    const auto type = static_cast<WeightType>(i);
+    if (quant::ggml_type_id(type) && quant::has_quantizer(type))
+      names += std::string(quant::weight_type_name(type)) + ", ";
+  }
+  return names + "Q4_K_M, Q5_K_M";
 }
 
 std::string gguf_file_name(GgufFileType file) {
@@ -848,8 +940,9 @@ WrittenModel write_model(const ModelWriterOptions& options) {
     if (error) throw std::runtime_error("cannot create " + (dir / "1_Pooling").string() + ": " + error.message());
     text_file(result, dir, "1_Pooling/config.json", detail::pooling_config_json(*options.pooling, config.hidden_size));
   }
+  const SafetensorsStorage storage{dtype, config.fp8};
   const SafetensorsLayout safetensors =
-      options.safetensors ? plan_safetensors(result, dir, hf_tensors, options.shards, dtype) : SafetensorsLayout{};
+      options.safetensors ? plan_safetensors(result, dir, hf_tensors, options.shards, storage) : SafetensorsLayout{};
 
   // GGUF: the header of each file, with every tensor's type and offset decided now.
   std::vector<GgufOutput> ggufs;
@@ -857,7 +950,7 @@ WrittenModel write_model(const ModelWriterOptions& options) {
     ggufs.push_back(detail::open_gguf(file, dir / gguf_file_name(file), config, tokenizer, tensors, options.pooling));
   }
 
-  write_tensors(result, tensors, options, script, dtype, safetensors, ggufs);
+  write_tensors(result, tensors, options, script, storage, safetensors, ggufs);
   for (auto& out : ggufs) {
     out.file->close();
     if (options.split_max_tensors == 0) {

@@ -69,6 +69,10 @@ struct ModelWriterOptions {
   // The preset's shape with this many layers (a model scaled down in depth that keeps every matrix's shape:
   // the benchmarks' Qwen3-30B-A3B).
   std::optional<std::uint64_t> num_layers;
+  // FP8 safetensors: the linear layers' matrices as F8_E4M3 with scales of this scheme (--fp8 block: quant_method
+  // fp8 over blocks of 128 x 128, as DeepSeek's and Qwen's FP8 checkpoints; channel and tensor: compressed-tensors
+  // float-quantized, as RedHat's), the rest in `dtype`. GGUF files are converted from the FP8 values.
+  std::optional<model::Fp8Scheme> fp8;
 };
 
 // A command line that cannot be followed; the message names the flag and the value.

@@ -104,6 +104,22 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
                       throw bad_value("dtype", v, "unknown dtype (expected f32, bf16 or f16)");
                     }
                   });
+  flags.add_value("fp8", "block|channel|tensor",
+                  "FP8 safetensors: the linear layers' matrices as F8_E4M3 with scales per block of 128 x 128 "
+                  "(quant_method fp8), per output channel or per tensor (compressed-tensors float-quantized)",
+                  [&options](std::string_view v) {
+                    model::Fp8Scheme fp8;
+                    if (v == "block") {
+                      fp8 = {model::Fp8Scheme::Granularity::Block, "weight_scale_inv", 128, 128, "fp8"};
+                    } else if (v == "channel") {
+                      fp8 = {model::Fp8Scheme::Granularity::Channel, "weight_scale", 0, 0, "compressed-tensors"};
+                    } else if (v == "tensor") {
+                      fp8 = {model::Fp8Scheme::Granularity::Tensor, "weight_scale", 0, 0, "compressed-tensors"};
+                    } else {
+                      throw bad_value("fp8", v, "unknown FP8 scaling (expected block, channel or tensor)");
+                    }
+                    options.fp8 = fp8;
+                  });
   flags.add_value("shards", "N", "Safetensors files, with an index when more than one (default 1)",
                   [&options](std::string_view v) {
                     if (!parse_number(v, options.shards) || options.shards == 0 || options.shards > 99999)

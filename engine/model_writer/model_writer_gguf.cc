@@ -64,12 +64,14 @@ std::uint32_t llama_file_type(GgufFileType file) {
     case WeightType::IQ1_M: return 31;
     // llama.cpp's MXFP4_MOE file type: MXFP4 experts (gpt-oss), here every matrix the file quantizes.
     case WeightType::MXFP4: return 38;
+    case WeightType::F8_E4M3: break;  // no GGUF type (open_gguf refuses it)
   }
   return 0;
 }
 
 const format::GgmlTypeInfo& ggml_info(WeightType type) {
-  const auto* info = format::ggml_type_info(quant::ggml_type_id(type));
+  const auto id = quant::ggml_type_id(type);
+  const auto* info = id ? format::ggml_type_info(*id) : nullptr;
   if (info == nullptr) throw std::logic_error("no ggml type for " + std::string(quant::weight_type_name(type)));
   return *info;
 }

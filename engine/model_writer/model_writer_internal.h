@@ -96,6 +96,25 @@ struct TensorSpec {
   bool is_matrix() const { return shape.size() >= 2; }
 };
 
+// ---- FP8 checkpoints ------------------------------------------------------------------------------------
+
+// How the safetensors files store the tensors: each in `dtype`, but where `fp8` is set the linear layers'
+// matrices (each expert's too; not the embedding, the output matrix or a router, as FP8 checkpoints leave them) as
+// F8_E4M3, each followed by its scales' tensor.
+struct SafetensorsStorage {
+  WeightType dtype = WeightType::F32;
+  std::optional<model::Fp8Scheme> fp8;
+
+  bool is_fp8(const TensorSpec& t) const;
+  // The name, shape and type of the scales of one FP8 matrix `weight_name` of rows x cols.
+  std::string scale_name(const std::string& weight_name) const;
+  std::vector<std::uint64_t> scale_shape(std::uint64_t rows, std::uint64_t cols) const;
+  WeightType scale_type() const;  // BF16 per channel (as compressed-tensors writes them from a bf16 model), else F32
+  std::uint64_t scale_bytes(std::uint64_t rows, std::uint64_t cols) const;
+  // The bytes of t (and of its scales) in the files.
+  std::uint64_t bytes(const TensorSpec& t) const;
+};
+
 // ---- scripted models (model_writer_script.cc) ------------------------------------------------------------
 
 struct ScriptPlan {
@@ -149,14 +168,15 @@ void write_text(const std::filesystem::path& path, std::string_view text);
 
 // ---- JSON (model_writer_json.cc) ------------------------------------------------------------------------
 
-// config.json of the model.
+// config.json of the model (with c.fp8's quantization_config).
 std::string config_json(const model::ModelConfig& c, WeightType dtype);
 // generation_config.json of the model.
 std::string generation_config_json(const model::ModelConfig& c, const TokenizerSpec& tokenizer);
 // model.safetensors.index.json: each tensor's shard file, and the bytes of all tensors.
 std::string index_json(const std::map<std::string, std::string>& weight_map, std::uint64_t total_size);
-// The safetensors header of one shard holding `tensors` as `dtype`.
-std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, WeightType dtype);
+// The safetensors header of one shard holding `tensors` stored as `storage` says (an FP8 matrix's scales right
+// after it).
+std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, const SafetensorsStorage& storage);
 // An embedding model's sentence-transformers files: modules.json (the Transformer, a Pooling module in
 // 1_Pooling and a Normalize module, as Qwen3-Embedding's) and 1_Pooling/config.json, pooling by `pooling`.
 std::string sentence_transformers_modules_json();

@@ -25,9 +25,10 @@ std::string_view torch_dtype(WeightType type) {
 }
 
 format::SafetensorsDType safetensors_dtype(WeightType type) {
-  return type == WeightType::BF16  ? format::SafetensorsDType::BF16
-         : type == WeightType::F16 ? format::SafetensorsDType::F16
-                                   : format::SafetensorsDType::F32;
+  return type == WeightType::BF16      ? format::SafetensorsDType::BF16
+         : type == WeightType::F16     ? format::SafetensorsDType::F16
+         : type == WeightType::F8_E4M3 ? format::SafetensorsDType::F8_E4M3
+                                       : format::SafetensorsDType::F32;
 }
 
 // ---- JSON -----------------------------------------------------------------------------------------------
@@ -70,6 +71,71 @@ std::string_view model_type(Architecture arch) {
     case Architecture::Qwen2Moe: return "qwen2_moe";
     default: return arch_flag(arch);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// quantization_config of an FP8 checkpoint: quant_method fp8 with its blocks (DeepSeek's and Qwen's form), or
+// compressed-tensors float-quantized per tensor or channel (LLM Compressor's form), activations dynamic.
+void write_quantization_config(Json& json, const model::Fp8Scheme& fp8) {
+  key(json, "quantization_config");
+  json.StartObject();
+  if (fp8.granularity == model::Fp8Scheme::Granularity::Block) {
+    key(json, "quant_method");
+    string(json, "fp8");
+    key(json, "fmt");
+    string(json, "e4m3");
+    key(json, "activation_scheme");
+    string(json, "dynamic");
+    key(json, "weight_block_size");
+    json.StartArray();
+    json.Uint64(fp8.block_rows);
+    json.Uint64(fp8.block_cols);
+    json.EndArray();
+    json.EndObject();
+    return;
+  }
+  key(json, "quant_method");
+  string(json, "compressed-tensors");
+  key(json, "format");
+  string(json, "float-quantized");
+  key(json, "quantization_status");
+  string(json, "compressed");
+  key(json, "config_groups");
+  json.StartObject();
+  key(json, "group_0");
+  json.StartObject();
+  key(json, "targets");
+  json.StartArray();
+  string(json, "Linear");
+  json.EndArray();
+  const auto scheme = [&](const char* strategy, bool dynamic) {
+    json.StartObject();
+    key(json, "num_bits");
+    json.Uint(8);
+    key(json, "type");
+    string(json, "float");
+    key(json, "symmetric");
+    json.Bool(true);
+    key(json, "strategy");
+    string(json, strategy);
+    key(json, "dynamic");
+    json.Bool(dynamic);
+    json.EndObject();
+  };
+  key(json, "weights");
+  scheme(fp8.granularity == model::Fp8Scheme::Granularity::Channel ? "channel" : "tensor", false);
+  key(json, "input_activations");
+  scheme("token", true);
+  json.EndObject();
+  json.EndObject();
+  key(json, "ignore");
+  json.StartArray();
+  string(json, "lm_head");
+  json.EndArray();
+  json.EndObject();
 }
 
 }  // namespace
@@ -255,6 +321,7 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   }
   key(json, "tie_word_embeddings");
   json.Bool(c.tie_word_embeddings);
+  if (c.fp8) write_quantization_config(json, *c.fp8);
   key(json, "torch_dtype");
   string(json, torch_dtype(dtype));
   key(json, "transformers_version");
@@ -376,7 +443,7 @@ std::string pooling_config_json(model::PoolingType pooling, std::uint64_t hidden
 }
 
 // The safetensors header of one shard: tensors in write order, data offsets from 0, padded to 8 bytes.
-std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, WeightType dtype) {
+std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, const SafetensorsStorage& storage) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> json(buffer);
   json.StartObject();
@@ -385,10 +452,11 @@ std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, We
   json.Key("format");
   json.String("pt");
   json.EndObject();
-  const auto name = format::dtype_name(safetensors_dtype(dtype));
   std::uint64_t offset = 0;
-  // One entry per tensor; a stack of experts' matrices is one per expert, their bytes one after the other.
-  const auto entry = [&](const std::string& tensor, std::span<const std::uint64_t> shape, std::uint64_t elements) {
+  const auto entry = [&](const std::string& tensor, WeightType type, std::span<const std::uint64_t> shape) {
+    std::uint64_t elements = 1;
+    for (const auto d : shape) elements *= d;
+    const auto name = format::dtype_name(safetensors_dtype(type));
     json.Key(tensor.c_str(), static_cast<rapidjson::SizeType>(tensor.size()));
     json.StartObject();
     json.Key("dtype");
@@ -400,18 +468,25 @@ std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, We
     json.Key("data_offsets");
     json.StartArray();
     json.Uint64(offset);
-    offset += elements * quant::block_bytes(dtype);
+    offset += elements * quant::block_bytes(type);
     json.Uint64(offset);
     json.EndArray();
     json.EndObject();
   };
+  // One entry per matrix (a stack of experts' matrices is one per expert, their bytes one after the other), an
+  // FP8 matrix's scales right after it.
+  const auto matrix = [&](const TensorSpec& t, const std::string& tensor, std::span<const std::uint64_t> shape) {
+    if (!storage.is_fp8(t)) return entry(tensor, storage.dtype, shape);
+    entry(tensor, WeightType::F8_E4M3, shape);
+    entry(storage.scale_name(tensor), storage.scale_type(), storage.scale_shape(shape[0], shape[1]));
+  };
   for (const auto* t : tensors) {
     if (t->expert_hf_names.empty()) {
-      entry(t->hf_name, t->shape, t->elements());
+      matrix(*t, t->hf_name, t->shape);
       continue;
     }
     const std::span<const std::uint64_t> expert_shape = std::span(t->shape).subspan(1);
-    for (const auto& expert : t->expert_hf_names) entry(expert, expert_shape, t->elements() / t->shape.front());
+    for (const auto& expert : t->expert_hf_names) matrix(*t, expert, expert_shape);
   }
   json.EndObject();
   std::string header(buffer.GetString(), buffer.GetSize());

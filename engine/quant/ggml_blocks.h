@@ -37,10 +37,12 @@ enum : int {
   kIQ1_S = 20,
   kIQ1_M = 21,
   kMXFP4 = 22,
+  kF8_E4M3 = 23,
 };
 
+// One value per element, no block structure: f32, f16, bf16 and FP8 E4M3.
 constexpr bool is_float_type(int type) {
-  return type == kF32 || type == kF16 || type == kBF16;
+  return type == kF32 || type == kF16 || type == kBF16 || type == kF8_E4M3;
 }
 
 // Q4_0, Q4_1, Q5_0, Q5_1: blocks of 32 with 16 bytes of nibbles (element j low, j + 16 high).
@@ -59,6 +61,7 @@ constexpr std::size_t block_bytes(int type) {
     case kF32: return 4;
     case kF16:
     case kBF16: return 2;
+    case kF8_E4M3: return 1;
     case kQ8_0: return 34;
     case kQ4_0: return 18;
     case kQ4_1: return 20;
@@ -80,6 +83,16 @@ constexpr std::size_t block_bytes(int type) {
     case kIQ1_M: return 56;
     default: return 210;  // kQ6_K
   }
+}
+
+// An FP8 E4M3 byte as an f32, exactly: its seven low bits placed under an f32's sign make a number whose
+// exponent is 120 less than the byte's (bias 127 against 7), subnormals included, so one multiplication by 2^120
+// gives the value; S.1111.111 is NaN.
+constexpr float e4m3_to_float(unsigned char bits) {
+  const float magnitude = (bits & 0x7F) == 0x7F
+                              ? __builtin_bit_cast(float, std::uint32_t{0x7FC00000})
+                              : __builtin_bit_cast(float, static_cast<std::uint32_t>(bits & 0x7F) << 20) * 0x1p120f;
+  return (bits & 0x80) != 0 ? -magnitude : magnitude;
 }
 
 // IQ4_NL's and IQ4_XS's 16 levels, which their nibbles index.

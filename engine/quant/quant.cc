@@ -41,14 +41,14 @@ constexpr std::size_t kQK = 256;  // elements of a K-quant super-block
 struct TypeFacts {
   WeightType type;
   std::string_view name;
-  std::uint32_t ggml_id;
+  std::optional<std::uint32_t> ggml_id;
   std::size_t block_elements;
   std::size_t block_bytes;
 };
 
-// The ggml type each weight type is stored as. Names and block sizes come from the one ggml type table
+// The ggml type each GGUF weight type is stored as. Names and block sizes come from the one ggml type table
 // (engine/format/ggml_types.cc); the codecs below lay their blocks out to match those sizes.
-constexpr std::array<std::pair<WeightType, std::uint32_t>, kWeightTypeCount> kGgmlIds = {{
+constexpr std::array<std::pair<WeightType, std::uint32_t>, kWeightTypeCount - 1> kGgmlIds = {{
     {WeightType::F32, 0},     {WeightType::F16, 1},     {WeightType::BF16, 30},    {WeightType::Q8_0, 8},
     {WeightType::Q4_0, 2},    {WeightType::Q4_K, 12},   {WeightType::Q5_K, 13},    {WeightType::Q6_K, 14},
     {WeightType::Q4_1, 3},    {WeightType::Q5_0, 6},    {WeightType::Q5_1, 7},     {WeightType::Q3_K, 11},
@@ -57,15 +57,17 @@ constexpr std::array<std::pair<WeightType, std::uint32_t>, kWeightTypeCount> kGg
     {WeightType::IQ1_S, 19},  {WeightType::IQ1_M, 29},  {WeightType::MXFP4, 39},
 }};
 
-const std::array<TypeFacts, kGgmlIds.size()>& all_facts() {
-  static const std::array<TypeFacts, kGgmlIds.size()> table = [] {
-    std::array<TypeFacts, kGgmlIds.size()> out{};
+const std::array<TypeFacts, kWeightTypeCount>& all_facts() {
+  static const std::array<TypeFacts, kWeightTypeCount> table = [] {
+    std::array<TypeFacts, kWeightTypeCount> out{};
     for (std::size_t i = 0; i < kGgmlIds.size(); ++i) {
       const auto [type, id] = kGgmlIds[i];
       const format::GgmlTypeInfo* info = format::ggml_type_info(id);
       if (info == nullptr) throw std::logic_error("ggml type " + std::to_string(id) + " is not in the type table");
       out[i] = {type, info->name, id, info->block_size, info->type_size};
     }
+    // safetensors' spelling of the type it stores FP8 checkpoints in.
+    out.back() = {WeightType::F8_E4M3, "F8_E4M3", std::nullopt, 1, 1};
     return out;
   }();
   return table;
@@ -1770,11 +1772,7 @@ std::string weight_type_names() {
   return names_of([](WeightType) { return true; });
 }
 
-std::string quantizable_type_names() {
-  return names_of(has_quantizer);
-}
-
-std::uint32_t ggml_type_id(WeightType type) {
+std::optional<std::uint32_t> ggml_type_id(WeightType type) {
   return facts(type).ggml_id;
 }
 
@@ -1813,6 +1811,9 @@ void quantize_row(WeightType type, std::span<const float> src, std::span<std::by
     case WeightType::BF16:
       for (std::size_t i = 0; i < blocks; ++i) store_u16(dst.data() + 2 * i, f32_to_bf16(src[i]));
       return;
+    case WeightType::F8_E4M3:
+      for (std::size_t i = 0; i < blocks; ++i) dst[i] = static_cast<std::byte>(f32_to_e4m3(src[i]));
+      return;
     default: break;
   }
   const BlockQuantizer quantize = block_quantizer(type);
@@ -1835,6 +1836,9 @@ void dequantize_row(WeightType type, std::span<const std::byte> src, std::span<f
       return;
     case WeightType::BF16:
       for (std::size_t i = 0; i < blocks; ++i) dst[i] = bf16_to_f32(load_u16(src.data() + 2 * i));
+      return;
+    case WeightType::F8_E4M3:
+      for (std::size_t i = 0; i < blocks; ++i) dst[i] = e4m3_to_f32(std::to_integer<std::uint8_t>(src[i]));
       return;
     default: break;
   }
@@ -1905,6 +1909,43 @@ std::uint16_t f32_to_bf16(float value) {
   }
   // Round to nearest even on the dropped 16 bits; overflow carries into inf as it should.
   return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+float e4m3_to_f32(std::uint8_t bits) {
+  return ggml_blocks::e4m3_to_float(bits);
+}
+
+std::uint8_t f32_to_e4m3(float value) {
+  const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  if (std::isnan(value)) return sign | 0x7F;
+  const float magnitude = std::min(std::fabs(value), 448.0f);
+  // Below 2^-6 the codes are subnormal, multiples of 2^-9 (code 8, 2^-6, is the first normal one).
+  if (magnitude < 0x1p-6f) return sign | static_cast<std::uint8_t>(nearest_int(magnitude * 512.0f));
+  // Otherwise 2^e (1 + m / 8): the mantissa rounded to 3 bits (ties to even), carrying into the exponent at 16.
+  int e = 0;
+  std::frexp(magnitude, &e);  // magnitude = f 2^e with f in [0.5, 1)
+  e -= 1;
+  int q = nearest_int(std::ldexp(magnitude, 3 - e));  // in [8, 16]
+  if (q == 16) {
+    q = 8;
+    ++e;
+  }
+  return sign | static_cast<std::uint8_t>(((e + 7) << 3) | (q - 8));
+}
+
+std::size_t block_scales_count(const BlockScales& scales, std::size_t rows, std::size_t cols) {
+  return (rows + scales.block_rows - 1) / scales.block_rows * scales.blocks_per_row(cols);
+}
+
+std::optional<std::string> block_scales_mismatch(const BlockScales& scales, std::size_t rows, std::size_t cols) {
+  if (scales.block_rows == 0 || scales.block_cols == 0) return "blocks of 0 rows or columns";
+  const std::size_t expected = block_scales_count(scales, rows, cols);
+  if (scales.values.size() != expected) {
+    return std::to_string(scales.values.size()) + " scales where blocks of " + std::to_string(scales.block_rows) +
+           " x " + std::to_string(scales.block_cols) + " of a " + std::to_string(rows) + " x " + std::to_string(cols) +
+           " matrix need " + std::to_string(expected);
+  }
+  return std::nullopt;
 }
 
 }  // namespace engine::quant

@@ -39,12 +39,21 @@ std::vector<std::string> check_checkpoint_flags(const ServerOptions& options, co
                     ", which serverd loads as it is");
   }
   if (!options.quantization.empty() && options.quantization != "None") {
-    if (!checkpoint.gguf) {
-      throw UsageError("--quantization " + options.quantization +
-                       ": the model is a safetensors directory, which serverd runs unquantized; serve a GGUF file "
-                       "(org/repo:Q4_K_M) for quantized weights, or leave --quantization out");
+    const std::string q = "--quantization " + options.quantization;
+    const std::string actual = checkpoint.gguf ? "gguf" : checkpoint.quant_method;
+    const std::string is = checkpoint.gguf  ? "a GGUF file"
+                           : actual.empty() ? "a safetensors directory"
+                                            : "an FP8 checkpoint (quantization_config's quant_method " + actual + ")";
+    if (options.quantization != actual) {
+      throw UsageError(q + ": the model is " + is +
+                       (actual.empty() ? ", which serverd runs unquantized; serve a GGUF file (org/repo:Q4_K_M) or an "
+                                         "FP8 checkpoint for quantized weights"
+                                       : "") +
+                       "; leave --quantization out (serverd reads the quantization from the checkpoint)");
     }
-    notes.push_back("--quantization gguf: the model is a GGUF file; its ggml types run as stored");
+    notes.push_back(
+        q + ": the model is " + is +
+        (checkpoint.gguf ? "; its ggml types run as stored" : "; its FP8 weights and scales run as stored"));
   }
   if (options.max_model_len > checkpoint.trained_len && checkpoint.trained_len > 0) {
     const std::string numbers = "--max-model-len " + std::to_string(options.max_model_len) +

@@ -17,10 +17,13 @@ namespace serverd {
 // What the checks need to know about the checkpoint.
 struct CheckpointFacts {
   bool gguf = false;      // a .gguf file (else a safetensors directory)
-  std::string precision;  // the weights' type: "float32", "float16", "bfloat16", or a ggml type ("Q4_K")
+  std::string precision;  // the weights' type: "float32", "float16", "bfloat16" (FP8: its other tensors'), or a
+                          // ggml type ("Q4_K")
   // max_position_embeddings (config.json) or context_length (GGUF), times the RoPE scaling factor where
   // linear, dynamic or YaRN scaling stretches it (vLLM's derived max_model_len)
   std::uint64_t trained_len = 0;
+  // An FP8 safetensors checkpoint's quant_method ("fp8", "compressed-tensors"); empty otherwise.
+  std::string quant_method{};
 };
 
 // One line per flag taken as it is (for the log). Throws base::UsageError naming the flag, the checkpoint's

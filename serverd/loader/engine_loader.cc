@@ -150,7 +150,9 @@ std::filesystem::path resolve(const std::string& name, const std::string& revisi
 }
 
 std::string precision_of(const engine::model::Checkpoint& checkpoint) {
-  switch (checkpoint.weights().layers.front().q.type) {
+  // An FP8 checkpoint's precision is that of its unquantized tensors (vLLM's --dtype names it).
+  const auto q = checkpoint.weights().layers.front().q.type;
+  switch (q == engine::quant::WeightType::F8_E4M3 ? checkpoint.weights().embed.type : q) {
     case engine::quant::WeightType::F32: return "float32";
     case engine::quant::WeightType::F16: return "float16";
     case engine::quant::WeightType::BF16: return "bfloat16";
@@ -199,8 +201,10 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   phase("loading");
   auto engine = engine::runtime::Engine::load(path, engine_options(options));
   std::error_code ec;
+  const auto& fp8 = engine->config().fp8;
   const CheckpointFacts facts{std::filesystem::is_regular_file(path, ec), precision_of(engine->checkpoint()),
-                              engine::model::derived_max_model_len(engine->config())};
+                              engine::model::derived_max_model_len(engine->config()),
+                              fp8 ? fp8->quant_method : std::string()};
   auto notes = check_checkpoint_flags(options, facts);
   const auto pooling = resolve_runner(options, engine->checkpoint().pooling(), notes);
   for (const auto& note : notes) std::cerr << "serverd: " << note << '\n';

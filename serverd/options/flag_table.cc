@@ -255,13 +255,14 @@ const FlagRow kRows[] = {
      .refused_example = "pt"},
     {.name = "quantization",
      .status = S::kCheckedAtLoad,
-     .value_name = "gguf",
-     .text = "gguf, for a GGUF model (its ggml types run as stored)",
+     .value_name = "gguf|fp8|compressed-tensors",
+     .text = "the quantization the checkpoint is in: gguf for a GGUF model (its ggml types run as stored), fp8 or "
+             "compressed-tensors for an FP8 checkpoint (its scales applied as stored)",
      .target = &O::quantization,
      .example = "gguf",
-     .accepted = "gguf|None",
-     .refusal = "serverd runs F32, F16 and BF16 safetensors and GGUF files (of the ggml types docs/engine.md "
-                "lists); for a quantized model serve a GGUF file (org/repo:Q4_K_M) and leave --quantization out",
+     .accepted = "gguf|fp8|compressed-tensors|None",
+     .refusal = "serverd runs F32, F16, BF16 and FP8 safetensors and GGUF files (of the ggml types docs/engine.md "
+                "lists); for another quantized model serve a GGUF file (org/repo:Q4_K_M) and leave --quantization out",
      .refused_example = "awq",
      .alias = "q"},
     // ---- accepted as is: serverd already behaves so --------------------------------------------------

@@ -4,7 +4,8 @@ SmolLM3).
 
 Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
 Hugging Face model directory (config.json and safetensors, one file or shards listed by
-model.safetensors.index.json; F32, F16 or BF16) or a GGUF file (every type in GGML_TYPES below, the K-quants,
+model.safetensors.index.json; F32, F16 or BF16, and FP8 E4M3 matrices with the scales their config's
+quantization_config names) or a GGUF file (every type in GGML_TYPES below, the K-quants,
 IQ4, MXFP4 and the IQ1/IQ2/IQ3 codebook types included, dequantized here from their block bytes; llama Q/K rows
 un-permuted back to the Hugging Face order), and runs the forward pass in float64.
 
@@ -53,6 +54,23 @@ def bf16_values(raw):
 
 def f32_values(raw):
     return np.frombuffer(raw, dtype="<f4").astype(F64)
+
+
+def e4m3_table():
+    """The 256 FP8 E4M3 codes (OCP 8-bit floats): sign, 4 exponent bits of bias 7, 3 mantissa bits; exponent 0
+    is subnormal, S.1111.111 NaN."""
+    codes = np.arange(256)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exponent, mantissa = (codes >> 3) & 0xF, (codes & 7).astype(F64)
+    magnitude = np.where(exponent == 0, mantissa / 8 * 2.0 ** -6, (1 + mantissa / 8) * 2.0 ** (exponent - 7.0))
+    return np.where((codes & 0x7F) == 0x7F, np.nan, sign * magnitude)
+
+
+E4M3 = e4m3_table()
+
+
+def e4m3_values(raw):
+    return E4M3[np.frombuffer(raw, dtype=np.uint8)]
 
 
 # ---- GGUF block dequantization (ggml's layouts) -------------------------------------------------------
@@ -1407,7 +1425,7 @@ DEQUANT = {
 
 # ---- safetensors --------------------------------------------------------------------------------------
 
-SAFETENSORS_DTYPES = {"F32": f32_values, "F16": f16_values, "BF16": bf16_values,
+SAFETENSORS_DTYPES = {"F32": f32_values, "F16": f16_values, "BF16": bf16_values, "F8_E4M3": e4m3_values,
                       "F64": lambda raw: np.frombuffer(raw, dtype="<f8").astype(F64)}
 
 
@@ -1670,6 +1688,21 @@ GEMMA3_DEFAULTS = {"vocab_size": 262208, "num_attention_heads": 8, "num_key_valu
                    "tie_word_embeddings": True}
 
 
+def fp8_scheme(quantization):
+    """(scale tensor suffix, [block rows, block cols] or None) of an FP8 checkpoint's quantization_config: quant_method
+    fp8 scales blocks by weight_scale_inv (a tensor by weight_scale without weight_block_size); compressed-tensors
+    scales by weight_scale per tensor, channel or block. None for an unquantized checkpoint."""
+    if not quantization:
+        return None
+    if quantization["quant_method"] == "fp8":
+        block = quantization.get("weight_block_size")
+        return ("weight_scale_inv", tuple(block)) if block else ("weight_scale", None)
+    if quantization["quant_method"] == "compressed-tensors":
+        weights = next(iter(quantization["config_groups"].values()))["weights"]
+        return "weight_scale", tuple(weights["block_structure"]) if weights["strategy"] == "block" else None
+    raise ValueError(f"quantization {quantization['quant_method']} is not supported")
+
+
 def hf_model(path, cache, max_model_len=None):
     with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
@@ -1754,18 +1787,31 @@ def hf_model(path, cache, max_model_len=None):
         local_theta=cfg.get("rope_local_base_freq") if gemma else None,
     )
     count = sum(int(np.prod(f.header[n]["shape"])) for f in set(where.values()) for n in f.header)
+    fp8 = fp8_scheme(cfg.get("quantization_config"))
+
+    def tensor(name):
+        """A stored tensor's values; an FP8 matrix's times the scale of each element's block."""
+        values = where[name].tensor(name)
+        if where[name].header[name]["dtype"] != "F8_E4M3":
+            return values
+        scale_name, block = fp8
+        scales = where[name[: -len("weight")] + scale_name].tensor(name[: -len("weight")] + scale_name)
+        rows, cols = values.shape
+        block_rows, block_cols = block or (rows if scales.size == 1 else 1, cols)
+        grid = scales.reshape((rows + block_rows - 1) // block_rows, (cols + block_cols - 1) // block_cols)
+        return values * np.repeat(np.repeat(grid, block_rows, axis=0), block_cols, axis=1)[:rows, :cols]
 
     def fetch(name):
         if arch == "phi3" and (fused := phi3_fused_part(name)):
             stacked, index = fused
-            return split_rows(where[stacked].tensor(stacked), phi3_row_counts(config, stacked))[index]
+            return split_rows(tensor(stacked), phi3_row_counts(config, stacked))[index]
         if arch == "mixtral":
             name = mixtral_name(name)
         if name.startswith("model."):
             name = prefix + name[len("model."):]
         elif name == "lm_head.weight" and prefix == "language_model.model.":
             name = "language_model.lm_head.weight"
-        return where[name].tensor(name)
+        return tensor(name)
 
     return Model(config, fetch, cache=cache or count < 50_000_000, max_model_len=max_model_len)
 

@@ -31,7 +31,8 @@ void rewrite_gguf(const std::filesystem::path& src, const std::filesystem::path&
 
 int write_random_block_copy(const std::filesystem::path& src, const std::filesystem::path& dst,
                             engine::quant::WeightType type, std::uint32_t seed) {
-  const auto* info = engine::format::ggml_type_info(engine::quant::ggml_type_id(type));
+  const auto id = engine::quant::ggml_type_id(type);
+  const auto* info = id ? engine::format::ggml_type_info(*id) : nullptr;
   if (info == nullptr) throw std::logic_error("no ggml type for " + std::string(engine::quant::weight_type_name(type)));
   int restored = 0;
   rewrite_gguf(

@@ -21,7 +21,7 @@ inline constexpr engine::quant::WeightType kAllTypes[] = {
     engine::quant::WeightType::IQ4_NL,  engine::quant::WeightType::IQ4_XS, engine::quant::WeightType::Q2_K,
     engine::quant::WeightType::IQ2_XXS, engine::quant::WeightType::IQ2_XS, engine::quant::WeightType::IQ2_S,
     engine::quant::WeightType::IQ3_XXS, engine::quant::WeightType::IQ3_S,  engine::quant::WeightType::IQ1_S,
-    engine::quant::WeightType::IQ1_M,   engine::quant::WeightType::MXFP4};
+    engine::quant::WeightType::IQ1_M,   engine::quant::WeightType::MXFP4,  engine::quant::WeightType::F8_E4M3};
 static_assert(sizeof(kAllTypes) / sizeof(kAllTypes[0]) == engine::quant::kWeightTypeCount,
               "every weight type is listed");
 

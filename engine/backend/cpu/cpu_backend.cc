@@ -115,7 +115,8 @@ class CpuBackend final : public Backend {
                                   " weight of " + std::to_string(source.rows) + " x " + std::to_string(source.cols) +
                                   " cannot be " + std::to_string(source.bytes.size()) + " bytes");
     }
-    auto& m = weights_.emplace_back(cpu::WeightMatrix{source.type, source.bytes.data(), source.rows, source.cols});
+    auto& m = weights_.emplace_back(
+        cpu::WeightMatrix{source.type, source.bytes.data(), source.rows, source.cols, nullptr, source.scales});
     if (source.lookup_only || source.expert) return Weight{source.type, source.rows, source.cols, &m};
     if (auto repacked = cpu::repack_weights(pool_, m, &arena_)) {
       m.repacked = repacked.get();

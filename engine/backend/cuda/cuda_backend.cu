@@ -244,7 +244,8 @@ class CudaBackend final : public Backend {
     if (!cuda::weight_type_supported(source.type)) {
       throw std::invalid_argument("cuda backend: " + std::string(quant::weight_type_name(source.type)) +
                                   " weights are not supported on the GPU yet (the CPU backend runs them); serve this "
-                                  "GGUF with --device cpu, or pick a file of another type (Q4_K_M, Q8_0)");
+                                  "model with --device cpu, or pick a checkpoint of another type (BF16 safetensors, "
+                                  "a Q4_K_M or Q8_0 GGUF)");
     }
     const auto row_bytes = quant::row_bytes(source.type, source.cols);
     if (!row_bytes || *row_bytes * source.rows != source.bytes.size()) {

@@ -851,7 +851,8 @@ bool weight_type_supported(WeightType type) {
     case WeightType::IQ3_S:
     case WeightType::IQ1_S:
     case WeightType::IQ1_M:
-    case WeightType::MXFP4: return false;
+    case WeightType::MXFP4:
+    case WeightType::F8_E4M3: return false;
     default: return true;
   }
 }

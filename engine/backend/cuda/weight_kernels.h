@@ -16,8 +16,8 @@
 namespace engine::cuda {
 
 // Whether these kernels read weights of `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; not yet Q4_1, Q5_0,
-// Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4, which the CPU
-// backend runs). The backend refuses the others by name at load.
+// Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4, F8_E4M3,
+// which the CPU backend runs). The backend refuses the others by name at load.
 bool weight_type_supported(quant::WeightType type);
 
 // The most tokens weight_gemv takes in one launch; more go through a GEMM.

@@ -569,6 +569,76 @@ TEST_P(MatmulLevels, RepackedWeightsGiveTheStoredBits) {
   }
 }
 
+// ---- FP8 matrices with block scales ------------------------------------------------------------------
+
+// An F8_E4M3 matrix with a scale per block of block_rows x block_cols (scales from 1/8 to 8), and its weights: the
+// stored values times their block's scale, as an FP8 checkpoint defines them.
+struct ScaledMatrix {
+  Matrix m;
+  std::vector<float> scale_values;
+  std::size_t block_rows, block_cols;
+  std::vector<float> weights;
+
+  WeightMatrix view() const {
+    WeightMatrix w = m.view();
+    w.scales = {scale_values, block_rows, block_cols};
+    return w;
+  }
+  // The matrix of its weights, for the double-precision reference.
+  Matrix reference() const { return Matrix{WeightType::F32, m.rows, m.cols, {}, weights}; }
+};
+
+ScaledMatrix make_scaled(std::size_t rows, std::size_t cols, std::size_t block_rows, std::size_t block_cols,
+                         std::uint32_t seed) {
+  ScaledMatrix s{make_matrix(WeightType::F8_E4M3, rows, cols, seed), {}, block_rows, block_cols, {}};
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> exponent(-3, 3);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  s.scale_values.resize((rows + block_rows - 1) / block_rows * ((cols + block_cols - 1) / block_cols));
+  for (auto& v : s.scale_values) v = std::ldexp(mantissa(rng), exponent(rng));
+  const quant::BlockScales scales{s.scale_values, block_rows, block_cols};
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) s.weights.push_back(s.m.dequantized[r * cols + c] * scales.at(r, c, cols));
+  }
+  return s;
+}
+
+// Blocks as FP8 checkpoints scale them (128 x 128, ragged at the edges), smaller ones over several row ranges,
+// per channel and per tensor: each product matches the double-precision product of the scaled weights, and each
+// token's result is its single-token result bit for bit, at every batch size; dequantize_rows gives the weights.
+TEST_P(MatmulLevels, Fp8BlockScalesMatchTheReferenceInEveryBatch) {
+  const std::string_view level = GetParam();
+  ThreadPool pool(3);
+  std::uint32_t seed = 2100;
+  struct Shape {
+    std::size_t rows, cols, block_rows, block_cols;
+  };
+  for (const Shape shape : {Shape{300, 520, 128, 128}, Shape{45, 100, 16, 32}, Shape{600, 64, 8, 16},
+                            Shape{37, 72, 1, 72}, Shape{37, 72, 37, 72}}) {
+    const ScaledMatrix s = make_scaled(shape.rows, shape.cols, shape.block_rows, shape.block_cols, ++seed);
+    const auto bias = random_vector(shape.rows, ++seed);
+    const std::string what = std::string(level) + " FP8 " + std::to_string(shape.rows) + "x" +
+                             std::to_string(shape.cols) + " in blocks of " + std::to_string(shape.block_rows) + "x" +
+                             std::to_string(shape.block_cols);
+    for (const std::size_t tokens : {1, 3, 17, 49}) {
+      const auto x = random_vector(tokens * shape.cols, ++seed);
+      auto out = poisoned(tokens * shape.rows);
+      matmul_at_level(level, pool, s.view(), x.data(), tokens, out.data(), bias.data());
+      expect_close_to(s.reference(), x, tokens, out, bias.data(), 1e-5,
+                      what + ", " + std::to_string(tokens) + " tokens");
+      for (std::size_t t = 0; t < tokens; ++t) {
+        auto alone = poisoned(shape.rows);
+        matmul_at_level(level, pool, s.view(), x.data() + t * shape.cols, 1, alone.data(), bias.data());
+        ASSERT_EQ(std::memcmp(alone.data(), out.data() + t * shape.rows, shape.rows * sizeof(float)), 0)
+            << what << ": token " << t << " of " << tokens;
+      }
+    }
+    auto rows = poisoned(7 * shape.cols);
+    dequantize_rows_at_level(level, s.view(), 5, 7, rows.data());
+    EXPECT_EQ(std::memcmp(rows.data(), s.weights.data() + 5 * shape.cols, rows.size() * sizeof(float)), 0) << what;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Supported, MatmulLevels, ::testing::ValuesIn(supported_simd_levels()),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
@@ -673,6 +743,14 @@ TEST(Matmul, RejectsBadShapes) {
   const WeightMatrix ok{WeightType::F32, bytes.data(), 2, 4};
   EXPECT_THROW(matmul_at_level("sse9", pool, ok, x.data(), 1, out.data()), std::invalid_argument);
   EXPECT_THROW(dequantize_rows(ok, 1, 2, out.data()), std::out_of_range);
+  // Scales belong to FP8 matrices, one per block.
+  const std::vector<float> scales(3, 1.0f);
+  WeightMatrix scaled_f32 = ok;
+  scaled_f32.scales = {scales, 1, 4};
+  EXPECT_THROW(matmul(pool, scaled_f32, x.data(), 1, out.data()), std::invalid_argument);
+  const WeightMatrix scaled_fp8{WeightType::F8_E4M3, bytes.data(), 2, 4, nullptr, {scales, 1, 4}};  // 2 scales needed
+  EXPECT_THROW(matmul(pool, scaled_fp8, x.data(), 1, out.data()), std::invalid_argument);
+  EXPECT_THROW(dequantize_rows(scaled_fp8, 0, 1, out.data()), std::invalid_argument);
 }
 
 // A group (q, k, v of different heights; with and without bias) gives every output the bits separate
@@ -734,6 +812,34 @@ TEST(Matmul, BatchGivesEachJobTheBitsMatmulGives) {
             << long_tokens;
       }
     }
+  }
+}
+
+// Scaled FP8 matrices in a group (q, k, v) and in a batch of jobs get the bits matmul gives them.
+TEST(Matmul, Fp8ScaledMatricesInGroupsAndBatchesGiveMatmulsBits) {
+  ThreadPool pool(3);
+  const ScaledMatrix q = make_scaled(256, 256, 128, 128, 2200), k = make_scaled(64, 256, 1, 256, 2201),
+                     v = make_scaled(72, 256, 72, 256, 2202);
+  const WeightMatrix qw = q.view(), kw = k.view(), vw = v.view();
+  const auto bias = random_vector(256, 2203);
+  for (const std::size_t tokens : {1, 3, 60}) {
+    const auto x = random_vector(tokens * 256, 2204);
+    std::vector<float> want_q(tokens * 256), want_k(tokens * 64), want_v(tokens * 72);
+    matmul(pool, qw, x.data(), tokens, want_q.data(), bias.data());
+    matmul(pool, kw, x.data(), tokens, want_k.data());
+    matmul(pool, vw, x.data(), tokens, want_v.data());
+    auto got_q = poisoned(tokens * 256), got_k = poisoned(tokens * 64), got_v = poisoned(tokens * 72);
+    const MatmulTarget targets[] = {{&qw, got_q.data(), bias.data()}, {&kw, got_k.data()}, {&vw, got_v.data()}};
+    matmul_group(pool, targets, x.data(), tokens);
+    EXPECT_EQ(got_q, want_q) << tokens << " tokens";
+    EXPECT_EQ(got_k, want_k) << tokens << " tokens";
+    EXPECT_EQ(got_v, want_v) << tokens << " tokens";
+    std::fill(got_k.begin(), got_k.end(), std::numeric_limits<float>::quiet_NaN());
+    auto got_v2 = poisoned(tokens * 72);
+    const MatmulJob jobs[] = {{&kw, x.data(), tokens, got_k.data()}, {&vw, x.data(), tokens, got_v2.data()}};
+    matmul_batch(pool, jobs);
+    EXPECT_EQ(got_k, want_k) << tokens << " tokens in a batch";
+    EXPECT_EQ(got_v2, want_v) << tokens << " tokens in a batch";
   }
 }
 

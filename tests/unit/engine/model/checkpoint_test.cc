@@ -52,11 +52,12 @@ std::map<std::string, TensorSpec> llama_tensors() {
   return t;
 }
 
-std::string llama_config(bool tied) {
+// `extra`: more fields of config.json (a quantization_config), after a comma.
+std::string llama_config(bool tied, const std::string& extra = "") {
   return R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 256, "hidden_size": 32, "intermediate_size": 64,
     "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "eos_token_id": 7,
     "tie_word_embeddings": )" +
-         std::string(tied ? "true" : "false") + "}";
+         std::string(tied ? "true" : "false") + (extra.empty() ? "" : ", " + extra) + "}";
 }
 
 std::vector<std::byte> tensor_bytes(const TensorSpec& spec) {
@@ -72,13 +73,16 @@ std::vector<std::byte> tensor_bytes(const TensorSpec& spec) {
     } else if (spec.dtype == SafetensorsDType::F16) {
       const auto bits = engine::quant::f32_to_f16(spec.fill);
       std::memcpy(bytes.data() + 2 * i, &bits, 2);
+    } else if (spec.dtype == SafetensorsDType::F8_E4M3) {
+      bytes[i] = static_cast<std::byte>(engine::quant::f32_to_e4m3(spec.fill));
     }
   }
   return bytes;
 }
 
-void write_checkpoint(const TempDir& dir, const std::map<std::string, TensorSpec>& tensors, bool tied = true) {
-  write_file(dir / "config.json", llama_config(tied));
+void write_checkpoint(const TempDir& dir, const std::map<std::string, TensorSpec>& tensors, bool tied = true,
+                      const std::string& extra_config = "") {
+  write_file(dir / "config.json", llama_config(tied, extra_config));
   write_file(dir / "tokenizer.json", tiny::json(tiny::Spec{}));
   engine::format::SafetensorsWriter writer;
   for (const auto& [name, spec] : tensors) writer.add(name, spec.dtype, spec.shape, tensor_bytes(spec));
@@ -158,7 +162,91 @@ TEST(Checkpoint, UnsupportedDtypeIsNamed) {
   EXPECT_THAT(load_error(dir), HasSubstr("(supported: " + engine::quant::weight_type_names() + ")"));
   EXPECT_THAT(load_error(dir),
               HasSubstr("Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, "
-                        "IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4)"));
+                        "IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4, F8_E4M3)"));
+}
+
+// ---- FP8 checkpoints -------------------------------------------------------------------------------------
+
+constexpr const char* kFp8Blocks16 =
+    R"("quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+    "weight_block_size": [16, 16]})";
+
+// The Llama checkpoint with q_proj and gate_proj in FP8, their scales beside them (F32, one per 16 x 16 block).
+std::map<std::string, TensorSpec> fp8_llama_tensors() {
+  auto tensors = llama_tensors();
+  const std::string p = "model.layers.0.";
+  tensors[p + "self_attn.q_proj.weight"].dtype = SafetensorsDType::F8_E4M3;
+  tensors[p + "self_attn.q_proj.weight_scale_inv"] = {SafetensorsDType::F32, {2, 2}, 0.5f};
+  tensors[p + "mlp.gate_proj.weight"].dtype = SafetensorsDType::F8_E4M3;
+  tensors[p + "mlp.gate_proj.weight_scale_inv"] = {SafetensorsDType::F32, {4, 2}, 0.25f};
+  return tensors;
+}
+
+TEST(Checkpoint, Fp8MatricesCarryTheirBlockScales) {
+  TempDir dir;
+  write_checkpoint(dir, fp8_llama_tensors(), true, kFp8Blocks16);
+  const auto ckpt = Checkpoint::open(dir.path());
+  const auto& layer = ckpt->weights().layers[0];
+  EXPECT_EQ(layer.q.type, engine::quant::WeightType::F8_E4M3);
+  EXPECT_EQ(layer.q.bytes.size(), kHeads * kHeadDim * kHidden);  // one byte per weight, in place
+  ASSERT_EQ(layer.q.scales.values.size(), 4u);
+  EXPECT_EQ(layer.q.scales.block_rows, 16u);
+  EXPECT_EQ(layer.q.scales.block_cols, 16u);
+  EXPECT_EQ(layer.q.scales.values[3], 0.5f);
+  ASSERT_EQ(layer.gate.scales.values.size(), 8u);
+  EXPECT_EQ(layer.gate.scales.values[0], 0.25f);
+  EXPECT_TRUE(layer.k.scales.empty());  // stored in F32, as an FP8 checkpoint may keep some matrices
+}
+
+// compressed-tensors per-channel scales, [rows, 1] in BF16, are widened to f32, one per row.
+TEST(Checkpoint, Fp8ChannelScalesAreWidened) {
+  TempDir dir;
+  auto tensors = llama_tensors();
+  const std::string p = "model.layers.0.";
+  tensors[p + "self_attn.o_proj.weight"].dtype = SafetensorsDType::F8_E4M3;
+  tensors[p + "self_attn.o_proj.weight_scale"] = {SafetensorsDType::BF16, {kHidden, 1}, 0.375f};
+  write_checkpoint(dir, tensors, true, R"("quantization_config": {"quant_method": "compressed-tensors",
+    "format": "float-quantized", "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8,
+    "type": "float", "symmetric": true, "strategy": "channel", "dynamic": false}}}, "ignore": ["lm_head"]})");
+  const auto ckpt = Checkpoint::open(dir.path());
+  const auto& o = ckpt->weights().layers[0].o;
+  ASSERT_EQ(o.scales.values.size(), kHidden);
+  EXPECT_EQ(o.scales.block_rows, 1u);
+  EXPECT_EQ(o.scales.block_cols, kHeads * kHeadDim);
+  EXPECT_EQ(o.scales.values[kHidden - 1], 0.375f);
+}
+
+TEST(Checkpoint, Fp8WithoutItsScalesOrConfigIsRefusedByName) {
+  {
+    TempDir dir;
+    write_checkpoint(dir, fp8_llama_tensors());  // no quantization_config
+    EXPECT_THAT(load_error(dir), HasSubstr("self_attn.q_proj.weight is stored as F8_E4M3, but config.json has no "
+                                           "quantization_config that says how it is scaled"));
+  }
+  {
+    TempDir dir;
+    auto tensors = fp8_llama_tensors();
+    tensors.erase("model.layers.0.mlp.gate_proj.weight_scale_inv");
+    write_checkpoint(dir, tensors, true, kFp8Blocks16);
+    EXPECT_THAT(load_error(dir), HasSubstr("the tensor model.layers.0.mlp.gate_proj.weight_scale_inv is missing (the "
+                                           "scales of the FP8 matrix model.layers.0.mlp.gate_proj.weight)"));
+  }
+  {
+    TempDir dir;
+    auto tensors = fp8_llama_tensors();
+    tensors["model.layers.0.mlp.gate_proj.weight_scale_inv"].shape = {2, 4};
+    write_checkpoint(dir, tensors, true, kFp8Blocks16);
+    EXPECT_THAT(load_error(dir), HasSubstr("gate_proj.weight_scale_inv in model.safetensors has shape [2, 4] but the "
+                                           "scales of model.layers.0.mlp.gate_proj.weight [64, 32] need [4, 2]"));
+  }
+  {
+    TempDir dir;
+    auto tensors = fp8_llama_tensors();
+    tensors["model.layers.0.self_attn.q_proj.weight_scale_inv"].dtype = SafetensorsDType::I32;
+    write_checkpoint(dir, tensors, true, kFp8Blocks16);
+    EXPECT_THAT(load_error(dir), HasSubstr("q_proj.weight_scale_inv in model.safetensors is stored as I32; scales are "
+                                           "read as F32, F16 or BF16"));
+  }
 }
 
 // A GGUF tensor of a real ggml type the engine does not compute with (TQ1_0) is named with its type.

@@ -172,17 +172,76 @@ TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
                         "(Phi3ForCausalLM rotates part of each)"));
   EXPECT_THAT(error_of(llama_with(R"("rope_parameters":{"rope_type":"default","partial_rotary_factor":0.75})")),
               HasSubstr("'partial_rotary_factor' is 0.750000"));
-  for (const char* method : {"awq", "gptq", "bitsandbytes", "compressed-tensors", "fp8"}) {
+  for (const char* method : {"awq", "gptq", "bitsandbytes", "mxfp4"}) {
     const auto e = error_of(llama_with(R"("quantization_config":{"quant_method":")" + std::string(method) + R"("})"));
     EXPECT_THAT(e, HasSubstr("quantization_config with quant_method '" + std::string(method) + "' is not supported"));
+    EXPECT_THAT(e, HasSubstr("FP8 safetensors (quant_method fp8, or compressed-tensors float-quantized)"));
     EXPECT_THAT(
         e,
         HasSubstr(
             "GGUF files (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL, IQ4_XS, Q2_K, "
-            "IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4)"));
+            "IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4, F8_E4M3)"));
   }
   EXPECT_NO_THROW(
       parse_hf_config(llama_with(R"("hidden_act":"silu","mlp_bias":false,"partial_rotary_factor":1.0)"), "c"));
+}
+
+// FP8 checkpoints: quant_method fp8 (blocks of weight_block_size, or per tensor without it) and compressed-tensors
+// float-quantized (per tensor, channel or block), read into the scheme the checkpoint's scales follow.
+TEST(ModelConfig, ReadsFp8QuantizationConfigs) {
+  const auto block = parse_hf_config(llama_with(R"("quantization_config":{"quant_method":"fp8","fmt":"e4m3",
+      "activation_scheme":"dynamic","weight_block_size":[128,128]})"),
+                                     "c");
+  ASSERT_TRUE(block.fp8.has_value());
+  EXPECT_EQ(block.fp8->granularity, Fp8Scheme::Granularity::Block);
+  EXPECT_EQ(block.fp8->scale_name, "weight_scale_inv");
+  EXPECT_EQ(block.fp8->block_rows, 128u);
+  EXPECT_EQ(block.fp8->block_cols, 128u);
+  const auto tensor = parse_hf_config(
+      llama_with(R"("quantization_config":{"quant_method":"fp8","activation_scheme":"static","ignored_layers":[]})"),
+      "c");
+  ASSERT_TRUE(tensor.fp8.has_value());
+  EXPECT_EQ(tensor.fp8->granularity, Fp8Scheme::Granularity::Tensor);
+  EXPECT_EQ(tensor.fp8->scale_name, "weight_scale");
+  const auto ct = [](std::string_view weights) {
+    return llama_with(R"("quantization_config":{"quant_method":"compressed-tensors","format":"float-quantized",
+      "quantization_status":"compressed","ignore":["lm_head"],"kv_cache_scheme":null,"config_groups":{"group_0":{
+      "targets":["Linear"],"weights":)" +
+                      std::string(weights) + R"(,"input_activations":{"num_bits":8,"type":"float","strategy":"token",
+      "dynamic":true,"symmetric":true},"output_activations":null}}})");
+  };
+  const auto channel = parse_hf_config(
+      ct(R"({"num_bits":8,"type":"float","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null})"),
+      "c");
+  ASSERT_TRUE(channel.fp8.has_value());
+  EXPECT_EQ(channel.fp8->granularity, Fp8Scheme::Granularity::Channel);
+  EXPECT_EQ(channel.fp8->scale_name, "weight_scale");
+  const auto ct_block = parse_hf_config(
+      ct(R"({"num_bits":8,"type":"float","symmetric":true,"strategy":"block","block_structure":[128,64]})"), "c");
+  ASSERT_TRUE(ct_block.fp8.has_value());
+  EXPECT_EQ(ct_block.fp8->granularity, Fp8Scheme::Granularity::Block);
+  EXPECT_EQ(ct_block.fp8->block_cols, 64u);
+  EXPECT_FALSE(parse_hf_config(llama_with(R"("hidden_act":"silu")"), "c").fp8.has_value());
+
+  // What the engine would compute differently is refused by name.
+  EXPECT_THAT(error_of(llama_with(R"("quantization_config":{"quant_method":"fp8","fmt":"e5m2"})")),
+              HasSubstr("quantization_config has fmt 'e5m2'"));
+  EXPECT_THAT(error_of(llama_with(R"("quantization_config":{"quant_method":"fp8","weight_block_size":[128]})")),
+              HasSubstr("needs 'weight_block_size' as [rows, columns] of positive sizes"));
+  EXPECT_THAT(error_of(llama_with(R"("quantization_config":{"quant_method":"fp8","kv_scales":true})")),
+              HasSubstr("quantization_config sets 'kv_scales', which the engine does not implement"));
+  EXPECT_THAT(error_of(ct(R"({"num_bits":4,"type":"int","symmetric":true,"strategy":"group","group_size":128})")),
+              HasSubstr("quantizes weights to 4-bit ints; the engine computes with 8-bit float (FP8) weights"));
+  EXPECT_THAT(error_of(ct(R"({"num_bits":8,"type":"float","symmetric":true,"strategy":"group","group_size":128})")),
+              HasSubstr("has strategy 'group'"));
+  EXPECT_THAT(error_of(ct(R"({"num_bits":8,"type":"float","symmetric":false,"strategy":"channel"})")),
+              HasSubstr("is asymmetric"));
+  EXPECT_THAT(error_of(llama_with(R"("quantization_config":{"quant_method":"compressed-tensors",
+      "format":"pack-quantized","config_groups":{}})")),
+              HasSubstr("has format 'pack-quantized'"));
+  EXPECT_THAT(error_of(llama_with(R"("quantization_config":{"quant_method":"compressed-tensors",
+      "format":"float-quantized","kv_cache_scheme":{"num_bits":8},"config_groups":{}})")),
+              HasSubstr("sets 'kv_cache_scheme'"));
 }
 
 TEST(ModelConfig, MistralIsLlamasGraphWithItsSlidingWindow) {

@@ -170,8 +170,7 @@ TEST(ModelWriterArgs, ErrorsNameTheFlagAndTheValue) {
   EXPECT_THAT(with({"--seed", "-1"}), HasSubstr("--seed -1"));
   EXPECT_THAT(with({"--gguf", "Q8_0,TQ1_0"}), HasSubstr("unknown GGUF type \"TQ1_0\""));
   EXPECT_THAT(with({"--gguf", "Q8_0,TQ1_0"}), HasSubstr("--gguf Q8_0,TQ1_0"));
-  EXPECT_THAT(with({"--gguf", "TQ1_0"}),
-              HasSubstr("(expected one of " + engine::quant::quantizable_type_names() + ", Q4_K_M, Q5_K_M)"));
+  EXPECT_THAT(with({"--gguf", "TQ1_0"}), HasSubstr("(expected one of " + engine::tools::gguf_type_names() + ")"));
   EXPECT_THAT(with({"--gguf", "Q8_0_M"}), HasSubstr("unknown GGUF type \"Q8_0_M\""));
   EXPECT_THAT(with({"--tokenizer-dir", "/nonexistent"}), HasSubstr("--tokenizer-dir /nonexistent"));
   EXPECT_THAT(with({"--split-max-tensors", "0"}), HasSubstr("--split-max-tensors 0: expected a number of tensors"));
@@ -940,6 +939,98 @@ TEST_P(ModelWriterMoe, ExpertsAreTensorsOfTheirOwnInSafetensorsAndStackedInGguf)
   EXPECT_EQ(g.moe->expert_intermediate_size, hf.moe->expert_intermediate_size);
   EXPECT_EQ(g.moe->norm_topk_prob, hf.moe->norm_topk_prob);
   EXPECT_EQ(g.moe->shared_expert_intermediate_size, hf.moe->shared_expert_intermediate_size);
+}
+
+// ---- FP8 ------------------------------------------------------------------------------------------------
+
+// --fp8 block writes the linear layers' matrices (each expert's too) as F8_E4M3 with F32 weight_scale_inv per
+// 128 x 128 block and quant_method fp8; the embedding and the router stay in --dtype; the index maps the scales;
+// each weight is its stored value times its scale, the largest of a block at 448; the GGUF file holds those weights.
+TEST(ModelWriterFp8, BlockScaledMatricesTheirScalesAndTheConfig) {
+  const TempDir dir;
+  const auto options = parse_model_writer_args(
+      std::vector<std::string>{"--arch", "qwen3moe", "--preset", "tiny", "--out", dir.path().string(), "--dtype",
+                               "bf16", "--fp8", "block", "--shards", "2", "--gguf", "F32"});
+  ASSERT_TRUE(options.fp8.has_value());
+  EXPECT_EQ(options.fp8->quant_method, "fp8");
+  const auto written = write_model(options);
+  const auto hf = model::read_hf_config(dir / "config.json");
+  ASSERT_TRUE(hf.fp8.has_value());
+  EXPECT_EQ(hf.fp8->granularity, model::Fp8Scheme::Granularity::Block);
+  EXPECT_EQ(hf.fp8->block_rows, 128u);
+
+  const auto index = read_json(dir / "model.safetensors.index.json");
+  const auto& map = index["weight_map"];
+  const std::string expert = "model.layers.0.mlp.experts.3.down_proj.";
+  ASSERT_TRUE(map.HasMember((expert + "weight_scale_inv").c_str()));
+  const auto shard = format::SafetensorsFile::open(dir / map[(expert + "weight").c_str()].GetString());
+  const auto* weight = shard.find(expert + "weight");
+  ASSERT_NE(weight, nullptr);
+  EXPECT_EQ(weight->dtype, format::SafetensorsDType::F8_E4M3);
+  const auto* scale = shard.find(expert + "weight_scale_inv");
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->dtype, format::SafetensorsDType::F32);
+  const std::uint64_t rows = written.config.hidden_size, cols = 256;  // down: hidden x expert width
+  EXPECT_EQ(scale->shape, (std::vector<std::uint64_t>{(rows + 127) / 128, (cols + 127) / 128}));
+
+  // Each block's largest stored magnitude is 448 (E4M3's largest): its scale is the block's largest weight / 448.
+  std::vector<float> stored(rows * cols), scales(scale->shape[0] * scale->shape[1]);
+  quant::dequantize_row(WeightType::F8_E4M3, shard.data(*weight), stored);
+  quant::dequantize_row(WeightType::F32, shard.data(*scale), scales);
+  std::vector<float> largest(scales.size(), 0.0f), weights(rows * cols);
+  const quant::BlockScales grid{scales, 128, 128};
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      float& m = largest[r / 128 * scale->shape[1] + c / 128];
+      m = std::max(m, std::fabs(stored[r * cols + c]));
+      weights[r * cols + c] = stored[r * cols + c] * grid.at(r, c, cols);
+    }
+  }
+  for (const float m : largest) EXPECT_EQ(m, 448.0f);
+
+  // Not quantized: the embedding, norms and the router.
+  for (const std::string name : {"model.embed_tokens.weight", "model.layers.0.mlp.gate.weight"}) {
+    const auto file = format::SafetensorsFile::open(dir / map[name.c_str()].GetString());
+    EXPECT_EQ(file.find(name)->dtype, format::SafetensorsDType::BF16) << name;
+  }
+  // GGUF is converted from the FP8 weights.
+  const auto gguf = format::GgufFile::open(dir / "model-F32.gguf");
+  const auto stacked = f32_tensor(gguf, "blk.0.ffn_down_exps.weight");
+  const std::vector<float> third(stacked.begin() + 3 * rows * cols, stacked.begin() + 4 * rows * cols);
+  EXPECT_EQ(third, weights);
+}
+
+// --fp8 channel and tensor write compressed-tensors checkpoints: BF16 [rows, 1] and F32 [1] weight_scale.
+TEST(ModelWriterFp8, ChannelAndTensorScalesAreCompressedTensors) {
+  for (const std::string granularity : {"channel", "tensor"}) {
+    const TempDir dir;
+    const auto options = parse_model_writer_args(std::vector<std::string>{
+        "--arch", "qwen3", "--preset", "tiny", "--out", dir.path().string(), "--fp8", granularity});
+    write_model(options);
+    const auto config = read_json(dir / "config.json");
+    EXPECT_STREQ(config["quantization_config"]["quant_method"].GetString(), "compressed-tensors");
+    EXPECT_STREQ(config["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"].GetString(),
+                 granularity.c_str());
+    const auto hf = model::read_hf_config(dir / "config.json");
+    ASSERT_TRUE(hf.fp8.has_value());
+    const auto st = format::SafetensorsFile::open(dir / "model.safetensors");
+    const auto* scale = st.find("model.layers.1.self_attn.o_proj.weight_scale");
+    ASSERT_NE(scale, nullptr) << granularity;
+    if (granularity == "channel") {
+      EXPECT_EQ(scale->dtype, format::SafetensorsDType::BF16);
+      EXPECT_EQ(scale->shape, (std::vector<std::uint64_t>{hf.hidden_size, 1}));
+    } else {
+      EXPECT_EQ(scale->dtype, format::SafetensorsDType::F32);
+      EXPECT_EQ(scale->shape, (std::vector<std::uint64_t>{1}));
+    }
+    EXPECT_EQ(st.find("model.layers.1.self_attn.o_proj.weight")->dtype, format::SafetensorsDType::F8_E4M3);
+    EXPECT_EQ(st.find("lm_head.weight") != nullptr ? st.find("lm_head.weight")->dtype : format::SafetensorsDType::F32,
+              format::SafetensorsDType::F32);
+  }
+  EXPECT_THAT(usage_error({"--arch", "qwen3", "--preset", "tiny", "--out", "/tmp/x", "--fp8", "int4"}),
+              HasSubstr("--fp8 int4: unknown FP8 scaling (expected block, channel or tensor)"));
+  EXPECT_THAT(usage_error({"--arch", "qwen3", "--preset", "tiny", "--out", "/tmp/x", "--gguf", "F8_E4M3"}),
+              HasSubstr("--gguf F8_E4M3"));
 }
 
 }  // namespace

@@ -57,14 +57,20 @@ std::uint16_t get_u16(const std::vector<std::byte>& b, std::size_t at) {
 
 TEST(WeightTypes, AgreeWithTheGgufTypeTable) {
   for (const WeightType type : kAllTypes) {
-    const auto* info = format::ggml_type_info(ggml_type_id(type));
+    if (type == WeightType::F8_E4M3) continue;  // safetensors' FP8, below: GGUF has no such type
+    ASSERT_TRUE(ggml_type_id(type).has_value()) << weight_type_name(type);
+    const auto* info = format::ggml_type_info(*ggml_type_id(type));
     ASSERT_NE(info, nullptr) << weight_type_name(type);
     EXPECT_EQ(info->name, weight_type_name(type));
     EXPECT_EQ(info->block_size, block_elements(type));
     EXPECT_EQ(info->type_size, block_bytes(type));
     EXPECT_EQ(weight_type_from_name(weight_type_name(type)), type);
-    EXPECT_EQ(weight_type_from_ggml(ggml_type_id(type)), type);
+    EXPECT_EQ(weight_type_from_ggml(*ggml_type_id(type)), type);
   }
+  EXPECT_EQ(ggml_type_id(WeightType::F8_E4M3), std::nullopt);
+  EXPECT_EQ(weight_type_from_name("F8_E4M3"), WeightType::F8_E4M3);
+  EXPECT_EQ(block_elements(WeightType::F8_E4M3), 1u);
+  EXPECT_EQ(block_bytes(WeightType::F8_E4M3), 1u);
   EXPECT_EQ(ggml_type_id(WeightType::BF16), 30u);
   EXPECT_EQ(ggml_type_id(WeightType::Q4_K), 12u);
   EXPECT_EQ(block_bytes(WeightType::Q4_K), 144u);
@@ -584,6 +590,72 @@ TEST(HandBuiltBlocks, IQ1_M) {
   for (int j = 1; j < 8; ++j) EXPECT_EQ(y[j], 2.5f * (-1 - 0.125f)) << j;
   for (int j = 8; j < 16; ++j) EXPECT_EQ(y[j], 2.5f * (-1 + 0.125f)) << j;
   for (int j = 16; j < 32; ++j) EXPECT_EQ(y[j], 1.5f * (-1 + 0.125f)) << j;
+}
+
+// ---- FP8 E4M3 ----------------------------------------------------------------------------------------
+
+// Every code against the OCP 8-bit float definition: sign, exponent e of bias 7, mantissa m of 3 bits; e = 0 is
+// subnormal (m / 8 * 2^-6); S.1111.111 is NaN, and there are no infinities.
+TEST(Fp8E4m3, EveryCodeDecodesAsTheFormatDefinesIt) {
+  for (int code = 0; code < 256; ++code) {
+    const int sign = code >> 7, e = (code >> 3) & 0xF, m = code & 7;
+    const float value = e4m3_to_f32(static_cast<std::uint8_t>(code));
+    if (e == 15 && m == 7) {
+      EXPECT_TRUE(std::isnan(value)) << code;
+      continue;
+    }
+    const double magnitude = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+    EXPECT_EQ(static_cast<double>(value), sign != 0 ? -magnitude : magnitude) << code;
+  }
+  EXPECT_EQ(e4m3_to_f32(0x7E), 448.0f);
+  EXPECT_EQ(e4m3_to_f32(0x01), 0x1p-9f);
+  // dequantize_row reads the same values.
+  std::vector<std::byte> row(256);
+  for (int i = 0; i < 256; ++i) row[i] = static_cast<std::byte>(i);
+  const auto values = dequantize(WeightType::F8_E4M3, row, 256);
+  for (int i = 0; i < 256; ++i) {
+    if (i == 0x7F || i == 0xFF) continue;
+    EXPECT_EQ(values[i], e4m3_to_f32(static_cast<std::uint8_t>(i))) << i;
+  }
+}
+
+// Narrowing picks the nearest code, ties to the even one, saturates past 448 and keeps NaN and signed zeros.
+TEST(Fp8E4m3, NarrowingRoundsToNearestEvenAndSaturates) {
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7F) == 0x7F) continue;
+    EXPECT_EQ(f32_to_e4m3(e4m3_to_f32(static_cast<std::uint8_t>(code))), code) << code;  // exact values stay
+  }
+  // Every midpoint between neighbouring codes goes to the even one, and just off it to the nearer one.
+  for (int code = 0; code < 0x7E; ++code) {
+    const float low = e4m3_to_f32(static_cast<std::uint8_t>(code));
+    const float high = e4m3_to_f32(static_cast<std::uint8_t>(code + 1));
+    const float middle = (low + high) / 2;
+    EXPECT_EQ(f32_to_e4m3(middle), (code & 1) == 0 ? code : code + 1) << code;
+    EXPECT_EQ(f32_to_e4m3(std::nextafter(middle, 0.0f)), code) << code;
+    EXPECT_EQ(f32_to_e4m3(std::nextafter(middle, 1000.0f)), code + 1) << code;
+    EXPECT_EQ(f32_to_e4m3(-middle), 0x80 | ((code & 1) == 0 ? code : code + 1)) << code;
+  }
+  EXPECT_EQ(f32_to_e4m3(464.0f), 0x7E);  // beyond 448: saturated, not NaN
+  EXPECT_EQ(f32_to_e4m3(1e30f), 0x7E);
+  EXPECT_EQ(f32_to_e4m3(-std::numeric_limits<float>::infinity()), 0xFE);
+  EXPECT_EQ(f32_to_e4m3(1e-30f), 0x00);
+  EXPECT_EQ(f32_to_e4m3(-0.0f), 0x80);
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(f32_to_e4m3(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(BlockScales, AddressTheBlockOfEachElement) {
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};  // 3 row blocks x 2 column blocks
+  const BlockScales scales{values, 2, 3};                // of a 5 x 4 matrix: blocks of 2 x 3
+  EXPECT_EQ(block_scales_count(scales, 5, 4), 6u);
+  EXPECT_EQ(block_scales_mismatch(scales, 5, 4), std::nullopt);
+  EXPECT_EQ(scales.at(0, 0, 4), 1);
+  EXPECT_EQ(scales.at(1, 3, 4), 2);
+  EXPECT_EQ(scales.at(2, 2, 4), 3);
+  EXPECT_EQ(scales.at(4, 3, 4), 6);
+  const auto mismatch = block_scales_mismatch(scales, 7, 4);  // 4 row blocks: 8 scales
+  ASSERT_TRUE(mismatch.has_value());
+  EXPECT_NE(mismatch->find("6 scales where blocks of 2 x 3 of a 7 x 4 matrix need 8"), std::string::npos) << *mismatch;
+  EXPECT_TRUE(block_scales_mismatch(BlockScales{values, 0, 3}, 5, 4).has_value());
 }
 
 // ---- quantizer round trips ---------------------------------------------------------------------------

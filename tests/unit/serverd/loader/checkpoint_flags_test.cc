@@ -14,6 +14,7 @@ using ::testing::IsEmpty;
 
 const CheckpointFacts kBf16Safetensors{false, "bfloat16", 4096};
 const CheckpointFacts kQuantizedGguf{true, "ggml-quantized (Q4_K)", 4096};
+const CheckpointFacts kFp8Safetensors{false, "bfloat16", 4096, "fp8"};
 
 std::string refusal(const ServerOptions& o, const CheckpointFacts& facts) {
   try {
@@ -56,6 +57,15 @@ TEST(CheckpointFlags, LoadFormatAndQuantizationMustMatchTheFiles) {
   o.quantization = "gguf";
   EXPECT_THAT(check_checkpoint_flags(o, kQuantizedGguf), ElementsAre(HasSubstr("--quantization gguf:")));
   EXPECT_THAT(refusal(o, kBf16Safetensors), HasSubstr("serve a GGUF file (org/repo:Q4_K_M)"));
+  EXPECT_THAT(refusal(o, kFp8Safetensors),
+              HasSubstr("--quantization gguf: the model is an FP8 checkpoint (quantization_config's quant_method fp8); "
+                        "leave --quantization out"));
+  o.quantization = "fp8";
+  EXPECT_THAT(check_checkpoint_flags(o, kFp8Safetensors),
+              ElementsAre(HasSubstr("--quantization fp8: the model is an FP8 checkpoint")));
+  EXPECT_THAT(refusal(o, kQuantizedGguf), HasSubstr("--quantization fp8: the model is a GGUF file"));
+  o.quantization = "compressed-tensors";
+  EXPECT_THAT(refusal(o, kFp8Safetensors), HasSubstr("the model is an FP8 checkpoint"));
   o.quantization = "None";
   EXPECT_THAT(check_checkpoint_flags(o, kBf16Safetensors), IsEmpty());
 }

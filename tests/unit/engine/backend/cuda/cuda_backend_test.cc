@@ -223,7 +223,7 @@ TEST_F(CudaBackendTest, WeightTypesWithoutGpuKernelsAreRefusedByName) {
   for (const auto type :
        {WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q3_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
         WeightType::Q2_K, WeightType::IQ2_XXS, WeightType::IQ2_XS, WeightType::IQ2_S, WeightType::IQ3_XXS,
-        WeightType::IQ3_S, WeightType::IQ1_S, WeightType::IQ1_M, WeightType::MXFP4}) {
+        WeightType::IQ3_S, WeightType::IQ1_S, WeightType::IQ1_M, WeightType::MXFP4, WeightType::F8_E4M3}) {
     const std::string name(quant::weight_type_name(type));
     try {
       weight(type, 8, 256);  // whole blocks of every type
