@@ -134,6 +134,8 @@ struct LayerAttention {
   std::optional<std::size_t> rope = 0;  // index into AttentionPlan::ropes; nullopt: no rotary embedding
   std::size_t sliding_window = 0;       // a query sees its own and the sliding_window - 1 positions before; 0: all
   float logit_softcap = 0;              // scores become cap * tanh(score / cap); 0: left as they are
+  // Attention sinks (gpt-oss): one logit per q head, a key of value 0 in each query's softmax; empty: none.
+  std::vector<float> sinks{};
 };
 
 // Every distinct rotary embedding of a model and which one each layer uses.
@@ -149,24 +151,37 @@ struct Projection {
   Tensor out;
 };
 
-// One gated MLP of a mixture: silu(h . gateᵀ) * (h . upᵀ), through down.
+// One gated MLP of a mixture: silu(h . gateᵀ) * (h . upᵀ), through down; gpt-oss's experts add a bias to each
+// product (vectors of gate's rows and down's rows).
 struct ExpertWeights {
   const Weight* gate = nullptr;
   const Weight* up = nullptr;
   const Weight* down = nullptr;
+  const Weight* gate_bias = nullptr;
+  const Weight* up_bias = nullptr;
+  const Weight* down_bias = nullptr;
+};
+
+// gpt-oss's clamped SwiGLU in place of silu: (clamp(up, -limit, limit) + 1) · g · sigmoid(alpha g) with
+// g = min(gate, limit).
+struct ClampedSwiglu {
+  float alpha = 1.702f;
+  float limit = 7.0f;
 };
 
 // A mixture-of-experts feed-forward block (engine/model's MoeConfig): the router scores each token's experts,
 // the softmax of the scores picks the top_k best, and their outputs are summed weighted by those probabilities
-// (renormalized to sum to 1 where normalize_top_k). The shared expert, where there is one, adds its output on
-// every token, times sigmoid(h . shared_expert_gate).
+// (renormalized to sum to 1 where normalize_top_k; gpt-oss's softmax over the top_k scores is the same). The shared
+// expert, where there is one, adds its output on every token, times sigmoid(h . shared_expert_gate).
 struct MoeBlock {
   const Weight* router = nullptr;  // num_experts x hidden
   std::span<const ExpertWeights> experts;
   std::size_t top_k = 0;
   bool normalize_top_k = false;
   const ExpertWeights* shared_expert = nullptr;
-  const Weight* shared_expert_gate = nullptr;  // a vector of hidden values
+  const Weight* shared_expert_gate = nullptr;     // a vector of hidden values
+  const Weight* router_bias = nullptr;            // gpt-oss: num_experts values added to the router's scores
+  std::optional<ClampedSwiglu> clamped_swiglu{};  // gpt-oss's activation of the experts, in place of silu
 };
 
 // The experts a token is routed to and their weights, best first (route_token).

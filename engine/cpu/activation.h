@@ -13,5 +13,9 @@ namespace engine::cpu {
 void silu_mul(ThreadPool& pool, const float* gate, const float* up, std::size_t n, float* out);
 // out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU with GELU's tanh approximation), as silu_mul.
 void gelu_tanh_mul(ThreadPool& pool, const float* gate, const float* up, std::size_t n, float* out);
+// gpt-oss's clamped SwiGLU: out[i] = (clamp(up[i], -limit, limit) + 1) · g · sigmoid(alpha · g) with
+// g = min(gate[i], limit), as silu_mul.
+void clamped_swiglu_mul(ThreadPool& pool, const float* gate, const float* up, std::size_t n, float alpha, float limit,
+                        float* out);
 
 }  // namespace engine::cpu

@@ -65,6 +65,10 @@ void run_attention(const kernels::Table& table, ThreadPool& pool, const Attentio
     throw std::invalid_argument("attention: " + std::to_string(batch.num_q_heads) + " query heads do not share " +
                                 std::to_string(layout.num_kv_heads) + " kv heads evenly");
   }
+  if (!batch.sinks.empty() && batch.sinks.size() != batch.num_q_heads) {
+    throw std::invalid_argument("attention: " + std::to_string(batch.sinks.size()) + " sinks for " +
+                                std::to_string(batch.num_q_heads) + " query heads (one each)");
+  }
   const std::size_t group = batch.num_q_heads / layout.num_kv_heads;
   const std::size_t queries_per_piece = std::max<std::size_t>(1, kRowsPerPiece / group);
   std::vector<Piece> pieces;
@@ -118,6 +122,7 @@ void run_attention(const kernels::Table& table, ThreadPool& pool, const Attentio
           .scale = batch.scale,
           .window = batch.window,
           .softcap = batch.softcap,
+          .sinks = batch.sinks.empty() ? nullptr : batch.sinks.data() + piece.kv_head * group,
       };
       table.attention(task, scratch);
     }

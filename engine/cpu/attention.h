@@ -65,6 +65,9 @@ struct AttentionBatch {
   std::span<const AttentionSequence> sequences;
   std::size_t window = 0;  // sliding-window attention: a query sees its own and the window - 1 positions before
   float softcap = 0;       // scores become softcap * tanh(score / softcap) before the softmax (Gemma 2)
+  // Attention sinks (gpt-oss): one logit per q head, a key of value 0 in each of its queries' softmax, so a head
+  // may attend to nothing; empty: none.
+  std::span<const float> sinks{};
 };
 
 // out = softmax(scale · q · kᵀ) · v per query and head, causally (within the window, when there is one). Work is spread

@@ -12,7 +12,8 @@
 //   softmax the row's keys at or before its position (n of the tile's); m' = max(m, max_j s_j),
 //           c = exp(m - m'), p_j = exp(s_j - m'), l' = l·c + Σ p_j (lanes summed in a fixed order);
 //   values  o' = o·c, then o' = fma(p_j, v_j, o') for j < n in order, the head's dimensions in lanes;
-//   at the end, out = o · (1 / l).
+//   at the end, out = o · (1 / l). An attention sink (gpt-oss) starts a row at m = sink, l = 1: one more key
+//   in the softmax whose value is 0.
 // Every step of a row depends only on its position and the cached keys and values, never on the other rows
 // of the tile, the tile's size or where it starts: a query gives the same bits in a decode step, in any
 // batch and in any chunk of a prefill. Lanes past a row's n are masked to exactly 0 and never multiply a
@@ -331,8 +332,10 @@ void attention_typed(const AttentionTask& t, std::byte* scratch_base) {
     const float* q = t.q + (r / group) * t.q_stride + (r % group) * d;
     for (std::size_t i = 0; i < d; ++i) a.q[r * d + i] = q[i] * t.scale;
     for (std::size_t i = 0; i < d; ++i) a.o[r * d + i] = 0.0f;
-    a.m[r] = kNegInf;
-    a.l[r] = 0.0f;
+    // A sink is a key of score `sink` and value 0 seen before all others: the running max starts at it and the
+    // running sum at e^0.
+    a.m[r] = t.sinks != nullptr ? t.sinks[r % group] : kNegInf;
+    a.l[r] = t.sinks != nullptr ? 1.0f : 0.0f;
   }
   const auto block_at = [&](std::size_t position) {
     return reinterpret_cast<const std::uint8_t*>(t.cache) +

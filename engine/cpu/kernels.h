@@ -83,6 +83,9 @@ struct AttentionTask {
   float scale;
   std::size_t window = 0;  // a query sees its own and the window - 1 positions before; 0: every earlier one
   float softcap = 0;       // scores become softcap * tanh(score / softcap); 0: left as they are
+  // Attention sinks (gpt-oss): the `group` q heads' logits, each in its head's softmax as a key whose value is 0
+  // (the softmax starts from m = sink, l = 1); null: none.
+  const float* sinks = nullptr;
 };
 using AttentionFn = void (*)(const AttentionTask& task, std::byte* scratch);
 // Bytes of scratch (64-byte aligned) AttentionFn needs for `rows` rows of `head_dim`.
@@ -90,6 +93,10 @@ using AttentionScratchFn = std::size_t (*)(std::size_t head_dim, std::size_t row
 // out[i] = act(gate[i]) * up[i] for i < n (a gated feed-forward's activation: SwiGLU's silu, GeGLU's
 // tanh-approximated GELU; out may be gate or up).
 using GatedMulFn = void (*)(const float* gate, const float* up, std::size_t n, float* out);
+// gpt-oss's clamped SwiGLU: out[i] = (clamp(up[i], -limit, limit) + 1) · g · sigmoid(alpha · g) with
+// g = min(gate[i], limit), for i < n (out may be gate or up).
+using ClampedGatedMulFn = void (*)(const float* gate, const float* up, std::size_t n, float alpha, float limit,
+                                   float* out);
 
 struct Table {
   const char* name;
@@ -109,6 +116,7 @@ struct Table {
   AttentionScratchFn attention_scratch_bytes = nullptr;
   GatedMulFn silu_mul = nullptr;
   GatedMulFn gelu_tanh_mul = nullptr;
+  ClampedGatedMulFn clamped_swiglu_mul = nullptr;
   PackedBytesFn packed_activation_bytes = nullptr;  // both null where the products read the tokens as quantized
   PackFn pack_activations = nullptr;
   // By type: where not null, weights repacked by repack_weights, multiplied by int8_matmul_repacked (Rows.w at

@@ -744,6 +744,35 @@ void gated_mul(const float* gate, const float* up, std::size_t n, float* out) {
   for (std::size_t j = 0; i + j < n; ++j) out[i + j] = o[j];
 }
 
+// gpt-oss's clamped SwiGLU (ClampedGatedMulFn): g = min(gate, limit) and u = clamp(up, -limit, limit) by max
+// alone (min(a, b) = -max(-a, -b)), then (u + 1) · g · sigmoid(alpha g) as gated_sigmoid_times computes it.
+template <class V>
+ENGINE_KERNEL_INLINE typename V::F clamped_swiglu_times(typename V::F gate, typename V::F up, typename V::F alpha,
+                                                        typename V::F limit) {
+  using F = typename V::F;
+  const F minus_one = V::set1(-1.0f);
+  const F minus_limit = V::mul(limit, minus_one);
+  const F g = V::mul(V::max(V::mul(gate, minus_one), minus_limit), minus_one);
+  const F u = V::max(V::mul(V::max(V::mul(up, minus_one), minus_limit), minus_one), minus_limit);
+  return gated_sigmoid_times<V>(g, V::mul(alpha, g), V::add(u, V::set1(1.0f)));
+}
+
+template <class V>
+void clamped_swiglu_mul(const float* gate, const float* up, std::size_t n, float alpha, float limit, float* out) {
+  const typename V::F va = V::set1(alpha), vl = V::set1(limit);
+  std::size_t i = 0;
+  for (; i + V::W <= n; i += V::W)
+    V::storeu(out + i, clamped_swiglu_times<V>(V::loadu(gate + i), V::loadu(up + i), va, vl));
+  if (i == n) return;
+  alignas(64) float g[V::W] = {}, u[V::W] = {}, o[V::W];
+  for (std::size_t j = 0; i + j < n; ++j) {
+    g[j] = gate[i + j];
+    u[j] = up[i + j];
+  }
+  V::storeu(o, clamped_swiglu_times<V>(V::loadu(g), V::loadu(u), va, vl));
+  for (std::size_t j = 0; i + j < n; ++j) out[i + j] = o[j];
+}
+
 // One entry per weight type, in quant::WeightType's order (the tables are indexed by it).
 #define ENGINE_EACH_TYPE(EXPR)                                                                                         \
   {                                                                                                                    \
@@ -789,6 +818,7 @@ constexpr Table make_table(const char* name) {
       attention_scratch_bytes,
       gated_mul<V, SiluTimes>,
       gated_mul<V, GeluTanhTimes>,
+      clamped_swiglu_mul<V>,
   };
 #undef ENGINE_GEMV
 #undef ENGINE_GEMV_BATCH

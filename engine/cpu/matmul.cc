@@ -255,7 +255,7 @@ void run_matmul_batch(const kernels::Table& table, ThreadPool& pool, std::span<c
     return j.w != nullptr && (j.tokens == 0 || j.w->rows == 0 || is_streamed(table, *j.w, j.tokens));
   });
   if (!streamed) {
-    for (const auto& j : jobs) run_matmul(table, pool, *j.w, j.x, j.tokens, j.out, nullptr);
+    for (const auto& j : jobs) run_matmul(table, pool, *j.w, j.x, j.tokens, j.out, j.bias);
     return;
   }
   // Each input quantized once, where its matrix takes int8 activations (a job of one token: on the caller).
@@ -267,7 +267,7 @@ void run_matmul_batch(const kernels::Table& table, ThreadPool& pool, std::span<c
     const std::byte* q = nullptr;
     if (takes_int8(table, j.w->type))
       q = quantized.emplace_back(quantize_input(table, pool, j.x, j.tokens, j.w->cols)).get();
-    products.push_back({j.w, j.x, q, j.tokens, j.out, nullptr});
+    products.push_back({j.w, j.x, q, j.tokens, j.out, j.bias});
   }
   run_streamed(table, pool, products);
 }

@@ -81,12 +81,13 @@ struct MatmulTarget {
 // threads are woken once instead of once per matrix. Each (row, token) gets the bits matmul would give it.
 void matmul_group(ThreadPool& pool, std::span<const MatmulTarget> targets, const float* x, std::size_t tokens);
 
-// One product of matmul_batch: out = x · wᵀ for `tokens` rows of its own input x.
+// One product of matmul_batch: out = x · wᵀ (+ bias) for `tokens` rows of its own input x.
 struct MatmulJob {
   const WeightMatrix* w = nullptr;
   const float* x = nullptr;
   std::size_t tokens = 0;
   float* out = nullptr;
+  const float* bias = nullptr;
 };
 
 // matmul for each job, each over an input of its own (a mixture's experts, each over the tokens routed to it):

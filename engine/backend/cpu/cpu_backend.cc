@@ -308,7 +308,8 @@ class CpuBackend final : public Backend {
                            .scale = scale,
                            .sequences = attention_sequences_[group],
                            .window = plan_.layers.at(layer).sliding_window,
-                           .softcap = plan_.layers.at(layer).logit_softcap});
+                           .softcap = plan_.layers.at(layer).logit_softcap,
+                           .sinks = plan_.layers.at(layer).sinks});
   }
 
   void silu_mul(Tensor gate, Tensor up, Tensor out) override {
@@ -328,7 +329,7 @@ class CpuBackend final : public Backend {
                                   std::to_string(block.top_k));
     }
     const Tensor scores = alloc(tokens, num_experts);
-    matmul(h, *block.router, nullptr, scores);
+    matmul(h, *block.router, block.router_bias, scores);
     // Each expert's tokens, in token order, with their weights; the shared expert's last, every token's.
     expert_tokens_.resize(num_experts + 1);
     for (auto& list : expert_tokens_) list.clear();
@@ -386,8 +387,8 @@ class CpuBackend final : public Backend {
 
  private:
   // The experts of `group` (indices into expert_tokens_; num_experts: the shared expert) over the rows routed
-  // to them: each expert's tokens gathered, silu(in . gateᵀ) * (in . upᵀ) through down, added into `sum` times
-  // each token's weight.
+  // to them: each expert's tokens gathered, silu(in . gateᵀ) * (in . upᵀ) (gpt-oss: with biases, clamped) through
+  // down, added into `sum` times each token's weight.
   void run_experts(Tensor h, const MoeBlock& block, std::span<const std::size_t> group, Tensor sum) {
     const std::size_t hidden = h.cols;
     const auto expert_of = [&](std::size_t e) -> const ExpertWeights& {
@@ -417,14 +418,22 @@ class CpuBackend final : public Backend {
       for (std::size_t j = 0; j < routed.size(); ++j) {
         std::memcpy(in + (row + j) * hidden, h.data + routed[j].first * hidden, hidden * sizeof(float));
       }
-      gate_up.push_back({&matrix(*expert.gate), in + row * hidden, routed.size(), gate + inter_at});
-      gate_up.push_back({&matrix(*expert.up), in + row * hidden, routed.size(), up + inter_at});
-      down.push_back({&matrix(*expert.down), gate + inter_at, routed.size(), out + row * hidden});
+      const auto bias = [](const Weight* b) { return b != nullptr ? vector(*b) : nullptr; };
+      gate_up.push_back(
+          {&matrix(*expert.gate), in + row * hidden, routed.size(), gate + inter_at, bias(expert.gate_bias)});
+      gate_up.push_back({&matrix(*expert.up), in + row * hidden, routed.size(), up + inter_at, bias(expert.up_bias)});
+      down.push_back(
+          {&matrix(*expert.down), gate + inter_at, routed.size(), out + row * hidden, bias(expert.down_bias)});
       row += routed.size();
       inter_at += routed.size() * expert.gate->rows;
     }
     cpu::matmul_batch(pool_, gate_up);
-    cpu::silu_mul(pool_, gate, up, inter_floats, gate);
+    if (block.clamped_swiglu) {
+      cpu::clamped_swiglu_mul(pool_, gate, up, inter_floats, block.clamped_swiglu->alpha, block.clamped_swiglu->limit,
+                              gate);
+    } else {
+      cpu::silu_mul(pool_, gate, up, inter_floats, gate);
+    }
     cpu::matmul_batch(pool_, down);
     row = 0;
     for (const auto e : group) {

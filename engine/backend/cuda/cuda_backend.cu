@@ -166,7 +166,7 @@ int next_pow2(int v) {
 
 // The CUDA kernels rotate every layer with one RoPE and attend over every earlier position: a model whose
 // layers differ (Gemma's local and global layers, SmolLM3's layers without RoPE, Gemma 2's soft-capped
-// scores) is refused at load, naming the first layer that asks for more.
+// scores, gpt-oss's sinks) is refused at load, naming the first layer that asks for more.
 void refuse_unimplemented_attention(const AttentionPlan& plan) {
   const auto refuse = [](const std::string& what) {
     throw std::invalid_argument("cuda backend: " + what +
@@ -185,6 +185,7 @@ void refuse_unimplemented_attention(const AttentionPlan& plan) {
     if (layer.logit_softcap != 0) {
       refuse(name + " soft-caps its attention scores at " + std::to_string(layer.logit_softcap));
     }
+    if (!layer.sinks.empty()) refuse(name + " has attention sinks");
   }
 }
 

@@ -66,6 +66,18 @@ class MoeBlockTest : public testing::Test {
     }
     shared_ = {matrix(kShared, kHidden, false), matrix(kShared, kHidden, false), matrix(kHidden, kShared, false)};
     shared_gate_ = matrix(1, kHidden, false);
+    // gpt-oss's form: biases on the router and on each expert's products, large enough that the clamps bite.
+    std::normal_distribution<float> large(0.0f, 5.0f);
+    const auto bias = [&](std::size_t n) {
+      auto& values = bias_storage_.emplace_back(n);
+      for (auto& v : values) v = large(random);
+      return &weights_.emplace_back(backend_->add_weight(
+          WeightSource{quant::WeightType::F32, std::as_bytes(std::span<const float>(values)), 1, n}));
+    };
+    router_bias_ = bias(kExperts);
+    for (const auto& e : experts_) {
+      biased_experts_.push_back({e.gate, e.up, e.down, bias(kInter), bias(kInter), bias(kHidden)});
+    }
     KvCacheShape shape;
     shape.num_layers = 1;
     shape.num_kv_heads = 1;
@@ -80,15 +92,24 @@ class MoeBlockTest : public testing::Test {
     return {
         router_, experts_, kTopK, !with_shared, with_shared ? &shared_ : nullptr, with_shared ? shared_gate_ : nullptr};
   }
+  MoeBlock gpt_oss_block() const {
+    MoeBlock b{router_, biased_experts_, kTopK, true};
+    b.router_bias = router_bias_;
+    b.clamped_swiglu = ClampedSwiglu{1.702f, 7.0f};
+    return b;
+  }
 
   // x + the block's output for the inputs' rows [first, first + count), run as one step.
   std::vector<float> run(bool with_shared, std::size_t first, std::size_t count) {
+    return run(block(with_shared), first, count);
+  }
+  std::vector<float> run(const MoeBlock& moe, std::size_t first, std::size_t count) {
     const std::vector<std::int32_t> table = {1};
     backend_->begin_step({{{0, count, {table}}}, std::vector<std::int32_t>(count, 0), {}});
     const Tensor h = backend_->alloc(count, kHidden), x = backend_->alloc(count, kHidden);
     std::copy_n(inputs_.begin() + static_cast<std::ptrdiff_t>(first * kHidden), count * kHidden, h.data);
     std::fill_n(x.data, count * kHidden, 1.0f);
-    backend_->moe_add(h, block(with_shared), x);
+    backend_->moe_add(h, moe, x);
     return {x.data, x.data + count * kHidden};
   }
 
@@ -136,8 +157,41 @@ class MoeBlockTest : public testing::Test {
     return out;
   }
 
+  // gpt-oss's block for input row t in double: router scores plus bias, softmax over the top k, each expert's
+  // gate and up plus biases through the clamped SwiGLU, down plus bias.
+  std::vector<double> expected_gpt_oss(std::size_t t) const {
+    const std::span<const float> h(inputs_.data() + t * kHidden, kHidden);
+    auto scores = product(h, storage_[0], kExperts);
+    for (std::size_t e = 0; e < kExperts; ++e) scores[e] += bias_storage_[0][e];
+    std::vector<std::size_t> order(kExperts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] > scores[b]; });
+    double total = 0;
+    for (std::size_t k = 0; k < kTopK; ++k) total += std::exp(scores[order[k]] - scores[order[0]]);
+    std::vector<double> out(kHidden, 1.0);
+    for (std::size_t k = 0; k < kTopK; ++k) {
+      const std::size_t e = order[k];
+      const auto& b_gate = bias_storage_[1 + 3 * e];
+      const auto& b_up = bias_storage_[2 + 3 * e];
+      const auto& b_down = bias_storage_[3 + 3 * e];
+      const auto gate = product(h, storage_[1 + 3 * e], kInter), up = product(h, storage_[2 + 3 * e], kInter);
+      std::vector<float> act(kInter);
+      for (std::size_t i = 0; i < kInter; ++i) {
+        const double g = std::min(gate[i] + b_gate[i], 7.0), u = std::clamp(up[i] + b_up[i], -7.0, 7.0);
+        act[i] = static_cast<float>((u + 1) * g / (1 + std::exp(-1.702 * g)));
+      }
+      const auto y = product(act, storage_[3 + 3 * e], kHidden);
+      const double weight = std::exp(scores[e] - scores[order[0]]) / total;
+      for (std::size_t i = 0; i < kHidden; ++i) out[i] += weight * (y[i] + b_down[i]);
+    }
+    return out;
+  }
+
   std::unique_ptr<Backend> backend_ = make_cpu_backend(2);
-  std::deque<std::vector<float>> storage_;  // router, each expert's gate, up, down, the shared ones, its gate
+  std::deque<std::vector<float>> storage_;       // router, each expert's gate, up, down, the shared ones, its gate
+  std::deque<std::vector<float>> bias_storage_;  // the router's bias, each expert's gate, up and down biases
+  const Weight* router_bias_ = nullptr;
+  std::vector<ExpertWeights> biased_experts_;
   std::deque<Weight> weights_;
   const Weight* router_ = nullptr;
   std::vector<ExpertWeights> experts_;
@@ -156,6 +210,26 @@ TEST_F(MoeBlockTest, EachTokenGetsItsChosenExpertsWeightedAndTheSharedExpertGate
             << "token " << t << " value " << i << " shared " << with_shared;
       }
     }
+  }
+}
+
+// gpt-oss's experts: the router's bias moves the choice, each product's bias and the clamped SwiGLU its output
+// (checked to matter: without them the outputs differ).
+TEST_F(MoeBlockTest, GptOssBiasesAndClampedSwigluMatchTheReference) {
+  const auto out = run(gpt_oss_block(), 0, 5);
+  double clamped = 0;
+  for (std::size_t t = 0; t < 5; ++t) {
+    const auto want = expected_gpt_oss(t);
+    for (std::size_t i = 0; i < kHidden; ++i) {
+      EXPECT_NEAR(out[t * kHidden + i], want[i], 1e-4 * (1 + std::abs(want[i]))) << "token " << t << " value " << i;
+    }
+    const auto plain = expected(t, false);
+    for (std::size_t i = 0; i < kHidden; ++i) clamped = std::max(clamped, std::abs(want[i] - plain[i]));
+  }
+  EXPECT_GT(clamped, 1.0) << "the biases and the activation changed nothing";
+  for (std::size_t t = 0; t < 5; ++t) {
+    const auto alone = run(gpt_oss_block(), t, 1);
+    EXPECT_EQ(std::memcmp(alone.data(), out.data() + t * kHidden, kHidden * sizeof(float)), 0) << "token " << t;
   }
 }
 

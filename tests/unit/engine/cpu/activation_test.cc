@@ -1,11 +1,12 @@
-// The gated feed-forward activations (silu_mul, gelu_tanh_mul) at every SIMD level the CPU runs: within a few
-// float ulps of the float64 value over the whole range (large negative and positive gates, the tail around
-// 0, lengths that are not a multiple of the vector width), in place, and the same bits whatever the thread
+// The gated feed-forward activations (silu_mul, gelu_tanh_mul, gpt-oss's clamped_swiglu_mul) at every SIMD level the
+// CPU runs: within a few float ulps of the float64 value over the whole range (large negative and positive gates, the
+// tail around 0, lengths that are not a multiple of the vector width), in place, and the same bits whatever the thread
 // pool splits.
 #include "engine/cpu/activation.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -98,6 +99,49 @@ TEST_P(GatedMul, InPlaceAndOverAnyThreadsTheSameBits) {
     act.pooled(two, big_g.data(), big_u.data(), n, big_g.data());  // out is gate
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(big_g[i], want[i]) << "element " << i << " of " << n;
   }
+}
+
+// gpt-oss's clamped SwiGLU, alpha 1.702 and limit 7: the gate capped above, the up clamped on both sides, then
+// (u + 1) · g · sigmoid(alpha g); at every level within a few ulps of float64 (the sigmoid's argument is alpha g,
+// computed in float), and the same bits in place and over any threads.
+TEST(ClampedSwiglu, EveryLevelIsWithinAFewUlpsOfFloat64AndClamps) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  const std::vector<float> g = gates();
+  std::vector<float> u(g.size());
+  for (std::size_t i = 0; i < u.size(); ++i) u[i] = -12.0f + static_cast<float>(i % 25);  // both clamps reached
+  const auto reference = [&](double gate, double up) {
+    const double gc = std::min(gate, double{kLimit}), uc = std::clamp(up, -double{kLimit}, double{kLimit});
+    return (uc + 1) * gc / (1 + std::exp(-double{kAlpha} * gc));
+  };
+  for (const auto level : engine::cpu::supported_simd_levels()) {
+    SCOPED_TRACE(std::string(level));
+    std::vector<float> out(g.size(), -1.0f);
+    engine::cpu::table_or_throw(level).clamped_swiglu_mul(g.data(), u.data(), g.size(), kAlpha, kLimit, out.data());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const double want = reference(g[i], u[i]);
+      const double conditioning = 1 + std::abs(kAlpha * std::min(g[i], kLimit));
+      EXPECT_NEAR(out[i], want, 1e-6 * conditioning * std::abs(want) + 1e-33) << "gate " << g[i] << " up " << u[i];
+    }
+  }
+  // The clamps themselves: a gate past the limit acts as the limit, an up past it as ±limit.
+  const float gate[] = {100.0f, 7.0f, -3.0f}, up[] = {50.0f, -50.0f, 7.0f};
+  float out[3];
+  ThreadPool one(1);
+  engine::cpu::clamped_swiglu_mul(one, gate, up, 3, kAlpha, kLimit, out);
+  EXPECT_NEAR(out[0], reference(7.0, 7.0), 1e-5 * out[0]) << "gate 100 acts as 7, up 50 as 7";
+  EXPECT_NEAR(out[1], reference(7.0, -7.0), 1e-5 * -out[1]) << "up -50 acts as -7";
+  EXPECT_NEAR(out[2], reference(-3.0, 7.0), 1e-6);
+  // In place and over two threads: the bits of one thread.
+  const std::size_t n = 40000;
+  std::vector<float> big_g(n), big_u(n), want(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    big_g[i] = g[i % g.size()];
+    big_u[i] = u[i % u.size()];
+  }
+  engine::cpu::clamped_swiglu_mul(one, big_g.data(), big_u.data(), n, kAlpha, kLimit, want.data());
+  ThreadPool two(2);
+  engine::cpu::clamped_swiglu_mul(two, big_g.data(), big_u.data(), n, kAlpha, kLimit, big_g.data());
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(big_g[i], want[i]) << "element " << i;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -126,8 +127,9 @@ class Sequence {
     std::vector<double> out;
     std::vector<double> bound;
   };
-  // `window` and `softcap` as AttentionBatch's (0: none).
-  Reference reference(WeightType type, double u, std::size_t window = 0, double softcap = 0) const {
+  // `window`, `softcap` and `sinks` as AttentionBatch's (0, empty: none).
+  Reference reference(WeightType type, double u, std::size_t window = 0, double softcap = 0,
+                      std::span<const float> sinks = {}) const {
     const std::size_t d = shape_.head_dim, kv = shape_.kv_heads * d, qw = q_width(shape_);
     const double scale = scale_of(shape_);
     Reference r{std::vector<double>(length_ * qw), std::vector<double>(length_ * qw)};
@@ -150,7 +152,10 @@ class Sequence {
           delta = std::max(delta, u * magnitude * scale);
           for (std::size_t i = 0; i < d; ++i) vmax = std::max(vmax, std::abs(double{values_[j * kv + g * d + i]}));
         }
-        double sum = 0;
+        // A sink: one more score in the softmax, of a key whose value is 0.
+        const double sink = sinks.empty() ? -INFINITY : double{sinks[h]};
+        top = std::max(top, sink);
+        double sum = sinks.empty() ? 0.0 : std::exp(sink - top);
         for (std::size_t j = first; j <= p; ++j) sum += std::exp(s[j] - top);
         for (std::size_t i = 0; i < d; ++i) {
           double o = 0;
@@ -180,11 +185,11 @@ class Sequence {
 // The output of one attention call over `q` (every row the pieces name), unwritten rows -1.
 std::vector<float> run(std::string_view level, engine::cpu::ThreadPool& pool, const Shape& shape, const Cache& cache,
                        const std::vector<float>& q, const std::vector<AttentionSequence>& pieces,
-                       std::size_t window = 0, float softcap = 0) {
+                       std::size_t window = 0, float softcap = 0, std::span<const float> sinks = {}) {
   std::vector<float> out(q.size(), -1.0f);
   engine::cpu::attention_at_level(level, pool,
                                   {&cache.layout(), cache.data(), 1, q.data(), out.data(), q_heads(shape),
-                                   scale_of(shape), pieces, window, softcap});
+                                   scale_of(shape), pieces, window, softcap, sinks});
   return out;
 }
 
@@ -270,29 +275,37 @@ TEST_P(Attention, AQueryGivesTheSameBitsAloneInChunksBesideOthersAndOnAnyThreads
   }
 }
 
-// A sliding window (Gemma 3's local layers, Mistral) and soft-capped scores (Gemma 2): against float64 over
-// the window's keys alone, and the same bits in decode steps and in chunks, as without them.
+// A sliding window (Gemma 3's local layers, Mistral, gpt-oss), soft-capped scores (Gemma 2) and attention sinks
+// (gpt-oss): against float64 over the window's keys alone (and the sinks), and the same bits in decode steps and
+// in chunks, as without them.
 struct Windowed {
   Shape shape;
   std::size_t window;
   float softcap;
+  bool sinks = false;  // a random sink logit per q head (gpt-oss)
 };
 
 class WindowedAttention : public testing::TestWithParam<Windowed> {};
 
 TEST_P(WindowedAttention, MatchesFloat64OverTheWindowAndKeepsItsBitsInDecodeAndChunks) {
-  const auto [shape, window, softcap] = GetParam();
+  const auto [shape, window, softcap, with_sinks] = GetParam();
   const std::size_t n = shape.length, width = q_width(shape);
   Cache cache(shape, blocks_for(shape, n));
   const Sequence seq(shape, cache, 9, n);
-  const auto over_stored = seq.reference(shape.type, 0, window, softcap);
+  std::vector<float> sinks;
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  if (with_sinks) {
+    for (std::size_t h = 0; h < q_heads(shape); ++h) sinks.push_back(normal(rng));
+  }
+  const auto over_stored = seq.reference(shape.type, 0, window, softcap, sinks);
   const auto full = seq.reference(shape.type, 0);
   const double arithmetic = kArithmetic * seq.max_value();
   const auto& q = seq.queries();
   engine::cpu::ThreadPool two(2);
   for (const auto level : engine::cpu::supported_simd_levels()) {
     SCOPED_TRACE(std::string(level));
-    const auto whole = run(level, two, shape, cache, q, {seq.piece(0, 0, n)}, window, softcap);
+    const auto whole = run(level, two, shape, cache, q, {seq.piece(0, 0, n)}, window, softcap, sinks);
     double worst = 0, from_full = 0;
     for (std::size_t i = 0; i < whole.size(); ++i) {
       ASSERT_TRUE(std::isfinite(whole[i])) << "element " << i;
@@ -300,16 +313,17 @@ TEST_P(WindowedAttention, MatchesFloat64OverTheWindowAndKeepsItsBitsInDecodeAndC
       from_full = std::max(from_full, std::abs(whole[i] - full.out[i]));
     }
     EXPECT_LE(worst, arithmetic);
-    EXPECT_GT(from_full, 100 * arithmetic) << "the window and cap changed nothing";
+    EXPECT_GT(from_full, 100 * arithmetic) << "the window, cap and sinks changed nothing";
     std::vector<float> decoded(whole.size()), chunked(whole.size());
     for (std::size_t p = 0; p < n; ++p) {
-      copy_rows(run(level, two, shape, cache, q, {seq.piece(p, p, 1)}, window, softcap), p, decoded, p, 1, width);
+      copy_rows(run(level, two, shape, cache, q, {seq.piece(p, p, 1)}, window, softcap, sinks), p, decoded, p, 1,
+                width);
     }
     EXPECT_EQ(std::memcmp(whole.data(), decoded.data(), whole.size() * sizeof(float)), 0);
     for (std::size_t start = 0; start < n; start += 23) {
       const std::size_t count = std::min<std::size_t>(23, n - start);
-      copy_rows(run(level, two, shape, cache, q, {seq.piece(start, start, count)}, window, softcap), start, chunked,
-                start, count, width);
+      copy_rows(run(level, two, shape, cache, q, {seq.piece(start, start, count)}, window, softcap, sinks), start,
+                chunked, start, count, width);
     }
     EXPECT_EQ(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(float)), 0);
   }
@@ -321,11 +335,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, WindowedAttention,
                                          Windowed{Shape{WeightType::BF16, 64, 8, 2, 4, 70}, 1, 0},
                                          Windowed{Shape{WeightType::F16, 80, 32, 1, 2, 200}, 130, 0},
                                          Windowed{Shape{WeightType::F32, 72, 128, 2, 1, 130}, 0, 2.0f},
-                                         Windowed{Shape{WeightType::BF16, 128, 16, 2, 2, 150}, 33, 3.0f}),
+                                         Windowed{Shape{WeightType::BF16, 128, 16, 2, 2, 150}, 33, 3.0f},
+                                         Windowed{Shape{WeightType::F32, 64, 16, 8, 8, 150}, 0, 0, true},
+                                         Windowed{Shape{WeightType::BF16, 64, 16, 2, 4, 300}, 128, 0, true}),
                          [](const testing::TestParamInfo<Windowed>& windowed) {
                            return shape_name({windowed.param.shape, windowed.index}) + "_w" +
                                   std::to_string(windowed.param.window) + "_cap" +
-                                  std::to_string(static_cast<int>(windowed.param.softcap));
+                                  std::to_string(static_cast<int>(windowed.param.softcap)) +
+                                  (windowed.param.sinks ? "_sinks" : "");
                          });
 
 TEST(AttentionLayout, RefusesWhatItCannotStoreByName) {
@@ -352,6 +369,13 @@ TEST(AttentionLayout, RefusesQueryHeadsThatDoNotShareTheKvHeadsEvenly) {
       },
       testing::ThrowsMessage<std::invalid_argument>(
           testing::HasSubstr("3 query heads do not share 2 kv heads evenly")));
+  const std::vector<float> sinks(3, 0.0f);  // the two q heads need one each
+  EXPECT_THAT(
+      [&] {
+        engine::cpu::attention(
+            pool, {&cache.layout(), cache.data(), 1, seq.queries().data(), out.data(), 2, 1.0f, pieces, 0, 0, sinks});
+      },
+      testing::ThrowsMessage<std::invalid_argument>(testing::HasSubstr("3 sinks for 2 query heads (one each)")));
 }
 
 INSTANTIATE_TEST_SUITE_P(
