@@ -12,6 +12,7 @@
 #include "engine/format/gguf_split.h"
 #include "engine/format/safetensors.h"
 #include "engine/format/safetensors_index.h"
+#include "engine/model/gpt_oss_experts.h"
 #include "engine/quant/quant.h"
 
 namespace engine::model {
@@ -22,8 +23,9 @@ using quant::WeightType;
 
 struct Checkpoint::Files {
   std::vector<format::SafetensorsFile> safetensors;
-  std::optional<format::GgufParts> gguf;   // one file, or every part of a split
-  std::deque<std::vector<float>> widened;  // f32 copies of vectors stored in another type
+  std::optional<format::GgufParts> gguf;         // one file, or every part of a split
+  std::deque<std::vector<float>> widened;        // f32 copies of vectors stored in another type
+  std::deque<std::vector<std::byte>> converted;  // matrices rebuilt at load (gpt-oss's Hugging Face experts)
 };
 
 namespace {
@@ -69,6 +71,16 @@ enum class Part {
   SharedUp,
   SharedDown,
   SharedExpertGate,
+  // gpt-oss: the output projection's bias, the attention sinks, the router's bias, the experts' biases (GGUF:
+  // each stacked over the experts), and Hugging Face's fused gate_up of every expert with its bias.
+  OBias,
+  Sinks,
+  RouterBias,
+  ExpertGateBias,
+  ExpertUpBias,
+  ExpertDownBias,
+  ExpertGateUp,
+  ExpertGateUpBias,
 };
 
 struct TensorNames {
@@ -76,53 +88,71 @@ struct TensorNames {
   // `expert` picks the expert of ExpertGate/Up/Down where each has tensors of its own.
   std::function<std::string(std::size_t layer, Part part, std::size_t expert)> layer;
   bool stacked_experts = false;  // GGUF: a mixture's experts are one 3-D tensor per matrix
+  bool fused_experts = false;    // gpt-oss's Hugging Face form: every expert's gate_up and down in one tensor each
 };
 
 // `model` is where the decoder's tensors live ("model.", or a vision-language checkpoint's text model),
 // `lm_head` the output matrix's name. Gemma names the norm before the feed-forward block
 // pre_feedforward_layernorm; its post_attention_layernorm is the attention output's norm. Mixtral's experts
-// are block_sparse_moe's w1 (gate), w3 (up) and w2 (down); Qwen's are mlp's gate_proj, up_proj and down_proj.
-TensorNames hf_names(const std::string& model, const std::string& lm_head, bool post_norms, bool mixtral) {
-  return {model + "embed_tokens.weight", model + "norm.weight", lm_head, [=](std::size_t i, Part part, std::size_t e) {
-            const std::string p = model + "layers." + std::to_string(i) + ".";
-            const std::string expert =
-                p + (mixtral ? "block_sparse_moe" : "mlp") + ".experts." + std::to_string(e) + ".";
-            switch (part) {
-              case Part::AttnNorm: return p + "input_layernorm.weight";
-              case Part::Q: return p + "self_attn.q_proj.weight";
-              case Part::K: return p + "self_attn.k_proj.weight";
-              case Part::V: return p + "self_attn.v_proj.weight";
-              case Part::O: return p + "self_attn.o_proj.weight";
-              case Part::QBias: return p + "self_attn.q_proj.bias";
-              case Part::KBias: return p + "self_attn.k_proj.bias";
-              case Part::VBias: return p + "self_attn.v_proj.bias";
-              case Part::QNorm: return p + "self_attn.q_norm.weight";
-              case Part::KNorm: return p + "self_attn.k_norm.weight";
-              case Part::PostAttnNorm: return p + "post_attention_layernorm.weight";
-              case Part::FfnNorm:
-                return p + (post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
-              case Part::Gate: return p + "mlp.gate_proj.weight";
-              case Part::Up: return p + "mlp.up_proj.weight";
-              case Part::Down: return p + "mlp.down_proj.weight";
-              case Part::PostFfnNorm: return p + "post_feedforward_layernorm.weight";
-              case Part::QKV: return p + "self_attn.qkv_proj.weight";
-              case Part::GateUp: return p + "mlp.gate_up_proj.weight";
-              case Part::Router: return p + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
-              case Part::ExpertGate: return expert + (mixtral ? "w1.weight" : "gate_proj.weight");
-              case Part::ExpertUp: return expert + (mixtral ? "w3.weight" : "up_proj.weight");
-              case Part::ExpertDown: return expert + (mixtral ? "w2.weight" : "down_proj.weight");
-              case Part::SharedGate: return p + "mlp.shared_expert.gate_proj.weight";
-              case Part::SharedUp: return p + "mlp.shared_expert.up_proj.weight";
-              case Part::SharedDown: return p + "mlp.shared_expert.down_proj.weight";
-              case Part::SharedExpertGate: return p + "mlp.shared_expert_gate.weight";
-            }
-            return std::string();
-          }};
+// are block_sparse_moe's w1 (gate), w3 (up) and w2 (down); Qwen's are mlp's gate_proj, up_proj and down_proj;
+// gpt-oss's are mlp.experts' fused tensors, its router mlp.router.
+TensorNames hf_names(const std::string& model, const std::string& lm_head, bool post_norms, Architecture arch) {
+  const bool mixtral = arch == Architecture::Mixtral;
+  const bool gpt_oss = arch == Architecture::GptOss;
+  TensorNames names{
+      model + "embed_tokens.weight", model + "norm.weight", lm_head, [=](std::size_t i, Part part, std::size_t e) {
+        const std::string p = model + "layers." + std::to_string(i) + ".";
+        const std::string expert = p + (mixtral ? "block_sparse_moe" : "mlp") + ".experts." + std::to_string(e) + ".";
+        switch (part) {
+          case Part::AttnNorm: return p + "input_layernorm.weight";
+          case Part::Q: return p + "self_attn.q_proj.weight";
+          case Part::K: return p + "self_attn.k_proj.weight";
+          case Part::V: return p + "self_attn.v_proj.weight";
+          case Part::O: return p + "self_attn.o_proj.weight";
+          case Part::QBias: return p + "self_attn.q_proj.bias";
+          case Part::KBias: return p + "self_attn.k_proj.bias";
+          case Part::VBias: return p + "self_attn.v_proj.bias";
+          case Part::QNorm: return p + "self_attn.q_norm.weight";
+          case Part::KNorm: return p + "self_attn.k_norm.weight";
+          case Part::PostAttnNorm: return p + "post_attention_layernorm.weight";
+          case Part::FfnNorm:
+            return p + (post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
+          case Part::Gate: return p + "mlp.gate_proj.weight";
+          case Part::Up: return p + "mlp.up_proj.weight";
+          case Part::Down: return p + "mlp.down_proj.weight";
+          case Part::PostFfnNorm: return p + "post_feedforward_layernorm.weight";
+          case Part::QKV: return p + "self_attn.qkv_proj.weight";
+          case Part::GateUp: return p + "mlp.gate_up_proj.weight";
+          case Part::Router:
+            return p + (mixtral ? "block_sparse_moe.gate.weight" : gpt_oss ? "mlp.router.weight" : "mlp.gate.weight");
+          case Part::ExpertGate: return expert + (mixtral ? "w1.weight" : "gate_proj.weight");
+          case Part::ExpertUp: return expert + (mixtral ? "w3.weight" : "up_proj.weight");
+          case Part::ExpertDown:
+            return gpt_oss ? p + "mlp.experts.down_proj" : expert + (mixtral ? "w2.weight" : "down_proj.weight");
+          case Part::SharedGate: return p + "mlp.shared_expert.gate_proj.weight";
+          case Part::SharedUp: return p + "mlp.shared_expert.up_proj.weight";
+          case Part::SharedDown: return p + "mlp.shared_expert.down_proj.weight";
+          case Part::SharedExpertGate: return p + "mlp.shared_expert_gate.weight";
+          case Part::OBias: return p + "self_attn.o_proj.bias";
+          case Part::Sinks: return p + "self_attn.sinks";
+          case Part::RouterBias: return p + "mlp.router.bias";
+          case Part::ExpertGateUp: return p + "mlp.experts.gate_up_proj";
+          case Part::ExpertGateUpBias: return p + "mlp.experts.gate_up_proj_bias";
+          case Part::ExpertDownBias: return p + "mlp.experts.down_proj_bias";
+          case Part::ExpertGateBias:
+          case Part::ExpertUpBias: break;  // fused in gate_up_proj_bias
+        }
+        return std::string();
+      }};
+  names.fused_experts = gpt_oss;
+  return names;
 }
 
-TensorNames gguf_names() {
+// llama.cpp's gpt-oss files name the norm before the experts post_attention_norm.
+TensorNames gguf_names(Architecture arch) {
+  const bool gpt_oss = arch == Architecture::GptOss;
   return {"token_embd.weight", "output_norm.weight", "output.weight",
-          [](std::size_t i, Part part, std::size_t) {
+          [=](std::size_t i, Part part, std::size_t) {
             const std::string p = "blk." + std::to_string(i) + ".";
             switch (part) {
               case Part::AttnNorm: return p + "attn_norm.weight";
@@ -136,7 +166,7 @@ TensorNames gguf_names() {
               case Part::QNorm: return p + "attn_q_norm.weight";
               case Part::KNorm: return p + "attn_k_norm.weight";
               case Part::PostAttnNorm: return p + "post_attention_norm.weight";
-              case Part::FfnNorm: return p + "ffn_norm.weight";
+              case Part::FfnNorm: return p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight");
               case Part::Gate: return p + "ffn_gate.weight";
               case Part::Up: return p + "ffn_up.weight";
               case Part::Down: return p + "ffn_down.weight";
@@ -151,6 +181,14 @@ TensorNames gguf_names() {
               case Part::SharedUp: return p + "ffn_up_shexp.weight";
               case Part::SharedDown: return p + "ffn_down_shexp.weight";
               case Part::SharedExpertGate: return p + "ffn_gate_inp_shexp.weight";
+              case Part::OBias: return p + "attn_output.bias";
+              case Part::Sinks: return p + "attn_sinks.weight";
+              case Part::RouterBias: return p + "ffn_gate_inp.bias";
+              case Part::ExpertGateBias: return p + "ffn_gate_exps.bias";
+              case Part::ExpertUpBias: return p + "ffn_up_exps.bias";
+              case Part::ExpertDownBias: return p + "ffn_down_exps.bias";
+              case Part::ExpertGateUp:
+              case Part::ExpertGateUpBias: break;  // llama.cpp's converter splits gate and up
             }
             return std::string();
           },
@@ -167,8 +205,12 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 class WeightBinder {
  public:
   WeightBinder(const ModelConfig& config, FindTensor find, std::deque<std::vector<float>>& widened,
-               std::string checkpoint)
-      : config_(config), find_(std::move(find)), widened_(widened), checkpoint_(std::move(checkpoint)) {}
+               std::deque<std::vector<std::byte>>& converted, std::string checkpoint)
+      : config_(config),
+        find_(std::move(find)),
+        widened_(widened),
+        converted_(converted),
+        checkpoint_(std::move(checkpoint)) {}
 
   ModelWeights bind(const TensorNames& names) const {
     const auto& c = config_;
@@ -201,6 +243,8 @@ class WeightBinder {
         l.v = matrix(n(Part::V), kv_rows, c.hidden_size);
       }
       l.o = matrix(n(Part::O), c.hidden_size, q_rows);
+      if (c.output_bias) l.o_bias = vector(n(Part::OBias), c.hidden_size);
+      if (c.attention_sinks) l.sinks = vector(n(Part::Sinks), c.num_heads);
       if (c.attention_bias) {
         l.q_bias = vector(n(Part::QBias), q_rows);
         l.k_bias = vector(n(Part::KBias), kv_rows);
@@ -242,11 +286,28 @@ class WeightBinder {
     const std::uint64_t inter = m.expert_intermediate_size;
     MoeWeights moe;
     moe.router = matrix(n(Part::Router), m.num_experts, c.hidden_size);
-    if (names.stacked_experts) {
+    if (m.biases) moe.router_bias = vector(n(Part::RouterBias), m.num_experts);
+    if (names.fused_experts) {
+      moe.experts = fused_experts(names, i);
+    } else if (names.stacked_experts) {
       const auto gates = experts(n(Part::ExpertGate), m.num_experts, inter, c.hidden_size);
       const auto ups = experts(n(Part::ExpertUp), m.num_experts, inter, c.hidden_size);
       const auto downs = experts(n(Part::ExpertDown), m.num_experts, c.hidden_size, inter);
-      for (std::size_t e = 0; e < m.num_experts; ++e) moe.experts.push_back({gates[e], ups[e], downs[e]});
+      std::vector<WeightSource> gate_biases, up_biases, down_biases;
+      if (m.biases) {
+        gate_biases = stacked_vectors(n(Part::ExpertGateBias), m.num_experts, inter, 0, 1, inter);
+        up_biases = stacked_vectors(n(Part::ExpertUpBias), m.num_experts, inter, 0, 1, inter);
+        down_biases = stacked_vectors(n(Part::ExpertDownBias), m.num_experts, c.hidden_size, 0, 1, c.hidden_size);
+      }
+      for (std::size_t e = 0; e < m.num_experts; ++e) {
+        MlpWeights expert{gates[e], ups[e], downs[e]};
+        if (m.biases) {
+          expert.gate_bias = gate_biases[e];
+          expert.up_bias = up_biases[e];
+          expert.down_bias = down_biases[e];
+        }
+        moe.experts.push_back(std::move(expert));
+      }
     } else {
       for (std::size_t e = 0; e < m.num_experts; ++e) {
         MlpWeights expert{matrix(n(Part::ExpertGate, e), inter, c.hidden_size),
@@ -266,6 +327,111 @@ class WeightBinder {
                                                          : vector(gate, c.hidden_size);
     }
     return moe;
+  }
+
+  // gpt-oss's Hugging Face experts (gpt_oss_experts.h): each expert's gate, up and down rebuilt from the layer's
+  // fused tensors, MXFP4 (quantization_config mxfp4: _blocks and _scales) or a float type in x · W orientation,
+  // with their biases.
+  std::vector<MlpWeights> fused_experts(const TensorNames& names, std::size_t i) const {
+    const auto& c = config_;
+    const std::uint64_t count = c.moe->num_experts, inter = c.moe->expert_intermediate_size, hidden = c.hidden_size;
+    const std::string gate_up = names.layer(i, Part::ExpertGateUp, 0), down = names.layer(i, Part::ExpertDown, 0);
+    // One rebuilt matrix: `rows` of `cols` values, rows first, first + step, … of expert e's stored matrix.
+    using Rebuild = std::function<std::vector<std::byte>(std::size_t e, std::size_t first, std::size_t step)>;
+    const auto rebuilt = [&](WeightType type, Rebuild rebuild, std::size_t e, std::size_t first, std::size_t step,
+                             std::uint64_t rows, std::uint64_t cols) {
+      const auto& bytes = converted_.emplace_back(rebuild(e, first, step));
+      WeightSource w{type, bytes, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
+      w.expert = true;
+      return w;
+    };
+    Rebuild gate_up_rows, down_rows;
+    WeightType type = WeightType::MXFP4;
+    if (c.mxfp4_experts) {
+      // [experts, rows, cols / 32, 16] codes and [experts, rows, cols / 32] exponents, rows = output features.
+      const auto mxfp4 = [&](const std::string& name, std::uint64_t rows, std::uint64_t cols) -> Rebuild {
+        if (cols % 32 != 0) {
+          throw ConfigError(checkpoint_ + ": " + name + "_blocks holds rows of " + std::to_string(cols) +
+                            " values, not a whole number of 32-value MXFP4 blocks");
+        }
+        const auto blocks = raw(name + "_blocks", {count, rows, cols / 32, 16}, "U8");
+        const auto scales = raw(name + "_scales", {count, rows, cols / 32}, "U8");
+        const std::size_t block_bytes = rows * cols / 2, scale_bytes = rows * cols / 32;
+        return [=](std::size_t e, std::size_t first, std::size_t step) {
+          return mxfp4_rows_as_ggml(blocks.subspan(e * block_bytes, block_bytes),
+                                    scales.subspan(e * scale_bytes, scale_bytes), cols, first, step,
+                                    (rows - first + step - 1) / step);
+        };
+      };
+      gate_up_rows = mxfp4(gate_up, 2 * inter, hidden);
+      down_rows = mxfp4(down, hidden, inter);
+    } else {
+      // [experts, inputs, outputs] in a float type: each expert's matrix transposed.
+      const auto t = require(gate_up, {count, hidden, 2 * inter});
+      const auto d = require(down, {count, inter, hidden});
+      type = *t.type;
+      if ((type != WeightType::F32 && type != WeightType::F16 && type != WeightType::BF16) || *d.type != type) {
+        throw ConfigError(checkpoint_ + ": " + gate_up + " is " + t.type_name + " and " + down + " " + d.type_name +
+                          "; gpt-oss's unquantized experts are read as F32, F16 or BF16, both of one type (or "
+                          "as MXFP4 blocks with quantization_config mxfp4)");
+      }
+      const std::size_t element = *quant::row_bytes(type, 1);
+      const auto columns = [=](std::span<const std::byte> all, std::uint64_t inputs, std::uint64_t outputs) -> Rebuild {
+        const std::size_t bytes = inputs * outputs * element;
+        return [=](std::size_t e, std::size_t first, std::size_t step) {
+          return columns_as_rows(all.subspan(e * bytes, bytes), element, inputs, outputs, first, step,
+                                 (outputs - first + step - 1) / step);
+        };
+      };
+      gate_up_rows = columns(t.bytes, hidden, 2 * inter);
+      down_rows = columns(d.bytes, inter, hidden);
+    }
+    // gate_up's outputs interleave gate (even) and up (odd), and so does its bias.
+    const std::string gate_up_bias = names.layer(i, Part::ExpertGateUpBias, 0);
+    const auto gate_biases = stacked_vectors(gate_up_bias, count, 2 * inter, 0, 2, inter);
+    const auto up_biases = stacked_vectors(gate_up_bias, count, 2 * inter, 1, 2, inter);
+    const auto down_biases = stacked_vectors(names.layer(i, Part::ExpertDownBias, 0), count, hidden, 0, 1, hidden);
+    std::vector<MlpWeights> experts;
+    for (std::size_t e = 0; e < count; ++e) {
+      experts.push_back(
+          {rebuilt(type, gate_up_rows, e, 0, 2, inter, hidden), rebuilt(type, gate_up_rows, e, 1, 2, inter, hidden),
+           rebuilt(type, down_rows, e, 0, 1, hidden, inter), gate_biases[e], up_biases[e], down_biases[e]});
+    }
+    return experts;
+  }
+
+  // A tensor of a type the engine does not compute with (gpt-oss's U8 MXFP4 codes), checked for its dtype and shape.
+  std::span<const std::byte> raw(const std::string& name, const std::vector<std::uint64_t>& expected,
+                                 std::string_view dtype) const {
+    const auto t = find_(name);
+    if (!t) missing(name, "quantization_config says the experts are MXFP4");
+    if (t->shape != expected || t->type_name != dtype) {
+      throw ConfigError(checkpoint_ + ": the tensor " + name + " in " + t->file + " is " + t->type_name + " " +
+                        shape_text(t->shape) + " but the config needs " + std::string(dtype) + " " +
+                        shape_text(expected) + "; the weights do not belong to this config.json");
+    }
+    return t->bytes;
+  }
+
+  // The `count` vectors of a [count, width] tensor (GGUF's stacked expert biases; gpt-oss's fused ones), each `size`
+  // values: elements first, first + step, … of its row, widened to f32.
+  std::vector<WeightSource> stacked_vectors(const std::string& name, std::uint64_t count, std::uint64_t width,
+                                            std::size_t first, std::size_t step, std::uint64_t size) const {
+    const auto t = require(name, {count, width});
+    if (*t.type != WeightType::F32 && *t.type != WeightType::F16 && *t.type != WeightType::BF16) {
+      throw ConfigError(checkpoint_ + ": the tensor " + name + " in " + t.file + " is stored as " + t.type_name +
+                        "; biases are read as F32, F16 or BF16");
+    }
+    std::vector<float> all(count * width);
+    quant::dequantize_row(*t.type, t.bytes, all);
+    std::vector<WeightSource> out;
+    for (std::size_t e = 0; e < count; ++e) {
+      auto& values = widened_.emplace_back(size);
+      for (std::size_t j = 0; j < size; ++j) values[j] = all[e * width + first + j * step];
+      out.push_back(
+          {WeightType::F32, std::as_bytes(std::span<const float>(values)), 1, static_cast<std::size_t>(size)});
+    }
+    return out;
   }
 
   // The `count` experts' matrices of `rows` x `cols` stacked in one 3-D tensor, each a view of its slice.
@@ -437,6 +603,7 @@ class WeightBinder {
   const ModelConfig& config_;
   FindTensor find_;
   std::deque<std::vector<float>>& widened_;
+  std::deque<std::vector<std::byte>>& converted_;
   std::string checkpoint_;
 };
 
@@ -535,9 +702,8 @@ void Checkpoint::load_directory() {
   }
   const std::string lm_head =
       model_prefix == "language_model.model." ? "language_model.lm_head.weight" : std::string("lm_head.weight");
-  weights_ =
-      WeightBinder(config_, find, files_->widened, path_.string())
-          .bind(hf_names(model_prefix, lm_head, config_.post_norms, config_.architecture == Architecture::Mixtral));
+  weights_ = WeightBinder(config_, find, files_->widened, files_->converted, path_.string())
+                 .bind(hf_names(model_prefix, lm_head, config_.post_norms, config_.architecture));
   // transformers multiplies by the scale rounded to the embedding's dtype (GGUF files keep llama.cpp's exact one).
   if (config_.embedding_scale) config_.embedding_scale = embedding_scale_in(weights_.embed.type, config_.hidden_size);
   tokenizer_ = tokenizer::Tokenizer::from_directory(path_);
@@ -587,7 +753,8 @@ void Checkpoint::load_gguf() {
     return RawTensor{quant::weight_type_from_ggml(t->type->id), std::string(t->type->name), found->data,
                      std::vector<std::uint64_t>(t->dims.rbegin(), t->dims.rend()), found->file->filename().string()};
   };
-  weights_ = WeightBinder(config_, find, files_->widened, path_.string()).bind(gguf_names());
+  weights_ = WeightBinder(config_, find, files_->widened, files_->converted, path_.string())
+                 .bind(gguf_names(config_.architecture));
   tokenizer_ = tokenizer::Tokenizer::from_gguf(layout, path_.string());
   chat_template_ = tokenizer_->config().chat_template;
 }
@@ -615,7 +782,8 @@ std::uint64_t Checkpoint::weight_bytes() const {
       total += l.moe->router.bytes.size() + experts * config_.moe->experts_per_token / l.moe->experts.size();
       if (l.moe->shared_expert) total += mlp_bytes(*l.moe->shared_expert) + l.moe->shared_expert_gate->bytes.size();
     }
-    for (const auto* w : {&l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm}) {
+    for (const auto* w : {&l.q_bias, &l.k_bias, &l.v_bias, &l.o_bias, &l.sinks, &l.q_norm, &l.k_norm, &l.post_attn_norm,
+                          &l.post_ffn_norm}) {
       if (*w) total += (*w)->bytes.size();
     }
   }

@@ -19,15 +19,18 @@
 
 namespace engine::model {
 
-// One gated MLP's matrices: an expert of a mixture, or Qwen2-MoE's shared expert.
+// One gated MLP's matrices: an expert of a mixture, or Qwen2-MoE's shared expert; gpt-oss's experts add a bias to
+// each product.
 struct MlpWeights {
   backend::WeightSource gate, up, down;
+  std::optional<backend::WeightSource> gate_bias{}, up_bias{}, down_bias{};
 };
 
 // A mixture-of-experts feed-forward block (MoeConfig): the router, each expert, and Qwen2-MoE's shared expert
 // with its gate (a vector of hidden_size values).
 struct MoeWeights {
   backend::WeightSource router;
+  std::optional<backend::WeightSource> router_bias{};  // gpt-oss
   std::vector<MlpWeights> experts;
   std::optional<MlpWeights> shared_expert;
   std::optional<backend::WeightSource> shared_expert_gate;
@@ -36,6 +39,8 @@ struct MoeWeights {
 struct LayerWeights {
   backend::WeightSource attn_norm, q, k, v, o;
   std::optional<backend::WeightSource> q_bias, k_bias, v_bias;  // Qwen2
+  std::optional<backend::WeightSource> o_bias{};                // ModelConfig::output_bias
+  std::optional<backend::WeightSource> sinks{};                 // gpt-oss: one logit per q head
   std::optional<backend::WeightSource> q_norm, k_norm;          // Qwen3, Gemma 3
   backend::WeightSource ffn_norm, gate, up, down;
   // Gemma's norms of the attention and feed-forward outputs, before each is added to the residual stream.

@@ -36,7 +36,11 @@ constexpr std::array kKnown = {
     Known{Architecture::Qwen2Moe, "Qwen2MoeForCausalLM", "qwen2moe"},
     // llama.cpp's converter writes Mixtral as general.architecture "llama" with experts.
     Known{Architecture::Mixtral, "MixtralForCausalLM", ""},
+    Known{Architecture::GptOss, "GptOssForCausalLM", "gpt-oss"},
 };
+
+// GptOssConfig's default clamp of its experts' SwiGLU.
+constexpr double kGptOssSwigluLimit = 7.0;
 
 // SmolLM3Config's default and llama.cpp's fixed step: every fourth layer without RoPE.
 constexpr std::uint64_t kSmolLM3NoRopeLayerInterval = 4;
@@ -357,14 +361,23 @@ void read_sliding_window(const JsonFields& f, ModelConfig& c) {
 
 // The experts of a mixture-of-experts config: Qwen's keys (num_experts, moe_intermediate_size, norm_topk_prob,
 // decoder_sparse_step, mlp_only_layers, Qwen2-MoE's shared expert) or Mixtral's (num_local_experts, its experts
-// intermediate_size wide, their weights always renormalized).
+// intermediate_size wide, their weights always renormalized; gpt-oss's too, its softmax over the chosen experts'
+// scores being the same, with biases and its clamped SwiGLU).
 MoeConfig read_moe(const JsonFields& f, const ModelConfig& c) {
   MoeConfig moe;
-  moe.experts_per_token = f.positive("num_experts_per_tok");
-  if (c.architecture == Architecture::Mixtral) {
+  const bool gpt_oss = c.architecture == Architecture::GptOss;
+  // gpt-oss's first configs name it experts_per_token.
+  moe.experts_per_token = gpt_oss && f.find("num_experts_per_tok") == nullptr ? f.positive("experts_per_token")
+                                                                              : f.positive("num_experts_per_tok");
+  if (c.architecture == Architecture::Mixtral || gpt_oss) {
     moe.num_experts = f.positive("num_local_experts");
     moe.expert_intermediate_size = c.intermediate_size;
     moe.norm_topk_prob = true;
+    if (gpt_oss) {
+      moe.biases = true;
+      moe.swiglu_limit = f.number_or("swiglu_limit", kGptOssSwigluLimit);
+      if (!(*moe.swiglu_limit > 0)) f.fail("'swiglu_limit' must be positive");
+    }
   } else {
     moe.num_experts = f.positive("num_experts");
     moe.expert_intermediate_size = f.positive("moe_intermediate_size");
@@ -398,8 +411,26 @@ MoeConfig read_moe(const JsonFields& f, const ModelConfig& c) {
 }  // namespace
 
 bool is_moe(Architecture arch) {
-  return arch == Architecture::Qwen3Moe || arch == Architecture::Qwen2Moe || arch == Architecture::Mixtral;
+  return arch == Architecture::Qwen3Moe || arch == Architecture::Qwen2Moe || arch == Architecture::Mixtral ||
+         arch == Architecture::GptOss;
 }
+
+namespace {
+
+// Whether a class puts a bias on o_proj when attention_bias is set (Qwen2's, Mistral's, Mixtral's and Phi-3's
+// output projections never have one).
+bool class_biases_output(Architecture arch) {
+  switch (arch) {
+    case Architecture::Qwen2:
+    case Architecture::Qwen2Moe:
+    case Architecture::Mistral:
+    case Architecture::Mixtral:
+    case Architecture::Phi3: return false;
+    default: return true;
+  }
+}
+
+}  // namespace
 
 bool is_gemma(Architecture arch) {
   return arch == Architecture::Gemma2 || arch == Architecture::Gemma3;
@@ -476,6 +507,8 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   const bool qwen2 = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen2Moe;
   c.qk_norm = c.architecture == Architecture::Qwen3 || c.architecture == Architecture::Qwen3Moe || gemma3;
   c.attention_bias = f.flag_or("attention_bias", qwen2);
+  c.output_bias = c.attention_bias && class_biases_output(c.architecture);
+  c.attention_sinks = c.architecture == Architecture::GptOss;
   c.activation = activation(f, gemma);
   if (gemma) {
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
@@ -540,7 +573,7 @@ ModelConfig parse_hf_config(std::string_view json, std::string_view name) {
   // A vision-language checkpoint keeps it at the top, beside text_config.
   if (const auto* q =
           f.find("quantization_config") != nullptr ? f.find("quantization_config") : top.find("quantization_config")) {
-    c.fp8 = parse_quantization_config(*q, name);
+    parse_quantization_config(*q, name, c);
   }
   const std::string scaling_key = f.find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
   const auto* scaling = f.find("rope_scaling") != nullptr ? f.find("rope_scaling") : rope_parameters;
@@ -647,7 +680,9 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   c.rms_norm_eps = float_key(p + "attention.layer_norm_rms_epsilon", 1e-6);
   c.rope_theta = float_key(p + "rope.freq_base", 10000.0);
   c.qk_norm = c.architecture == Architecture::Qwen3 || c.architecture == Architecture::Qwen3Moe;
-  c.attention_bias = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen2Moe;
+  c.attention_bias = c.architecture == Architecture::Qwen2 || c.architecture == Architecture::Qwen2Moe ||
+                     c.architecture == Architecture::GptOss;
+  c.output_bias = c.attention_sinks = c.architecture == Architecture::GptOss;
   // Mixtral is a llama file with experts; qwen3moe and qwen2moe files are sparse on every layer, llama.cpp's
   // qwen3moe and llama graphs renormalizing the chosen experts' weights, its qwen2moe graph not.
   if (c.architecture == Architecture::Llama && gguf.find(p + "expert_count") != nullptr &&
@@ -661,6 +696,11 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
                                        ? c.intermediate_size
                                        : uint_key(p + "expert_feed_forward_length", std::nullopt);
     moe.norm_topk_prob = c.architecture != Architecture::Qwen2Moe;
+    if (c.architecture == Architecture::GptOss) {
+      // llama.cpp's gpt-oss graph: biases everywhere, its SwiGLU clamped at 7 (a constant there, not a key).
+      moe.biases = true;
+      moe.swiglu_limit = kGptOssSwigluLimit;
+    }
     if (c.architecture == Architecture::Qwen2Moe)
       moe.shared_expert_intermediate_size = uint_key(p + "expert_shared_feed_forward_length", std::nullopt);
     if (moe.experts_per_token > moe.num_experts) {
@@ -704,6 +744,11 @@ ModelConfig config_from_gguf(const format::GgufLayout& gguf, std::string_view na
   if (const auto* window = gguf.find(p + "attention.sliding_window");
       window != nullptr && !(phi3 && window->as_uint() == std::optional<std::uint64_t>(0)))
     c.sliding_window = uint_key(p + "attention.sliding_window", 0);
+  if (c.architecture == Architecture::GptOss) {
+    // llama.cpp's gpt-oss loader: every other layer sliding, the first among them.
+    if (!c.sliding_window) throw_config_error(name, p + "attention.sliding_window is missing");
+    c.sliding_layers = every_layer_but_each(2, c.num_layers);
+  }
   if (is_gemma(c.architecture)) {
     // What llama.cpp's gemma2 and gemma3 loaders fix rather than read: Gemma 3's every sixth layer global, the
     // others sliding with RoPE base 10000 unscaled; Gemma 2's every other layer global; q scaled by

@@ -20,11 +20,25 @@ namespace engine::model {
 // SmolLM3 is Llama's graph with RoPE left out of every fourth layer. Phi-3 (and Phi-4-mini, the same class) is
 // Llama's graph with q, k and v in one stored matrix, gate and up in another, and RoPE over part of each head.
 // Qwen3-MoE, Qwen2-MoE and Mixtral are Qwen3's, Qwen2's and Llama's graphs with a mixture of experts in place
-// of the feed-forward block (MoeConfig).
-enum class Architecture { Qwen3, Qwen2, Llama, Mistral, Gemma3, Gemma2, SmolLM3, Phi3, Qwen3Moe, Qwen2Moe, Mixtral };
+// of the feed-forward block (MoeConfig). gpt-oss is Llama's graph with biases on every attention projection,
+// attention sinks, alternating sliding-window and full layers, and a mixture with biases and a clamped SwiGLU.
+enum class Architecture {
+  Qwen3,
+  Qwen2,
+  Llama,
+  Mistral,
+  Gemma3,
+  Gemma2,
+  SmolLM3,
+  Phi3,
+  Qwen3Moe,
+  Qwen2Moe,
+  Mixtral,
+  GptOss
+};
 // Gemma 2 or 3: Gemma's norms, embedding scale and GeGLU.
 bool is_gemma(Architecture arch);
-// Qwen3-MoE, Qwen2-MoE or Mixtral: a mixture of experts in place of the feed-forward block (MoeConfig).
+// Qwen3-MoE, Qwen2-MoE, Mixtral or gpt-oss: a mixture of experts in place of the feed-forward block (MoeConfig).
 bool is_moe(Architecture arch);
 std::string_view architecture_name(Architecture arch);  // the Hugging Face class name
 
@@ -77,6 +91,10 @@ struct MoeConfig {
   // The layers whose feed-forward block is the mixture (the others a dense MLP of intermediate_size): Qwen's
   // decoder_sparse_step and mlp_only_layers. Empty: every layer.
   std::vector<bool> layers;
+  // gpt-oss: the router and every expert's three products carry a bias, and the experts' activation is the
+  // SwiGLU clamped at swiglu_limit (backend::ClampedSwiglu) in place of silu.
+  bool biases = false;
+  std::optional<double> swiglu_limit{};
 };
 
 // How an FP8 checkpoint scales its F8_E4M3 matrices: beside each quantized `<module>.weight` lies
@@ -116,7 +134,12 @@ struct ModelConfig {
   std::vector<double> rope_freq_factors;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
-  bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3)
+  // The output projection carries a bias too: where the class puts one on o_proj with attention_bias (Llama,
+  // Qwen3, Gemma, SmolLM3, gpt-oss; Qwen2's and Mistral's never have one).
+  bool output_bias = false;
+  // Attention sinks (gpt-oss): a learned logit per q head in each query's softmax (self_attn.sinks).
+  bool attention_sinks = false;
+  bool qk_norm = false;  // per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3)
   Activation activation = Activation::Silu;
   // Gemma: the embedding is multiplied by sqrt(hidden_size) (transformers rounds it to the weights' dtype
   // first, which Checkpoint does for safetensors; llama.cpp multiplies by it unrounded), each sub-block's
@@ -142,6 +165,9 @@ struct ModelConfig {
   std::optional<MoeConfig> moe;
   // An FP8 checkpoint's scales (config.json's quantization_config); unset: the weights are stored as they are.
   std::optional<Fp8Scheme> fp8;
+  // gpt-oss's checkpoints as OpenAI publishes them (quantization_config quant_method mxfp4): the experts' matrices
+  // are MXFP4 `_blocks` and `_scales` tensors, the rest as they are.
+  bool mxfp4_experts = false;
   std::vector<std::int64_t> eos_token_ids;
   std::optional<std::int64_t> bos_token_id;
 };

@@ -144,16 +144,31 @@ Fp8Scheme read_compressed_tensors(const Reader& q) {
 
 std::string served_formats() {
   return "this engine serves unquantized safetensors (float32, float16, bfloat16), FP8 safetensors (quant_method "
-         "fp8, or compressed-tensors float-quantized) and GGUF files (" +
+         "fp8, or compressed-tensors float-quantized), gpt-oss's MXFP4 experts (quant_method mxfp4) and GGUF files (" +
          quant::weight_type_names() + "): use one of those checkpoints of the model";
 }
 
-Fp8Scheme parse_quantization_config(const rapidjson::Value& config, std::string_view name) {
+void parse_quantization_config(const rapidjson::Value& config, std::string_view name, ModelConfig& c) {
   if (!config.IsObject()) throw ConfigError(std::string(name) + ": quantization_config is not an object");
   const Reader q(config, name, "quantization_config");
   const std::string method = q.string_or("quant_method", "(none named)");
-  if (method == "fp8") return read_fp8(q);
-  if (method == "compressed-tensors") return read_compressed_tensors(q);
+  if (method == "fp8") {
+    c.fp8 = read_fp8(q);
+    return;
+  }
+  if (method == "compressed-tensors") {
+    c.fp8 = read_compressed_tensors(q);
+    return;
+  }
+  // gpt-oss's own: the experts in MXFP4 (modules_to_not_convert lists what stays unquantized, which the tensors'
+  // names and dtypes show anyway).
+  if (method == "mxfp4") {
+    q.only({"quant_method", "modules_to_not_convert"});
+    if (c.architecture != Architecture::GptOss)
+      q.fail("is mxfp4, which only " + std::string(architecture_name(Architecture::GptOss)) + "'s experts use");
+    c.mxfp4_experts = true;
+    return;
+  }
   throw ConfigError(std::string(name) + ": quantization_config with quant_method '" + method + "' is not supported; " +
                     served_formats());
 }

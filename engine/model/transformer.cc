@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <stdexcept>
 #include <string>
@@ -147,25 +148,60 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   embed_ = add(embed);
   final_norm_ = add(weights.final_norm);
   lm_head_ = tied ? embed_ : add(weights.lm_head);
-  // An MLP's three matrices, kept where the ExpertWeights pointing at them stay valid.
+  // An MLP's three matrices (and biases), kept where the ExpertWeights pointing at them stay valid.
+  const auto kept = [&](const backend::WeightSource& source) { return &expert_weights_.emplace_back(add(source)); };
+  const auto kept_optional = [&](const std::optional<backend::WeightSource>& source) {
+    return source ? kept(*source) : nullptr;
+  };
   const auto add_mlp = [&](const MlpWeights& m) {
-    const auto* gate = &expert_weights_.emplace_back(add(m.gate));
-    const auto* up = &expert_weights_.emplace_back(add(m.up));
-    return backend::ExpertWeights{gate, up, &expert_weights_.emplace_back(add(m.down))};
+    return backend::ExpertWeights{kept(m.gate),
+                                  kept(m.up),
+                                  kept(m.down),
+                                  kept_optional(m.gate_bias),
+                                  kept_optional(m.up_bias),
+                                  kept_optional(m.down_bias)};
   };
   for (const auto& l : weights.layers) {
     const bool dense = !l.moe;
-    Layer& layer = layers_.emplace_back(
-        Layer{add(l.attn_norm), add(l.q), add(l.k), add(l.v), add(l.o), add(l.ffn_norm),
-              dense ? add(l.gate) : backend::Weight{}, dense ? add(l.up) : backend::Weight{},
-              dense ? add(l.down) : backend::Weight{}, add_optional(l.q_bias), add_optional(l.k_bias),
-              add_optional(l.v_bias), add_optional(l.q_norm), add_optional(l.k_norm), add_optional(l.post_attn_norm),
-              add_optional(l.post_ffn_norm), std::nullopt});
+    Layer& layer = layers_.emplace_back(Layer{add(l.attn_norm),
+                                              add(l.q),
+                                              add(l.k),
+                                              add(l.v),
+                                              add(l.o),
+                                              add(l.ffn_norm),
+                                              dense ? add(l.gate) : backend::Weight{},
+                                              dense ? add(l.up) : backend::Weight{},
+                                              dense ? add(l.down) : backend::Weight{},
+                                              add_optional(l.q_bias),
+                                              add_optional(l.k_bias),
+                                              add_optional(l.v_bias),
+                                              add_optional(l.q_norm),
+                                              add_optional(l.k_norm),
+                                              add_optional(l.post_attn_norm),
+                                              add_optional(l.post_ffn_norm),
+                                              std::nullopt,
+                                              add_optional(l.o_bias),
+                                              {}});
+    if (l.sinks) {
+      const auto values = l.sinks->bytes;  // f32: the checkpoint widens vectors
+      layer.sinks.resize(l.sinks->cols);
+      std::memcpy(layer.sinks.data(), values.data(), layer.sinks.size() * sizeof(float));
+    }
     if (dense) continue;
-    Moe& moe = layer.moe.emplace(Moe{add(l.moe->router), {}, std::nullopt, add_optional(l.moe->shared_expert_gate)});
+    Moe& moe = layer.moe.emplace(Moe{add(l.moe->router),
+                                     add_optional(l.moe->router_bias),
+                                     {},
+                                     std::nullopt,
+                                     add_optional(l.moe->shared_expert_gate)});
     for (const auto& expert : l.moe->experts) moe.experts.push_back(add_mlp(expert));
     if (l.moe->shared_expert) moe.shared_expert = add_mlp(*l.moe->shared_expert);
   }
+}
+
+backend::AttentionPlan Transformer::attention_plan(std::size_t max_model_len) const {
+  backend::AttentionPlan plan = model::attention_plan(config_, max_model_len);
+  for (std::size_t i = 0; i < layers_.size(); ++i) plan.layers[i].sinks = layers_[i].sinks;
+  return plan;
 }
 
 namespace {
@@ -192,14 +228,14 @@ void Transformer::forward_hidden(const backend::StepLayout& layout, std::span<fl
   read_rows(*this, backend_, layout, Head::HiddenStates, config_.hidden_size, hidden, "Transformer::forward_hidden");
 }
 
-void Transformer::add_output(Tensor in, const backend::Weight& w, const std::optional<backend::Weight>& post_norm,
-                             Tensor product, Tensor x) {
-  if (!post_norm) {
+void Transformer::add_output(Tensor in, const backend::Weight& w, const std::optional<backend::Weight>& bias,
+                             const std::optional<backend::Weight>& post_norm, Tensor product, Tensor x) {
+  if (!post_norm && !bias) {
     backend_.matmul_add(in, w, product, x);
     return;
   }
-  backend_.matmul(in, w, nullptr, product);
-  backend_.rms_norm(product, *post_norm, static_cast<float>(config_.rms_norm_eps), product);
+  backend_.matmul(in, w, bias ? &*bias : nullptr, product);
+  if (post_norm) backend_.rms_norm(product, *post_norm, static_cast<float>(config_.rms_norm_eps), product);
   backend_.add(x, product);
 }
 
@@ -245,7 +281,7 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
     backend_.qk_norm_rope_store(i, q, k, v, l.q_norm ? &*l.q_norm : nullptr, l.k_norm ? &*l.k_norm : nullptr, eps,
                                 c.head_dim);
     backend_.attention(i, q, scale, attn);
-    add_output(attn, l.o, l.post_attn_norm, h, x);
+    add_output(attn, l.o, l.o_bias, l.post_attn_norm, h, x);
 
     if (l.moe) {
       backend_.rms_norm(x, l.ffn_norm, eps, h);
@@ -255,7 +291,11 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
                         .top_k = c.moe->experts_per_token,
                         .normalize_top_k = c.moe->norm_topk_prob,
                         .shared_expert = l.moe->shared_expert ? &*l.moe->shared_expert : nullptr,
-                        .shared_expert_gate = l.moe->shared_expert_gate ? &*l.moe->shared_expert_gate : nullptr},
+                        .shared_expert_gate = l.moe->shared_expert_gate ? &*l.moe->shared_expert_gate : nullptr,
+                        .router_bias = l.moe->router_bias ? &*l.moe->router_bias : nullptr,
+                        .clamped_swiglu = c.moe->swiglu_limit ? std::optional<backend::ClampedSwiglu>(
+                                                                    {.limit = static_cast<float>(*c.moe->swiglu_limit)})
+                                                              : std::nullopt},
                        x);
       continue;
     }
@@ -269,7 +309,7 @@ Tensor Transformer::run(const backend::StepLayout& layout, Head head) {
       } else {
         backend_.gelu_tanh_mul(gate, up, gate);
       }
-      add_output(gate, l.down, l.post_ffn_norm, h, x);
+      add_output(gate, l.down, std::nullopt, l.post_ffn_norm, h, x);
     }
   }
   if (logit_rows.empty()) return {};

@@ -44,11 +44,14 @@ class Transformer {
   backend::Tensor run(const backend::StepLayout& layout, Head head = Head::Logits);
 
   const ModelConfig& config() const { return config_; }
+  // model::attention_plan with what the weights add to it: gpt-oss's attention sinks.
+  backend::AttentionPlan attention_plan(std::size_t max_model_len) const;
 
  private:
   // A mixture-of-experts block's weights; its experts' point into expert_weights_.
   struct Moe {
     backend::Weight router;
+    std::optional<backend::Weight> router_bias;
     std::vector<backend::ExpertWeights> experts;
     std::optional<backend::ExpertWeights> shared_expert;
     std::optional<backend::Weight> shared_expert_gate;
@@ -57,11 +60,13 @@ class Transformer {
     backend::Weight attn_norm, q, k, v, o, ffn_norm, gate, up, down;  // gate, up, down: a dense layer's
     std::optional<backend::Weight> q_bias, k_bias, v_bias, q_norm, k_norm, post_attn_norm, post_ffn_norm;
     std::optional<Moe> moe;
+    std::optional<backend::Weight> o_bias;
+    std::vector<float> sinks;  // one per q head, or none
   };
 
-  // x += in · wᵀ, through the layer's post norm first where it has one (Gemma).
-  void add_output(backend::Tensor in, const backend::Weight& w, const std::optional<backend::Weight>& post_norm,
-                  backend::Tensor product, backend::Tensor x);
+  // x += in · wᵀ (+ bias), through the layer's post norm first where it has one (Gemma).
+  void add_output(backend::Tensor in, const backend::Weight& w, const std::optional<backend::Weight>& bias,
+                  const std::optional<backend::Weight>& post_norm, backend::Tensor product, backend::Tensor x);
 
   const ModelConfig config_;
   backend::Backend& backend_;

@@ -57,7 +57,7 @@ bool is_float_type(WeightType type) {
 }
 
 bool SafetensorsStorage::is_fp8(const TensorSpec& t) const {
-  return fp8 && t.is_matrix() && !t.hf_name.empty() &&
+  return fp8 && t.is_matrix() && !t.hf_name.empty() && !t.gguf_only &&
          (!t.expert_hf_names.empty() || std::string_view(t.hf_name).ends_with("_proj.weight"));
 }
 
@@ -86,6 +86,7 @@ std::uint64_t SafetensorsStorage::scale_bytes(std::uint64_t rows, std::uint64_t 
 }
 
 std::uint64_t SafetensorsStorage::bytes(const TensorSpec& t) const {
+  if (t.u8) return t.elements();
   if (!is_fp8(t)) return t.elements() * quant::block_bytes(dtype);
   const std::uint64_t matrices = t.shape.size() == 3 ? t.shape[0] : 1;
   return t.elements() + matrices * scale_bytes(t.shape[t.shape.size() - 2], t.cols());
@@ -241,6 +242,49 @@ std::vector<float> llama3_rope_divisors(const model::ModelConfig& c) {
 // Layer l's mixture of experts: the router, each expert's gate, up and down (stacked for GGUF; Mixtral's w1, w3
 // and w2), Qwen2-MoE's shared expert and its gate. `down` is how the down projections are made (Zero in a
 // scripted model, whose blocks add nothing).
+// gpt-oss's mixture: the router with its bias; GGUF's split expert stacks and biases, from which the Hugging Face
+// form's fused gate_up_proj and transposed down_proj (with gate_up_proj_bias) are made; down's bias, the same in both.
+void add_gpt_oss_experts(const model::ModelConfig& c, std::uint64_t l, float h_std, float inter_std, float bias_std,
+                         Init down, std::vector<TensorSpec>& out) {
+  const model::MoeConfig& m = *c.moe;
+  const std::string hf = "model.layers." + std::to_string(l) + ".mlp.";
+  const std::string gg = "blk." + std::to_string(l) + ".";
+  const std::uint64_t inter = m.expert_intermediate_size, experts = m.num_experts, hidden = c.hidden_size;
+  const auto add = [&](std::string hf_name, std::string gguf, std::vector<std::uint64_t> shape, Init init,
+                       float stddev) -> TensorSpec& {
+    return out.emplace_back(
+        TensorSpec{std::move(hf_name), std::move(gguf), std::move(shape), init, 0, stddev, 0, 0.0f, {}, {}});
+  };
+  add(hf + "router.weight", gg + "ffn_gate_inp.weight", {experts, hidden}, Init::Normal, h_std);
+  add(hf + "router.bias", gg + "ffn_gate_inp.bias", {experts}, Init::Normal, bias_std);
+  for (const auto& [part, rows, cols, init, stddev] : {std::tuple{"gate", inter, hidden, Init::Normal, h_std},
+                                                       {"up", inter, hidden, Init::Normal, h_std},
+                                                       {"down", hidden, inter, down, inter_std}}) {
+    TensorSpec& t =
+        add(hf + "experts." + part, gg + "ffn_" + part + "_exps.weight", {experts, rows, cols}, init, stddev);
+    t.gguf_only = true;
+    t.mxfp4_values = c.mxfp4_experts;
+  }
+  for (const char* part : {"gate", "up"}) {
+    TensorSpec& bias = add(hf + "experts." + part + "_bias", gg + "ffn_" + part + "_exps.bias", {experts, inter},
+                           Init::Normal, bias_std);
+    bias.gguf_only = bias.gguf_float = true;
+  }
+  if (c.mxfp4_experts) {
+    for (const auto& [name, rows, cols] :
+         {std::tuple{"gate_up_proj", 2 * inter, hidden}, {"down_proj", hidden, inter}}) {
+      add(hf + "experts." + name + "_blocks", "", {experts, rows, cols / 32, 16}, Init::GptOssBlocks, 0).u8 = true;
+      add(hf + "experts." + name + "_scales", "", {experts, rows, cols / 32}, Init::GptOssScales, 0).u8 = true;
+    }
+  } else {
+    add(hf + "experts.gate_up_proj", "", {experts, hidden, 2 * inter}, Init::GptOssGateUp, 0);
+    add(hf + "experts.down_proj", "", {experts, inter, hidden}, Init::GptOssDown, 0);
+  }
+  add(hf + "experts.gate_up_proj_bias", "", {experts, 2 * inter}, Init::GptOssGateUpBias, 0);
+  add(hf + "experts.down_proj_bias", gg + "ffn_down_exps.bias", {experts, hidden}, Init::Normal, bias_std).gguf_float =
+      true;
+}
+
 void add_experts(const model::ModelConfig& c, std::uint64_t l, float h_std, float inter_std, Init down,
                  std::vector<TensorSpec>& out) {
   const model::MoeConfig& m = *c.moe;
@@ -348,15 +392,24 @@ std::vector<TensorSpec> model_tensors(const model::ModelConfig& c, ModelPreset p
     }
     add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {c.hidden_size, q_rows}, output_projection, 0,
         matrix_std(q_rows));
+    if (c.output_bias)
+      add(hf + "self_attn.o_proj.bias", gg + "attn_output.bias", {c.hidden_size}, Init::Normal, 0, s.bias);
+    // gpt-oss's sinks: logits around the scores' size, some heads' above them.
+    if (c.attention_sinks) add(hf + "self_attn.sinks", gg + "attn_sinks.weight", {c.num_heads}, Init::Normal, 0, 1.0f);
     // Gemma's post_attention_layernorm is the attention output's norm, its pre_feedforward_layernorm the
     // feed-forward input's (the others' post_attention_layernorm).
     if (c.post_norms) {
       add_norm(hf + "post_attention_layernorm.weight", gg + "post_attention_norm.weight", c.hidden_size);
       add_norm(hf + "pre_feedforward_layernorm.weight", gg + "ffn_norm.weight", c.hidden_size);
     } else {
-      add_norm(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", c.hidden_size);
+      // llama.cpp's gpt-oss files call it post_attention_norm.
+      add_norm(hf + "post_attention_layernorm.weight",
+               gg + (c.architecture == Architecture::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"),
+               c.hidden_size);
     }
-    if (model::is_moe_layer(c, l)) {
+    if (c.architecture == Architecture::GptOss) {
+      add_gpt_oss_experts(c, l, h_std, matrix_std(c.moe->expert_intermediate_size), s.bias, output_projection, out);
+    } else if (model::is_moe_layer(c, l)) {
       add_experts(c, l, h_std, matrix_std(c.moe->expert_intermediate_size), output_projection, out);
     } else if (stacked) {
       add(hf + "mlp.gate_up_proj.weight", gg + "ffn_up.weight", {2 * c.intermediate_size, c.hidden_size}, Init::Normal,
@@ -552,6 +605,14 @@ model::ModelConfig model_config(const ModelWriterOptions& options, const Tokeniz
         "linear, yarn and longrope)");
   }
   config.fp8 = options.fp8;
+  if (options.mxfp4) {
+    if (options.arch != Architecture::GptOss) {
+      throw UsageError("--mxfp4 is gpt-oss's checkpoint form (its experts as MXFP4 blocks); --arch " +
+                       std::string(arch_flag(options.arch)) + " has no such form");
+    }
+    if (options.fp8) throw UsageError("--mxfp4 with --fp8: a checkpoint has one quantization_config");
+    config.mxfp4_experts = true;
+  }
   config.bos_token_id = tokenizer.bos_id;
   if (options.arch == Architecture::Llama) {
     config.eos_token_ids.assign(tokenizer.stop_ids.begin(), tokenizer.stop_ids.end());
@@ -625,6 +686,84 @@ std::unique_ptr<OutputFile> open_shard(const std::filesystem::path& path, const 
   return shard;
 }
 
+// The values of one of gpt-oss's fused Hugging Face expert tensors (Init::GptOss*, shape [experts, ...]) from the
+// split stacks kept under the same prefix: gate_up_proj [experts, hidden, 2 x inter] with gate's outputs on even
+// columns and up's on odd ones, down_proj [experts, inter, hidden], gate_up_proj_bias [experts, 2 x inter].
+void fuse_gpt_oss_experts(const TensorSpec& t, const std::map<std::string, std::vector<float>>& kept,
+                          std::span<float> values) {
+  const std::string base = t.hf_name.substr(0, t.hf_name.rfind('.') + 1);  // "model.layers.L.mlp.experts."
+  const auto split = [&](const char* name) -> const std::vector<float>& {
+    const auto it = kept.find(base + name);
+    if (it == kept.end()) throw std::logic_error("model-writer: " + t.hf_name + " comes before " + base + name);
+    return it->second;
+  };
+  const std::uint64_t experts = t.shape[0];
+  if (t.init == Init::GptOssGateUpBias) {
+    const auto &gate = split("gate_bias"), &up = split("up_bias");
+    const std::uint64_t inter = t.shape[1] / 2;
+    for (std::uint64_t e = 0; e < experts; ++e) {
+      for (std::uint64_t j = 0; j < inter; ++j) {
+        values[(e * inter + j) * 2] = gate[e * inter + j];
+        values[(e * inter + j) * 2 + 1] = up[e * inter + j];
+      }
+    }
+    return;
+  }
+  const std::uint64_t inputs = t.shape[1], outputs = t.shape[2];
+  for (std::uint64_t e = 0; e < experts; ++e) {
+    for (std::uint64_t i = 0; i < inputs; ++i) {
+      float* row = values.data() + (e * inputs + i) * outputs;
+      if (t.init == Init::GptOssDown) {  // down [experts, hidden, inter] transposed
+        const auto& down = split("down");
+        for (std::uint64_t o = 0; o < outputs; ++o) row[o] = down[(e * outputs + o) * inputs + i];
+      } else {
+        const auto &gate = split("gate"), &up = split("up");
+        for (std::uint64_t j = 0; j < outputs / 2; ++j) {
+          row[2 * j] = gate[(e * outputs / 2 + j) * inputs + i];
+          row[2 * j + 1] = up[(e * outputs / 2 + j) * inputs + i];
+        }
+      }
+    }
+  }
+}
+
+// OpenAI's MXFP4 form of one of gpt-oss's fused expert matrices (Init::GptOssBlocks or GptOssScales of
+// `<prefix>gate_up_proj` or `<prefix>down_proj`) from the split stacks kept (already MXFP4 values): each output row
+// quantized to ggml's blocks ({e, qs[16]}, element j in qs[j]'s low nibble, j + 16 in its high one), then laid out
+// as OpenAI's (codes two a byte, the even element low; the exponents apart).
+std::vector<std::byte> gpt_oss_mxfp4_bytes(const TensorSpec& t, const std::map<std::string, std::vector<float>>& kept) {
+  const std::string base = t.hf_name.substr(0, t.hf_name.rfind('.') + 1);
+  const bool gate_up = t.hf_name.find("gate_up_proj") != std::string::npos;
+  const auto split = [&](const char* name) -> const std::vector<float>& {
+    const auto it = kept.find(base + name);
+    if (it == kept.end()) throw std::logic_error("model-writer: " + t.hf_name + " comes before " + base + name);
+    return it->second;
+  };
+  const std::uint64_t experts = t.shape[0], rows = t.shape[1], cols = t.shape[2] * 32;
+  const std::size_t ggml_row = *quant::row_bytes(WeightType::MXFP4, cols);
+  std::vector<std::byte> out, ggml(ggml_row);
+  for (std::uint64_t e = 0; e < experts; ++e) {
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      // gate_up's rows interleave gate's (even) and up's (odd) outputs.
+      const std::vector<float>& from = gate_up ? split(r % 2 == 0 ? "gate" : "up") : split("down");
+      const std::uint64_t row = gate_up ? e * rows / 2 + r / 2 : e * rows + r;
+      quant::quantize_row(WeightType::MXFP4, std::span(from).subspan(row * cols, cols), ggml);
+      for (std::uint64_t b = 0; b < cols / 32; ++b) {
+        const std::byte* block = ggml.data() + b * 17;
+        if (t.init == Init::GptOssScales) {
+          out.push_back(block[0]);
+          continue;
+        }
+        const auto code = [&](unsigned i) {
+          return (std::to_integer<unsigned>(block[1 + i % 16]) >> (i < 16 ? 0 : 4)) & 15u;
+        };
+        for (unsigned k = 0; k < 16; ++k) out.push_back(static_cast<std::byte>(code(2 * k) | code(2 * k + 1) << 4));
+      }
+    }
+  }
+  return out;
+}
+
 // The tensors, a slice of rows at a time, into the current shard and every GGUF file.
 void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors, const ModelWriterOptions& options,
                    const detail::ScriptPlan& script, const SafetensorsStorage& storage,
@@ -637,8 +776,9 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
   std::vector<float> values, permuted;
   std::vector<std::byte> stored, encoded, scales;
   std::vector<std::size_t> gguf_next(ggufs.size(), 0);
+  std::map<std::string, std::vector<float>> kept;  // gpt-oss's split experts, by stream name, for the fused ones
   for (const auto& t : tensors) {
-    const bool in_safetensors = options.safetensors && !t.hf_name.empty();
+    const bool in_safetensors = options.safetensors && !t.hf_name.empty() && !t.gguf_only;
     if (in_safetensors) {
       const auto s = shard_of[hf_index++];
       if (!shard || s != shard_index) {
@@ -648,11 +788,16 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
         result.files.push_back(shard_paths[s]);
       }
     }
+    if (t.u8) {  // gpt-oss's MXFP4 experts: bytes made whole, in safetensors only
+      if (in_safetensors) shard->write(gpt_oss_mxfp4_bytes(t, kept));
+      continue;
+    }
     const std::uint64_t cols = t.cols(), rows = t.rows();
     const bool fp8 = storage.is_fp8(t);
     // Permuted tensors are reordered whole (Q and K are small), FP8 ones a matrix (an expert's) at a time, for its
     // scales; the rest go in slices of about 1M values.
-    const std::uint64_t slice_rows = t.permute_heads > 0 ? rows
+    const bool fused = t.init == Init::GptOssGateUp || t.init == Init::GptOssDown || t.init == Init::GptOssGateUpBias;
+    const std::uint64_t slice_rows = t.permute_heads > 0 || fused ? rows
                                      : fp8
                                          ? t.shape[t.shape.size() - 2]
                                          : std::max<std::uint64_t>(1, std::min<std::uint64_t>(rows, (1u << 20) / cols));
@@ -665,6 +810,8 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
         std::copy(t.values.begin(), t.values.end(), values.begin());
       } else if (t.init == Init::Zero || t.init == Init::ScriptEmbedding || t.init == Init::ScriptHead) {
         detail::fill_script_rows(t.init, script, row, n_rows, cols, values);
+      } else if (fused) {
+        fuse_gpt_oss_experts(t, kept, values);
       } else {
         stream.fill(values, t.mean, t.stddev);
       }
@@ -674,6 +821,9 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
         stored.resize(n);
         scales.resize(storage.scale_bytes(n_rows, cols));
         store_fp8(storage, values, n_rows, cols, stored, scales);
+      } else if (t.mxfp4_values) {
+        stored.resize(*quant::row_bytes(WeightType::MXFP4, cols) * n_rows);
+        store_as(WeightType::MXFP4, values, stored);
       } else if (!t.hf_name.empty()) {
         stored.resize(n * quant::block_bytes(dtype));
         store_as(dtype, values, stored);
@@ -681,6 +831,10 @@ void write_tensors(WrittenModel& result, const std::vector<TensorSpec>& tensors,
       if (in_safetensors) {
         shard->write(stored);
         if (fp8) shard->write(scales);
+      }
+      if (t.gguf_only) {
+        auto& whole = kept[t.hf_name];
+        whole.insert(whole.end(), values.begin(), values.end());
       }
       for (std::size_t g = 0; g < ggufs.size(); ++g) {
         auto& out = ggufs[g];
@@ -874,6 +1028,21 @@ model::ModelConfig preset_config(Architecture arch, ModelPreset preset, std::uin
     }
     c.moe = moe;
   }
+  // gpt-oss's data on that shape: experts intermediate_size wide with biases and the SwiGLU clamped at 7 (low enough
+  // that random weights reach it), biases on every attention projection, sinks, the first of the two layers over a
+  // window of 16 positions that the tests' sequences outgrow, its RoPE base and YaRN without truncation (factor 4).
+  if (arch == Architecture::GptOss) {
+    c.intermediate_size = c.moe->expert_intermediate_size;
+    c.moe->biases = true;
+    c.moe->swiglu_limit = 7.0;
+    c.attention_bias = c.output_bias = c.attention_sinks = true;
+    c.rope_theta = 150000.0;
+    c.rms_norm_eps = 1e-5;
+    c.sliding_window = 16;
+    for (std::uint64_t i = 0; i < c.num_layers; ++i) c.sliding_layers.push_back(i % 2 == 0);
+    c.rope_scaling = preset_rope_scaling(model::RopeType::Yarn, c);
+    c.rope_scaling->truncate = false;
+  }
   if (model::is_gemma(arch)) {
     // Gemma's data on that shape. Gemma 3: six layers so that the sixth is global (llama.cpp's fixed
     // pattern), the others over a window of 16 positions that the tests' sequences outgrow with their own
@@ -913,7 +1082,7 @@ WrittenModel write_model(const ModelWriterOptions& options) {
   const std::vector<TensorSpec> tensors = model_tensors(config, options.preset, !script.pieces.empty());
   std::vector<const TensorSpec*> hf_tensors;
   for (const auto& t : tensors) {
-    if (!t.hf_name.empty()) hf_tensors.push_back(&t);
+    if (!t.hf_name.empty() && !t.gguf_only) hf_tensors.push_back(&t);
   }
   if (options.safetensors && options.shards > hf_tensors.size()) {
     throw UsageError("--shards " + std::to_string(options.shards) + ": the model has only " +

@@ -73,6 +73,9 @@ struct ModelWriterOptions {
   // fp8 over blocks of 128 x 128, as DeepSeek's and Qwen's FP8 checkpoints; channel and tensor: compressed-tensors
   // float-quantized, as RedHat's), the rest in `dtype`. GGUF files are converted from the FP8 values.
   std::optional<model::Fp8Scheme> fp8;
+  // gpt-oss as OpenAI publishes it: the experts' matrices as MXFP4 `_blocks` and `_scales` (quantization_config
+  // quant_method mxfp4), the GGUF files' experts holding the same values.
+  bool mxfp4 = false;
 };
 
 // A command line that cannot be followed; the message names the flag and the value.

@@ -56,7 +56,13 @@ base::FlagParser model_writer_flags(ModelWriterOptions& options, FlagsSeen& seen
       "apart from hidden / heads as Mistral-Nemo's; its GGUF files are llama's, as llama.cpp's converter writes);\n"
       "--preset qwen3-0.6b is Qwen3-0.6B's exact shape (--arch qwen3; bf16 by default); --preset qwen3-30b-a3b\n"
       "Qwen3-30B-A3B's (--arch qwen3moe), which --num-hidden-layers scales down in depth. --arch qwen3moe, qwen2moe\n"
-      "and mixtral with --preset tiny: 8 experts of 256, 2 per token (qwen2moe: a shared expert of 512).");
+      "and mixtral with --preset tiny: 8 experts of 256, 2 per token (qwen2moe: a shared expert of 512); gpt-oss\n"
+      "the same with biases, sinks, a window of 16 on its first layer and YaRN (its experts fused as transformers'\n"
+      "checkpoints hold them, split in GGUF as llama.cpp's).");
+  flags.add_switch("mxfp4",
+                   "gpt-oss: the experts as MXFP4 blocks and scales in safetensors (quantization_config mxfp4), as "
+                   "OpenAI publishes gpt-oss",
+                   [&options] { options.mxfp4 = true; });
   std::string arch_names;
   for (const auto& a : kArchs) arch_names += (arch_names.empty() ? "" : "|") + std::string(a.flag);
   flags.add_value("arch", arch_names, "Architecture (required)", [&options, &seen](std::string_view v) {

@@ -211,7 +211,7 @@ std::vector<GgufTensorPlan> plan_tensors(GgufFileType file, const model::ModelCo
     if (t.gguf_name.empty()) continue;
     // llama.cpp's quantizer leaves a mixture's router in float too.
     const bool router = t.gguf_name.ends_with("ffn_gate_inp.weight");
-    const WeightType tensor_type = t.is_matrix() && !t.gguf_vector && !router
+    const WeightType tensor_type = t.is_matrix() && !t.gguf_vector && !t.gguf_float && !router
                                        ? matrix_type(file, t, config.num_layers, tied_output)
                                        : WeightType::F32;
     const auto row = quant::row_bytes(tensor_type, t.cols());

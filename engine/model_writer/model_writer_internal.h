@@ -46,7 +46,7 @@ inline constexpr std::array kArchs = {
     ArchNames{Architecture::Gemma2, "gemma2"},     ArchNames{Architecture::SmolLM3, "smollm3"},
     ArchNames{Architecture::Phi3, "phi3"},         ArchNames{Architecture::Mistral, "mistral"},
     ArchNames{Architecture::Qwen3Moe, "qwen3moe"}, ArchNames{Architecture::Qwen2Moe, "qwen2moe"},
-    ArchNames{Architecture::Mixtral, "mixtral"}};
+    ArchNames{Architecture::Mixtral, "mixtral"},   ArchNames{Architecture::GptOss, "gpt-oss"}};
 
 // "qwen3, qwen2, llama or gemma3": the --arch values, for help and refusals.
 std::string arch_flag_list();
@@ -65,7 +65,25 @@ std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple);
 
 // How a tensor's values are made: random (Normal, NormWeight), given (Fixed: GGUF's rope tables, Llama 3's
 // divisors and Phi-3's LongRoPE factors), or a scripted model's exact rows (model_writer_script.cc).
-enum class Init { Normal, NormWeight, Fixed, Zero, ScriptEmbedding, ScriptHead };
+// gpt-oss's Hugging Face experts are the GGUF-only stacks (GptOssSplit, rounded as the checkpoint stores them) put
+// together: GptOssGateUp interleaves gate's and up's outputs in x · W orientation, GptOssDown transposes down,
+// GptOssGateUpBias interleaves the two biases (model_writer.cc).
+enum class Init {
+  Normal,
+  NormWeight,
+  Fixed,
+  Zero,
+  ScriptEmbedding,
+  ScriptHead,
+  GptOssGateUp,
+  GptOssDown,
+  GptOssGateUpBias,
+  // OpenAI's MXFP4 form of GptOssGateUp (rows: gate's and up's outputs interleaved) and of down: `_blocks` [experts,
+  // rows, cols / 32, 16] of E2M1 codes (the even element in the low nibble), `_scales` [experts, rows, cols / 32]
+  // of E8M0 exponents, U8 both.
+  GptOssBlocks,
+  GptOssScales
+};
 
 struct TensorSpec {
   std::string hf_name;               // empty for GGUF-only tensors
@@ -85,6 +103,16 @@ struct TensorSpec {
   std::vector<std::string> expert_hf_names;
   // Written to GGUF as a vector of all its values (Qwen2-MoE's shared expert gate, [1, hidden] in safetensors).
   bool gguf_vector = false;
+  // Kept in F32 in GGUF though it has rows (gpt-oss's experts' stacked biases).
+  bool gguf_float = false;
+  // A GGUF-only tensor whose values the checkpoint stores in another form (gpt-oss's split experts): rounded to the
+  // checkpoint's dtype like a checkpoint tensor and kept for the fused tensors made from it (its values' stream is
+  // named by hf_name, which is not written).
+  bool gguf_only = false;
+  // Rounded to MXFP4 rather than the checkpoint's dtype (gpt-oss's split experts beside an MXFP4 checkpoint).
+  bool mxfp4_values = false;
+  // Stored in safetensors as U8 bytes rather than the checkpoint's dtype (Init::GptOssBlocks, GptOssScales).
+  bool u8 = false;
 
   std::uint64_t elements() const {
     std::uint64_t n = 1;

@@ -69,6 +69,7 @@ std::string_view model_type(Architecture arch) {
     case Architecture::Gemma3: return "gemma3_text";
     case Architecture::Qwen3Moe: return "qwen3_moe";
     case Architecture::Qwen2Moe: return "qwen2_moe";
+    case Architecture::GptOss: return "gpt_oss";
     default: return arch_flag(arch);
   }
 }
@@ -176,6 +177,13 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   json.Uint64(c.intermediate_size);
   key(json, "max_position_embeddings");
   json.Uint64(c.max_position_embeddings);
+  // The sliding and full layers, as the layer_types list newer transformers write (Gemma's, gpt-oss's).
+  const auto layer_types = [&] {
+    key(json, "layer_types");
+    json.StartArray();
+    for (const bool sliding : c.sliding_layers) string(json, sliding ? "sliding_attention" : "full_attention");
+    json.EndArray();
+  };
   if (gemma) {
     // Gemma's own fields: the soft-caps (Gemma 2's; null in Gemma 3), the window's layers as the layer_types
     // list newer transformers write (which the engine reads first) and, for Gemma 3, as 4.5x's pattern too,
@@ -190,10 +198,7 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     };
     cap("attn_logit_softcapping", c.attn_logit_softcapping);
     cap("final_logit_softcapping", c.final_logit_softcapping);
-    key(json, "layer_types");
-    json.StartArray();
-    for (const bool sliding : c.sliding_layers) string(json, sliding ? "sliding_attention" : "full_attention");
-    json.EndArray();
+    layer_types();
     key(json, "query_pre_attn_scalar");
     json.Double(*c.query_pre_attn_scalar);
     if (c.sliding_rope_theta) {
@@ -206,6 +211,13 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
       key(json, "sliding_window_pattern");
       json.Uint64(6);
     }
+  } else if (c.architecture == Architecture::GptOss) {
+    // gpt-oss's windowed layers as its config.json lists them.
+    layer_types();
+    key(json, "sliding_window");
+    json.Uint64(*c.sliding_window);
+    key(json, "swiglu_limit");
+    json.Double(*c.moe->swiglu_limit);
   } else if (!c.rope_layers.empty()) {
     // SmolLM3: 1 for the layers that rotate, 0 for those that do not.
     key(json, "no_rope_layer_interval");
@@ -221,7 +233,7 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   const bool longrope = r && r->type == model::RopeType::LongRope;
   if (const auto& moe = c.moe) {
     // As Qwen's and Mixtral's configs name their experts (the auxiliary loss coefficient is training's only).
-    const bool mixtral = c.architecture == Architecture::Mixtral;
+    const bool mixtral = c.architecture == Architecture::Mixtral || c.architecture == Architecture::GptOss;
     if (!mixtral) {
       key(json, "decoder_sparse_step");
       json.Uint64(1);
@@ -309,6 +321,10 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
     }
     key(json, "rope_type");
     string(json, model::rope_type_name(r->type));
+    if (r->type == model::RopeType::Yarn && !r->truncate) {  // gpt-oss's
+      key(json, "truncate");
+      json.Bool(false);
+    }
     json.EndObject();
   } else {
     json.Null();
@@ -322,6 +338,19 @@ std::string config_json(const model::ModelConfig& c, WeightType dtype) {
   key(json, "tie_word_embeddings");
   json.Bool(c.tie_word_embeddings);
   if (c.fp8) write_quantization_config(json, *c.fp8);
+  if (c.mxfp4_experts) {  // as OpenAI's gpt-oss checkpoints write it
+    key(json, "quantization_config");
+    json.StartObject();
+    key(json, "modules_to_not_convert");
+    json.StartArray();
+    for (const char* module :
+         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"})
+      string(json, module);
+    json.EndArray();
+    key(json, "quant_method");
+    string(json, "mxfp4");
+    json.EndObject();
+  }
   key(json, "torch_dtype");
   string(json, torch_dtype(dtype));
   key(json, "transformers_version");
@@ -453,10 +482,11 @@ std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, co
   json.String("pt");
   json.EndObject();
   std::uint64_t offset = 0;
-  const auto entry = [&](const std::string& tensor, WeightType type, std::span<const std::uint64_t> shape) {
+  const auto entry = [&](const std::string& tensor, std::optional<WeightType> type,
+                         std::span<const std::uint64_t> shape) {  // nullopt: U8
     std::uint64_t elements = 1;
     for (const auto d : shape) elements *= d;
-    const auto name = format::dtype_name(safetensors_dtype(type));
+    const auto name = format::dtype_name(type ? safetensors_dtype(*type) : format::SafetensorsDType::U8);
     json.Key(tensor.c_str(), static_cast<rapidjson::SizeType>(tensor.size()));
     json.StartObject();
     json.Key("dtype");
@@ -468,7 +498,7 @@ std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, co
     json.Key("data_offsets");
     json.StartArray();
     json.Uint64(offset);
-    offset += elements * quant::block_bytes(type);
+    offset += elements * (type ? quant::block_bytes(*type) : 1);
     json.Uint64(offset);
     json.EndArray();
     json.EndObject();
@@ -476,6 +506,7 @@ std::string safetensors_header(const std::vector<const TensorSpec*>& tensors, co
   // One entry per matrix (a stack of experts' matrices is one per expert, their bytes one after the other), an
   // FP8 matrix's scales right after it.
   const auto matrix = [&](const TensorSpec& t, const std::string& tensor, std::span<const std::uint64_t> shape) {
+    if (t.u8) return entry(tensor, std::nullopt, shape);
     if (!storage.is_fp8(t)) return entry(tensor, storage.dtype, shape);
     entry(tensor, WeightType::F8_E4M3, shape);
     entry(storage.scale_name(tensor), storage.scale_type(), storage.scale_shape(shape[0], shape[1]));

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "engine/format/json.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace engine::tools {
@@ -20,12 +21,6 @@ namespace engine::tools {
 namespace {
 
 using Json = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
-
-// The Split patterns of Qwen2's and Llama 3's tokenizer.json (they differ in how many digits make a piece).
-constexpr std::string_view kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Enough merges that common English words become one token, few enough that the embedding stays small.
 constexpr std::size_t kMerges = 300;
@@ -219,7 +214,8 @@ std::string generated_tokenizer_json(bool llama, const std::vector<std::string>&
   key(json, "pattern");
   json.StartObject();
   key(json, "Regex");
-  string(json, llama ? kLlama3Pattern : kQwen2Pattern);
+  // Qwen2's and Llama 3's Split patterns differ in how many digits make a piece.
+  string(json, *tokenizer::split_pattern_of_gguf_pre(llama ? "llama-bpe" : "qwen2"));
   json.EndObject();
   key(json, "behavior");
   string(json, "Isolated");
@@ -540,12 +536,10 @@ TokenizerSpec tokenizer_from_directory(const std::filesystem::path& dir) {
   if (type == nullptr || !type->IsString() || string_of(*type) != "BPE") fail("model.type is not BPE");
   const auto* pre = member(doc, "pre_tokenizer");
   const std::string pattern = pre != nullptr ? split_pattern(*pre) : "";
-  if (pattern == kQwen2Pattern) {
-    spec.gguf_pre = "qwen2";
-  } else if (pattern == kLlama3Pattern) {
-    spec.gguf_pre = "llama-bpe";
+  if (const auto gguf_pre = tokenizer::gguf_pre_of_split_pattern(pattern)) {
+    spec.gguf_pre = std::string(*gguf_pre);
   } else {
-    fail("the pre-tokenizer is neither Qwen2's nor Llama 3's, so tokenizer.ggml.pre cannot name it");
+    fail("the pre-tokenizer is not Qwen2's, Llama 3's, Tekken's or o200k's, so tokenizer.ggml.pre cannot name it");
   }
 
   std::map<std::int64_t, std::pair<std::string, GgufTokenType>> by_id;

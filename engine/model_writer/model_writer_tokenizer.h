@@ -28,7 +28,7 @@ struct TokenizerSpec {
   std::vector<std::string> tokens;
   std::vector<GgufTokenType> token_types;
   std::vector<std::string> merges;  // "left right", in rank order
-  std::string gguf_pre;             // tokenizer.ggml.pre: "qwen2" or "llama-bpe"
+  std::string gguf_pre;             // tokenizer.ggml.pre: "qwen2", "llama-bpe", "tekken" or "gpt-4o"
   std::optional<std::int32_t> bos_id;
   std::int32_t eos_id = 0;             // the chat turn's end (tokenizer_config.json's eos_token)
   std::vector<std::int32_t> stop_ids;  // generation_config.json's eos_token_id: eos_id first

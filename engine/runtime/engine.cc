@@ -130,7 +130,7 @@ std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model, const E
     engine->max_model_len_ = std::min(engine->max_model_len_, size_cache());
   }
   try {
-    engine->backend_->init_cache(shape, model::attention_plan(c, engine->max_model_len_));
+    engine->backend_->init_cache(shape, engine->transformer_->attention_plan(engine->max_model_len_));
   } catch (const std::invalid_argument& e) {
     // A backend that lacks what a layer needs refuses the model: say which model.
     throw std::invalid_argument(std::string(model::architecture_name(c.architecture)) + " on the " +

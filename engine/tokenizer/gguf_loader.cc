@@ -333,4 +333,30 @@ Tokenizer Tokenizer::from_gguf(const engine::format::GgufLayout& layout, std::st
   return Tokenizer(assemble(std::move(parts)));
 }
 
+namespace {
+
+// The names model-writer writes for the single-pattern pre-tokenizers (the first of each kind's names).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kSplitPres = {{
+    {"qwen2", kQwen2Pattern},
+    {"llama-bpe", kLlama3Pattern},
+    {"tekken", kTekkenPattern},
+    {"gpt-4o", kGpt4oPattern},
+}};
+
+}  // namespace
+
+std::optional<std::string_view> gguf_pre_of_split_pattern(std::string_view pattern) {
+  for (const auto& [pre, split] : kSplitPres) {
+    if (split == pattern) return pre;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> split_pattern_of_gguf_pre(std::string_view pre) {
+  for (const auto& [name, split] : kSplitPres) {
+    if (name == pre) return split;
+  }
+  return std::nullopt;
+}
+
 }  // namespace engine::tokenizer

@@ -126,4 +126,10 @@ class IncrementalDecoder {
   std::vector<std::string> window_;  // DecoderChain: token texts not yet settled
 };
 
+// Byte-level BPE tokenizers whose pre-tokenizer is one Split (then ByteLevel), as tokenizer.json writes the
+// pattern and as GGUF's tokenizer.ggml.pre names it (llama.cpp's names): "qwen2", "llama-bpe", "tekken", "gpt-4o"
+// (o200k: GPT-4o, gpt-oss). nullopt for a pattern or name that is not one of them.
+std::optional<std::string_view> gguf_pre_of_split_pattern(std::string_view pattern);
+std::optional<std::string_view> split_pattern_of_gguf_pre(std::string_view pre);
+
 }  // namespace engine::tokenizer

@@ -36,6 +36,10 @@ std::string_view template_tools(const ChatRequest& request, const ChatParserOpti
 }
 
 bool parser_needs_special_tokens(const ChatRequest& request, const ChatParserOptions& options) {
+  if (!options.reasoning_parser.empty() &&
+      parsers::make_reasoning_parser(options.reasoning_parser)->needs_special_tokens()) {
+    return true;
+  }
   return parses_tools(request, options) &&
          parsers::make_tool_call_parser(options.tool_call_parser)->needs_special_tokens();
 }
@@ -55,6 +59,7 @@ ChatParsing chat_parsing(const ChatRequest& request, const ChatParserOptions& op
   if (parsing.reasoning) {
     const auto probe = parsers::make_reasoning_parser(options.reasoning_parser, reasoning);
     parsing.starts_in_reasoning = probe->in_reasoning() && !probe->passes_through();
+    parsing.reasoning_end = probe->end_marker();
   }
   parsers::ToolCallOptions tools;
   tools.parallel_tool_calls = request.parallel_tool_calls;

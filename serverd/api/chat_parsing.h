@@ -34,12 +34,11 @@ struct ChatParsing {
   // (serverd/parsers/forced_tool_calls.h); kNone otherwise.
   ToolChoice forced_tools = ToolChoice::kNone;
   // The generated text starts inside the reasoning (a reasoning parser is on and neither the prompt nor
-  // enable_thinking=false closed it): structured outputs wait for kReasoningEndTag.
+  // enable_thinking=false closed it): structured outputs wait for reasoning_end.
   bool starts_in_reasoning = false;
+  // What ends the reasoning parser's reasoning (`</think>`, harmony's final channel header).
+  std::string reasoning_end;
 };
-
-// The tag that ends the reasoning for every --reasoning-parser served here.
-inline constexpr std::string_view kReasoningEndTag = "</think>";
 
 // Throws ApiException (400, vLLM's message) when the request's tool_choice is "auto" and the server was not
 // started with --enable-auto-tool-choice and --tool-call-parser ("required" and named functions need
@@ -50,8 +49,9 @@ void check_tool_choice(const ChatRequest& request, const ChatParserOptions& opti
 // --exclude-tools-when-tool-choice-none.
 std::string_view template_tools(const ChatRequest& request, const ChatParserOptions& options);
 
-// True when decoding must keep special tokens for the tool-call parser to see its markers (vLLM turns
-// skip_special_tokens off for such parsers when tools are parsed).
+// True when decoding must keep special tokens for a parser to see its markers: the tool-call parser's
+// when tools are parsed (vLLM turns skip_special_tokens off for such parsers), the reasoning parser's
+// always (openai_gptoss: vLLM reads harmony from token ids, where the markers are never skipped).
 bool parser_needs_special_tokens(const ChatRequest& request, const ChatParserOptions& options);
 
 // The parsing of `request`'s choices; `prompt` is the rendered prompt (a prompt that closed the think

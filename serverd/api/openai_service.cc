@@ -421,7 +421,8 @@ void OpenAiService::chat_completions(const std::shared_ptr<http::Exchange>& exch
   p.constraint = compile_constraint(chat_constraint(request), model);
   // vLLM constrains only what follows the reasoning; a prompt that closed the think block starts after it.
   if (settings.parsing.starts_in_reasoning) {
-    p.constraint = after_reasoning(std::move(p.constraint), model.tokenizer->encode(kReasoningEndTag, false));
+    p.constraint =
+        after_reasoning(std::move(p.constraint), model.tokenizer->encode(settings.parsing.reasoning_end, false));
   }
   // vLLM's echo for chat: the reply starts with the last message when that is the assistant's.
   if (request.common.echo && request.messages.last_role == "assistant" && request.messages.last_content) {
@@ -461,7 +462,7 @@ void OpenAiService::responses(const std::shared_ptr<http::Exchange>& exchange, c
   // text.format and a forced tool_choice constrain the output as they do in chat completions.
   p.constraint = compile_constraint(chat_constraint(chat), model);
   if (parsing.starts_in_reasoning) {
-    p.constraint = after_reasoning(std::move(p.constraint), model.tokenizer->encode(kReasoningEndTag, false));
+    p.constraint = after_reasoning(std::move(p.constraint), model.tokenizer->encode(parsing.reasoning_end, false));
   }
 
   const std::string id = "resp_" + request_id;

@@ -43,7 +43,9 @@ std::vector<std::string> check_checkpoint_flags(const ServerOptions& options, co
     const std::string actual = checkpoint.gguf ? "gguf" : checkpoint.quant_method;
     const std::string is = checkpoint.gguf  ? "a GGUF file"
                            : actual.empty() ? "a safetensors directory"
-                                            : "an FP8 checkpoint (quantization_config's quant_method " + actual + ")";
+                           : actual == "mxfp4"
+                               ? "a checkpoint with MXFP4 experts (quantization_config's quant_method mxfp4)"
+                               : "an FP8 checkpoint (quantization_config's quant_method " + actual + ")";
     if (options.quantization != actual) {
       throw UsageError(q + ": the model is " + is +
                        (actual.empty() ? ", which serverd runs unquantized; serve a GGUF file (org/repo:Q4_K_M) or an "
@@ -51,9 +53,10 @@ std::vector<std::string> check_checkpoint_flags(const ServerOptions& options, co
                                        : "") +
                        "; leave --quantization out (serverd reads the quantization from the checkpoint)");
     }
-    notes.push_back(
-        q + ": the model is " + is +
-        (checkpoint.gguf ? "; its ggml types run as stored" : "; its FP8 weights and scales run as stored"));
+    notes.push_back(q + ": the model is " + is +
+                    (checkpoint.gguf     ? "; its ggml types run as stored"
+                     : actual == "mxfp4" ? "; its MXFP4 experts run as stored"
+                                         : "; its FP8 weights and scales run as stored"));
   }
   if (options.max_model_len > checkpoint.trained_len && checkpoint.trained_len > 0) {
     const std::string numbers = "--max-model-len " + std::to_string(options.max_model_len) +

@@ -22,7 +22,8 @@ struct CheckpointFacts {
   // max_position_embeddings (config.json) or context_length (GGUF), times the RoPE scaling factor where
   // linear, dynamic or YaRN scaling stretches it (vLLM's derived max_model_len)
   std::uint64_t trained_len = 0;
-  // An FP8 safetensors checkpoint's quant_method ("fp8", "compressed-tensors"); empty otherwise.
+  // A quantized safetensors checkpoint's quant_method ("fp8", "compressed-tensors", gpt-oss's "mxfp4"); empty
+  // otherwise.
   std::string quant_method{};
 };
 

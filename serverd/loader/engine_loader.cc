@@ -204,7 +204,9 @@ std::unique_ptr<LoadedModel> load_model(const ServerOptions& options, const std:
   const auto& fp8 = engine->config().fp8;
   const CheckpointFacts facts{std::filesystem::is_regular_file(path, ec), precision_of(engine->checkpoint()),
                               engine::model::derived_max_model_len(engine->config()),
-                              fp8 ? fp8->quant_method : std::string()};
+                              fp8                              ? fp8->quant_method
+                              : engine->config().mxfp4_experts ? std::string("mxfp4")
+                                                               : std::string()};
   auto notes = check_checkpoint_flags(options, facts);
   const auto pooling = resolve_runner(options, engine->checkpoint().pooling(), notes);
   for (const auto& note : notes) std::cerr << "serverd: " << note << '\n';

@@ -255,12 +255,13 @@ const FlagRow kRows[] = {
      .refused_example = "pt"},
     {.name = "quantization",
      .status = S::kCheckedAtLoad,
-     .value_name = "gguf|fp8|compressed-tensors",
+     .value_name = "gguf|fp8|compressed-tensors|mxfp4",
      .text = "the quantization the checkpoint is in: gguf for a GGUF model (its ggml types run as stored), fp8 or "
-             "compressed-tensors for an FP8 checkpoint (its scales applied as stored)",
+             "compressed-tensors for an FP8 checkpoint (its scales applied as stored), mxfp4 for gpt-oss's MXFP4 "
+             "experts",
      .target = &O::quantization,
      .example = "gguf",
-     .accepted = "gguf|fp8|compressed-tensors|None",
+     .accepted = "gguf|fp8|compressed-tensors|mxfp4|None",
      .refusal = "serverd runs F32, F16, BF16 and FP8 safetensors and GGUF files (of the ggml types docs/engine.md "
                 "lists); for another quantized model serve a GGUF file (org/repo:Q4_K_M) and leave --quantization out",
      .refused_example = "awq",
@@ -550,7 +551,7 @@ const FlagRow kRows[] = {
      .example = "hermes"},
     {.name = "reasoning-parser",
      .value_name = "NAME",
-     .text = "How reasoning is split from the answer (qwen3, deepseek_r1)",
+     .text = "How reasoning is split from the answer (qwen3, deepseek_r1, openai_gptoss)",
      .target = &O::reasoning_parser,
      .example = "qwen3"},
     {.name = "structured-outputs-config",

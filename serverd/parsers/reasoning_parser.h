@@ -1,7 +1,8 @@
 #pragma once
 
-// Reasoning parsers: the model's generated text split into reasoning (`<think>...</think>`) and content,
-// as vLLM's `--reasoning-parser qwen3|deepseek_r1` split it. vLLM's OpenAI server sends the reasoning as
+// Reasoning parsers: the model's generated text split into reasoning and content, as vLLM's
+// `--reasoning-parser qwen3|deepseek_r1` (`<think>...</think>`) and `openai_gptoss` (harmony's channels)
+// split it. vLLM's OpenAI server sends the reasoning as
 // `message.reasoning` and, streaming, `delta.reasoning` (named `reasoning_content` until vLLM removed that
 // name in January 2026).
 //
@@ -51,6 +52,11 @@ class ReasoningParser {
   virtual bool last_feed_was_reasoning() const = 0;
   // Everything is content (thinking off): the response has no reasoning at all (null, not "").
   virtual bool passes_through() const = 0;
+  // Its markers are special tokens, so the text it reads must be decoded with them kept; it never passes
+  // them on, so what the client reads holds none either way.
+  virtual bool needs_special_tokens() const = 0;
+  // The text whose generation ends the reasoning: structured outputs constrain only what follows it.
+  virtual std::string_view end_marker() const = 0;
 };
 
 // The --reasoning-parser names this server knows.

@@ -1,6 +1,7 @@
 // The --reasoning-parser names, the parser each makes, and what a prompt tells about the reasoning.
 #include <array>
 
+#include "serverd/parsers/harmony_reasoning_parser.h"
 #include "serverd/parsers/reasoning_parser.h"
 #include "serverd/parsers/think_reasoning_parser.h"
 #include "serverd/parsers/unknown_parser.h"
@@ -8,7 +9,7 @@
 namespace serverd::parsers {
 namespace {
 
-constexpr std::array<std::string_view, 2> kNames = {"deepseek_r1", "qwen3"};
+constexpr std::array<std::string_view, 3> kNames = {"deepseek_r1", "openai_gptoss", "qwen3"};
 
 }  // namespace
 
@@ -20,8 +21,10 @@ std::unique_ptr<ReasoningParser> make_reasoning_parser(std::string_view name, Re
   if (name == "deepseek_r1") return std::make_unique<ThinkReasoningParser>(kNames[0], options.prompt_closes_reasoning);
   if (name == "qwen3") {
     const bool thinking_off = options.enable_thinking.has_value() && !*options.enable_thinking;
-    return std::make_unique<ThinkReasoningParser>(kNames[1], options.prompt_closes_reasoning || thinking_off);
+    return std::make_unique<ThinkReasoningParser>(kNames[2], options.prompt_closes_reasoning || thinking_off);
   }
+  // Harmony has no think tags for a prompt or enable_thinking to close: gpt-oss always writes its channels.
+  if (name == "openai_gptoss") return std::make_unique<HarmonyReasoningParser>();
   throw unknown_parser("reasoning parser", name, kNames);
 }
 

@@ -13,6 +13,10 @@ constexpr std::string_view kThinkEnd = "</think>";
 
 }  // namespace
 
+std::string_view ThinkReasoningParser::end_marker() const {
+  return kThinkEnd;
+}
+
 ThinkReasoningParser::ThinkReasoningParser(std::string_view name, bool passes_through)
     : name_(name), passes_through_(passes_through) {}
 

@@ -26,6 +26,8 @@ class ThinkReasoningParser final : public ReasoningParser {
   bool in_reasoning() const override { return !passes_through_ && !reasoning_done_; }
   bool last_feed_was_reasoning() const override { return last_feed_was_reasoning_; }
   bool passes_through() const override { return passes_through_; }
+  bool needs_special_tokens() const override { return false; }
+  std::string_view end_marker() const override;
 
  private:
   std::string_view name_;

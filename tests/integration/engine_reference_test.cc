@@ -185,7 +185,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, EngineReference,
                          testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama,
                                          Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3,
                                          Architecture::Phi3, Architecture::Mistral, Architecture::Qwen3Moe,
-                                         Architecture::Qwen2Moe, Architecture::Mixtral),
+                                         Architecture::Qwen2Moe, Architecture::Mixtral, Architecture::GptOss),
                          arch_name);
 
 TEST_P(EngineReference, F32ShardedCheckpointMatchesWithin1em4) {
@@ -232,6 +232,24 @@ TEST_P(EngineReference, Fp8CheckpointsMatchTheReferenceWithin1em4) {
     EXPECT_LE(error, 1e-4) << fp8.scale_name << " granularity " << static_cast<int>(fp8.granularity);
     EXPECT_GT(error, 0.0);
   }
+}
+
+// gpt-oss as OpenAI publishes it: the experts as MXFP4 blocks and scales (quantization_config mxfp4), which the
+// checkpoint rebuilds as ggml MXFP4 rows; the reference decodes OpenAI's layout itself.
+TEST(GptOssReference, Mxfp4CheckpointMatchesWithin1em4) {
+  if (on_cuda()) GTEST_SKIP() << "the CUDA backend refuses gpt-oss at load";
+  TempDir dir;
+  engine::tools::ModelWriterOptions options;
+  options.arch = Architecture::GptOss;
+  options.out_dir = dir.path();
+  options.seed = 9;
+  options.mxfp4 = true;
+  engine::tools::write_model(options);
+  auto engine = load(dir.path());
+  const double error = worst_relative_error(engine_logits(*engine, kSequences),
+                                            testing_support::reference_logits(dir.path(), kSequences));
+  EXPECT_LE(error, 1e-4);
+  EXPECT_GT(error, 0.0);
 }
 
 TEST_P(EngineReference, EveryGgufTypeMatchesTheReferenceOnTheSameFile) {

@@ -249,6 +249,27 @@ TEST_F(ToolCallsTest, ParsingToolCallsKeepsSpecialTokens) {
   EXPECT_EQ(str(whole(chat_body(R"("tool_choice": "none")"))["choices"][0]["message"]["content"]), "Hi");
 }
 
+// gpt-oss (--reasoning-parser openai_gptoss): the analysis channel is the reasoning and the final channel
+// the content, whole and streamed, with no harmony marker in either. Its markers are special tokens, so
+// decoding keeps special tokens in every request, tools or not (<|im_end|> stands for one here).
+TEST_F(ToolCallsTest, HarmonyChannelsSplitReasoningFromTheAnswer) {
+  generator_.set_script([](const GenerationRequest&) {
+    std::vector<std::int32_t> out =
+        bytes("<|channel|>analysis<|message|>User greets.<|end|><|start|>assistant<|channel|>final<|message|>Hi");
+    out.insert(out.end(), {kImEnd, kEos});
+    return out;
+  });
+  start([](ApiServerOptions& o) { o.api.parsers.reasoning_parser = "openai_gptoss"; });
+  const std::string body = R"({"messages": [{"role": "user", "content": "Hello"}])";
+  const auto d = whole(body + "}");
+  const auto& message = d["choices"][0]["message"];
+  EXPECT_EQ(str(message["reasoning"]), "User greets.");
+  EXPECT_EQ(str(message["content"]), "Hi<|im_end|>");
+  Streamed s = stream(body + R"(, "stream": true})");
+  EXPECT_EQ(s.choices[0].reasoning, "User greets.");
+  EXPECT_EQ(s.choices[0].content, "Hi<|im_end|>");
+}
+
 TEST_F(ToolCallsTest, WithoutParsersMessagesKeepVllmsShapeAndCompletionsAreUntouched) {
   start_with("<think>x</think>", /*parsers=*/false);
   const auto d = whole(R"({"messages": [{"role": "user", "content": "x"}]})");

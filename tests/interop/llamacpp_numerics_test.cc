@@ -270,7 +270,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, LlamaCppNumerics,
                          testing::Values(Architecture::Qwen3, Architecture::Qwen2, Architecture::Llama,
                                          Architecture::Gemma3, Architecture::Gemma2, Architecture::SmolLM3,
                                          Architecture::Phi3, Architecture::Mistral, Architecture::Qwen3Moe,
-                                         Architecture::Qwen2Moe, Architecture::Mixtral),
+                                         Architecture::Qwen2Moe, Architecture::Mixtral, Architecture::GptOss),
                          arch_name);
 
 TEST_P(LlamaCppNumerics, EngineIsAtLeastAsCloseToTheReferenceAsLlamaCppOnEveryFile) {

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """An independent float64 reference for the engine's decoder-only models (Qwen3, Qwen2, Llama, Gemma 2 and 3,
-SmolLM3).
+SmolLM3, Phi-3, the Qwen and Mixtral mixtures of experts, gpt-oss).
 
 Written from the architectures' definitions, not from the engine's code, with numpy only. It reads a
 Hugging Face model directory (config.json and safetensors, one file or shards listed by
-model.safetensors.index.json; F32, F16 or BF16, and FP8 E4M3 matrices with the scales their config's
-quantization_config names) or a GGUF file (every type in GGML_TYPES below, the K-quants,
-IQ4, MXFP4 and the IQ1/IQ2/IQ3 codebook types included, dequantized here from their block bytes; llama Q/K rows
-un-permuted back to the Hugging Face order), and runs the forward pass in float64.
+model.safetensors.index.json; F32, F16 or BF16, FP8 E4M3 matrices with the scales their config's
+quantization_config names, and gpt-oss's MXFP4 experts as blocks and scales) or a GGUF file (every type in
+GGML_TYPES below, the K-quants, IQ4, MXFP4 and the IQ1/IQ2/IQ3 codebook types included, dequantized here from
+their block bytes; llama Q/K rows un-permuted back to the Hugging Face order), and runs the forward pass in
+float64.
 
 Commands:
   logits  --model PATH --tokens 1,2,3[;4,5,...] --out FILE   logits at every position of every sequence
@@ -475,6 +476,15 @@ def dequant_mxfp4(raw):
     scale = np.ldexp(1.0, b[:, 0:1].astype(np.int64) - 127)
     q = b[:, 1:17]
     return (scale * e2m1_values(np.concatenate([q & 0xF, q >> 4], axis=1))).reshape(-1)
+
+
+def mxfp4_hf_values(blocks, scales):
+    """gpt-oss's safetensors MXFP4 (transformers' layout, not ggml's): blocks (..., G, 16) bytes whose low nibble
+    is the even value and high nibble the odd one, scales (..., G) E8M0 bytes, one per 32 values; the (..., G * 32)
+    values."""
+    codes = np.stack([blocks & 0xF, blocks >> 4], axis=-1).reshape(*blocks.shape[:-1], 32)
+    values = e2m1_values(codes) * np.ldexp(1.0, scales.astype(np.int64) - 127)[..., None]
+    return values.reshape(*blocks.shape[:-2], -1)
 
 
 def quantize_mxfp4(x):
@@ -1426,7 +1436,9 @@ DEQUANT = {
 # ---- safetensors --------------------------------------------------------------------------------------
 
 SAFETENSORS_DTYPES = {"F32": f32_values, "F16": f16_values, "BF16": bf16_values, "F8_E4M3": e4m3_values,
-                      "F64": lambda raw: np.frombuffer(raw, dtype="<f8").astype(F64)}
+                      "F64": lambda raw: np.frombuffer(raw, dtype="<f8").astype(F64),
+                      # gpt-oss's MXFP4 experts: blocks and scales, kept as the bytes they are.
+                      "U8": lambda raw: np.frombuffer(raw, dtype=np.uint8)}
 
 
 class SafetensorsFile:
@@ -1438,13 +1450,19 @@ class SafetensorsFile:
         self.header.pop("__metadata__", None)
         self.base = 8 + length
 
-    def tensor(self, name):
+    def tensor(self, name, index=None):
+        """The tensor; with index, only tensor[index] of its outermost dimension (one expert of a stack), read
+        alone."""
         info = self.header[name]
         begin, end = info["data_offsets"]
+        shape = info["shape"]
+        if index is not None:
+            size = (end - begin) // shape[0]
+            begin, end, shape = begin + index * size, begin + (index + 1) * size, shape[1:]
         raw = self.data[self.base + begin : self.base + end].tobytes()
         if info["dtype"] not in SAFETENSORS_DTYPES:
             raise ValueError(f"{self.path}: {name}: dtype {info['dtype']} is not supported")
-        return SAFETENSORS_DTYPES[info["dtype"]](raw).reshape(info["shape"])
+        return SAFETENSORS_DTYPES[info["dtype"]](raw).reshape(shape)
 
 
 # ---- GGUF ---------------------------------------------------------------------------------------------
@@ -1512,8 +1530,9 @@ class GgufFile:
     def has(self, name):
         return name in self.tensors
 
-    def tensor(self, name):
-        """The tensor in row-major numpy order (GGUF lists dimensions innermost first)."""
+    def tensor(self, name, index=None):
+        """The tensor in row-major numpy order (GGUF lists dimensions innermost first); with index, only
+        tensor[index] of its outermost dimension (one expert of a stack: whole rows, so whole blocks), read alone."""
         dims, type_id, offset = self.tensors[name]
         if type_id not in GGML_NAMES:
             raise ValueError(f"{self.path}: {name}: ggml type {type_id} is not supported")
@@ -1522,8 +1541,12 @@ class GgufFile:
         count = int(np.prod(dims))
         size = count // block_elements * block_bytes
         start = self.data_start + offset
+        shape = list(reversed(dims))
+        if index is not None:
+            size //= shape[0]
+            start, shape = start + index * size, shape[1:]
         raw = self.data[start : start + size].tobytes()
-        return DEQUANT[type_name](raw).reshape(list(reversed(dims)))
+        return DEQUANT[type_name](raw).reshape(shape)
 
 
 # ---- models -------------------------------------------------------------------------------------------
@@ -1692,7 +1715,7 @@ def fp8_scheme(quantization):
     """(scale tensor suffix, [block rows, block cols] or None) of an FP8 checkpoint's quantization_config: quant_method
     fp8 scales blocks by weight_scale_inv (a tensor by weight_scale without weight_block_size); compressed-tensors
     scales by weight_scale per tensor, channel or block. None for an unquantized checkpoint."""
-    if not quantization:
+    if not quantization or quantization["quant_method"] == "mxfp4":  # gpt-oss's experts: their own tensors
         return None
     if quantization["quant_method"] == "fp8":
         block = quantization.get("weight_block_size")
@@ -1713,7 +1736,8 @@ def hf_model(path, cache, max_model_len=None):
             "MistralForCausalLM": "llama", "Gemma3ForCausalLM": "gemma3",
             "Gemma3ForConditionalGeneration": "gemma3", "Gemma2ForCausalLM": "gemma2",
             "SmolLM3ForCausalLM": "smollm3", "Phi3ForCausalLM": "phi3", "Qwen3MoeForCausalLM": "qwen3moe",
-            "Qwen2MoeForCausalLM": "qwen2moe", "MixtralForCausalLM": "mixtral"}.get(top_class)
+            "Qwen2MoeForCausalLM": "qwen2moe", "MixtralForCausalLM": "mixtral",
+            "GptOssForCausalLM": "gpt_oss"}.get(top_class)
     if arch is None:
         raise ValueError(f"{path}: architecture {top_class} is not supported")
     gemma = arch in ("gemma2", "gemma3")
@@ -1731,7 +1755,7 @@ def hf_model(path, cache, max_model_len=None):
     sliding = None
     if "layer_types" in cfg:
         sliding = [t == "sliding_attention" for t in cfg["layer_types"]]
-    elif gemma:  # Gemma 2 alternates, local first
+    elif gemma or arch == "gpt_oss":  # Gemma 2 and gpt-oss alternate, local first
         sliding = every_but_each(cfg["num_hidden_layers"], cfg.get("sliding_window_pattern", 2))
     elif window:
         sliding = [True] * cfg["num_hidden_layers"]
@@ -1767,6 +1791,8 @@ def hf_model(path, cache, max_model_len=None):
         rope_divisors=None,
         tied=cfg.get("tie_word_embeddings", False),
         bias=arch in ("qwen2", "qwen2moe") or cfg.get("attention_bias", False),
+        o_bias=prefix + "layers.0.self_attn.o_proj.bias" in where,  # gpt-oss's attention_bias covers o_proj too
+        sinks=arch == "gpt_oss",
         qk_norm=arch in ("qwen3", "gemma3", "qwen3moe"),
         vocab=cfg["vocab_size"],
         moe=hf_moe(arch, cfg),
@@ -1789,9 +1815,10 @@ def hf_model(path, cache, max_model_len=None):
     count = sum(int(np.prod(f.header[n]["shape"])) for f in set(where.values()) for n in f.header)
     fp8 = fp8_scheme(cfg.get("quantization_config"))
 
-    def tensor(name):
-        """A stored tensor's values; an FP8 matrix's times the scale of each element's block."""
-        values = where[name].tensor(name)
+    def tensor(name, index=None):
+        """A stored tensor's values (index: of one expert of a stack); an FP8 matrix's times the scale of each
+        element's block."""
+        values = where[name].tensor(name, index)
         if where[name].header[name]["dtype"] != "F8_E4M3":
             return values
         scale_name, block = fp8
@@ -1807,6 +1834,10 @@ def hf_model(path, cache, max_model_len=None):
             return split_rows(tensor(stacked), phi3_row_counts(config, stacked))[index]
         if arch == "mixtral":
             name = mixtral_name(name)
+        if arch == "gpt_oss" and ".mlp.experts." in name:
+            return gpt_oss_expert(name, prefix, tensor, where)
+        if arch == "gpt_oss":
+            name = name.replace(".mlp.gate.", ".mlp.router.")
         if name.startswith("model."):
             name = prefix + name[len("model."):]
         elif name == "lm_head.weight" and prefix == "language_model.model.":
@@ -1823,6 +1854,10 @@ def hf_moe(arch, cfg):
     if arch == "mixtral":
         return {"experts": cfg["num_local_experts"], "top_k": cfg["num_experts_per_tok"], "norm": True,
                 "shared": False, "sparse": [True] * cfg["num_hidden_layers"]}
+    if arch == "gpt_oss":  # see mixture(): limit marks gpt-oss's router and experts
+        top_k = cfg.get("num_experts_per_tok") or cfg["experts_per_token"]  # the latter in older files
+        return {"experts": cfg["num_local_experts"], "top_k": top_k, "norm": True, "shared": False,
+                "sparse": [True] * cfg["num_hidden_layers"], "limit": cfg.get("swiglu_limit", 7.0)}
     if arch not in ("qwen3moe", "qwen2moe"):
         return None
     step = cfg.get("decoder_sparse_step", 1)
@@ -1830,6 +1865,26 @@ def hf_moe(arch, cfg):
     return {"experts": cfg["num_experts"], "top_k": cfg["num_experts_per_tok"],
             "norm": cfg.get("norm_topk_prob", False), "shared": arch == "qwen2moe",
             "sparse": [i not in dense and (i + 1) % step == 0 for i in range(cfg["num_hidden_layers"])]}
+
+
+def gpt_oss_expert(name, prefix, tensor, where):
+    """One expert's matrix (nn.Linear's orientation, [out, in]) or bias, by Qwen's name (model.layers.N.mlp.experts.
+    E.gate_proj.weight), from gpt-oss's stacks: gate_up_proj [E, H, 2I] and down_proj [E, I, H], stored for x @ W,
+    or as MXFP4 blocks and scales ([E, out, in / 32, 16] and [E, out, in / 32]) in nn.Linear's orientation; the
+    biases gate_up_proj_bias [E, 2I] and down_proj_bias [E, H]. gate_up interleaves its outputs: gate the even
+    ones, up the odd."""
+    _, _, layer, _, _, expert, matrix, kind = name.split(".")
+    stack = f"{prefix}layers.{layer}.mlp.experts." + ("down_proj" if matrix == "down_proj" else "gate_up_proj")
+    expert = int(expert)
+    if kind == "bias":
+        values = tensor(stack + "_bias", expert)
+    elif stack + "_blocks" in where:
+        values = mxfp4_hf_values(tensor(stack + "_blocks", expert), tensor(stack + "_scales", expert))
+    else:
+        values = tensor(stack, expert).T
+    if matrix == "down_proj":
+        return values
+    return values[0::2] if matrix == "gate_proj" else values[1::2]
 
 
 # Mixtral's names for a mixture's parts (the forward pass asks for Qwen's).
@@ -1848,9 +1903,11 @@ def mixtral_name(name):
 
 # GGUF's stacked experts: (tensor, which expert) for a Hugging Face expert name; its router and shared expert.
 GGUF_EXPERT_NAMES = {"gate_proj.weight": "ffn_gate_exps.weight", "up_proj.weight": "ffn_up_exps.weight",
-                     "down_proj.weight": "ffn_down_exps.weight"}
+                     "down_proj.weight": "ffn_down_exps.weight", "gate_proj.bias": "ffn_gate_exps.bias",
+                     "up_proj.bias": "ffn_up_exps.bias", "down_proj.bias": "ffn_down_exps.bias"}
 GGUF_MOE_LAYER_NAMES = {
     "mlp.gate.weight": "ffn_gate_inp.weight",
+    "mlp.gate.bias": "ffn_gate_inp.bias",
     "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
     "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
     "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
@@ -1902,6 +1959,7 @@ GGUF_LAYER_NAMES = {
     "self_attn.q_norm.weight": "attn_q_norm.weight",
     "self_attn.k_norm.weight": "attn_k_norm.weight",
     "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.o_proj.bias": "attn_output.bias",
     "post_attention_layernorm.weight": "ffn_norm.weight",
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
@@ -1912,6 +1970,11 @@ GGUF_GEMMA3_LAYER_NAMES = dict(GGUF_LAYER_NAMES, **{
     "post_attention_layernorm.weight": "post_attention_norm.weight",
     "pre_feedforward_layernorm.weight": "ffn_norm.weight",
     "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+})
+# gpt-oss's norm before the mixture, and its attention sinks.
+GGUF_GPT_OSS_LAYER_NAMES = dict(GGUF_LAYER_NAMES, **{
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "self_attn.sinks": "attn_sinks.weight",
 })
 GGUF_GLOBAL_NAMES = {
     "model.embed_tokens.weight": "token_embd.weight",
@@ -1930,7 +1993,8 @@ def gguf_model(path, cache, max_model_len=None):
     g = GgufFile(path)
     meta = g.metadata
     arch = meta["general.architecture"]
-    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3", "smollm3", "phi3", "qwen3moe", "qwen2moe"):
+    if arch not in ("qwen3", "qwen2", "llama", "gemma2", "gemma3", "smollm3", "phi3", "qwen3moe", "qwen2moe",
+                    "gpt-oss"):
         raise ValueError(f"{path}: general.architecture {arch} is not supported")
     gemma = arch in ("gemma2", "gemma3")
     p = arch + "."
@@ -1984,31 +2048,36 @@ def gguf_model(path, cache, max_model_len=None):
         rope_divisors=divisors,
         tied=not g.has("output.weight"),
         bias=g.has("blk.0.attn_q.bias"),
+        o_bias=g.has("blk.0.attn_output.bias"),
+        sinks=arch == "gpt-oss",
         qk_norm=g.has("blk.0.attn_q_norm.weight"),
         vocab=int(embed_dims[1]),
         # llama.cpp's mixtures: every layer sparse, the chosen weights renormalized but in qwen2moe files;
-        # Mixtral is a llama file with experts.
-        moe={"experts": int(meta[p + "expert_count"]), "top_k": int(meta[p + "expert_used_count"]),
-             "norm": arch != "qwen2moe", "shared": arch == "qwen2moe", "sparse": [True] * layers}
+        # Mixtral is a llama file with experts. gpt-oss's SwiGLU limit is fixed in llama.cpp (no key).
+        moe=dict({"experts": int(meta[p + "expert_count"]), "top_k": int(meta[p + "expert_used_count"]),
+                  "norm": arch != "qwen2moe", "shared": arch == "qwen2moe", "sparse": [True] * layers},
+                 **({"limit": 7.0} if arch == "gpt-oss" else {}))
         if int(meta.get(p + "expert_count", 0)) > 1 else None,
         gemma=gemma,
         # What llama.cpp's gemma2 and gemma3 loaders fix: norms stored as w + 1 already, the embedding times
         # sqrt(hidden) unrounded, q scaled by head_dim^-0.5 (hidden / heads for the 27B models: 46 layers in
         # Gemma 2, 62 in Gemma 3), Gemma 3's every sixth layer global and the others over the window with RoPE
-        # base 10000, Gemma 2's every other layer; Gemma 2's caps as keys.
+        # base 10000, Gemma 2's every other layer; Gemma 2's caps as keys. gpt-oss: every other layer over the
+        # window, the first among them (llama.cpp's swa pattern 2).
         norm_plus_one=False,
         embed_scale=math.sqrt(hidden) if gemma else None,
         query_scale=(hidden // heads if layers == (62 if arch == "gemma3" else 46) else head_dim) ** -0.5 if gemma
         else 1 / math.sqrt(head_dim),
         window=window,
-        sliding=(every_but_each(layers, 6 if arch == "gemma3" else 2) if gemma else [True] * layers) if window
-        else None,
+        sliding=(every_but_each(layers, 6 if arch == "gemma3" else 2) if gemma or arch == "gpt-oss"
+                 else [True] * layers) if window else None,
         local_theta=10000.0 if arch == "gemma3" and window else None,
         attn_softcap=meta.get(p + "attn_logit_softcapping"),
         final_softcap=meta.get(p + "final_logit_softcapping"),
         rope_layers=every_but_each(layers, 4) if arch == "smollm3" else None,  # llama.cpp's fixed step
     )
-    layer_names = GGUF_GEMMA3_LAYER_NAMES if gemma else GGUF_LAYER_NAMES
+    layer_names = GGUF_GEMMA3_LAYER_NAMES if gemma else GGUF_GPT_OSS_LAYER_NAMES if arch == "gpt-oss" \
+        else GGUF_LAYER_NAMES
 
     def fetch(name):
         if arch == "phi3" and (fused := phi3_fused_part(name)) and g.has(gguf_phi3_name(fused[0])):
@@ -2017,7 +2086,7 @@ def gguf_model(path, cache, max_model_len=None):
         if name.startswith("model.layers.") and ".mlp.experts." in name:
             _, _, layer, rest = name.split(".", 3)
             _, _, expert, matrix = rest.split(".", 3)
-            return g.tensor(f"blk.{layer}.{GGUF_EXPERT_NAMES[matrix]}")[int(expert)]
+            return g.tensor(f"blk.{layer}.{GGUF_EXPERT_NAMES[matrix]}", int(expert))
         if name.startswith("model.layers.") and name.split(".", 3)[3] in GGUF_MOE_LAYER_NAMES:
             _, _, layer, rest = name.split(".", 3)
             w = g.tensor(f"blk.{layer}.{GGUF_MOE_LAYER_NAMES[rest]}")
@@ -2091,22 +2160,41 @@ def swiglu_mlp(h, prefix, w):
     return (silu(gate) * (h @ w(prefix + "up_proj.weight").T)) @ w(prefix + "down_proj.weight").T
 
 
+def clamped_swiglu_expert(h, prefix, w, limit):
+    """gpt-oss's expert: gate and up with biases, gate capped above and up clipped both ways at `limit`, then
+    gate * sigmoid(1.702 gate) * (up + 1) through down, plus its bias."""
+    gate = np.minimum(h @ w(prefix + "gate_proj.weight").T + w(prefix + "gate_proj.bias"), limit)
+    up = np.clip(h @ w(prefix + "up_proj.weight").T + w(prefix + "up_proj.bias"), -limit, limit)
+    glu = gate / (1.0 + np.exp(-1.702 * gate))
+    return ((up + 1.0) * glu) @ w(prefix + "down_proj.weight").T + w(prefix + "down_proj.bias")
+
+
 def mixture(h, moe, p, w):
     """A mixture-of-experts block as transformers computes Qwen's and Mixtral's: the softmax of the router's
     scores, each token's top_k experts (ties to the lower index), their weights renormalized where the config
     says, the experts' outputs summed with those weights; Qwen2-MoE's shared expert added times the sigmoid of
-    its gate."""
+    its gate. gpt-oss's (moe["limit"] set): the router has a bias, the top_k are chosen by its logits and only
+    those k are softmaxed, the experts are clamped_swiglu_expert."""
+    oai = moe.get("limit") is not None
     scores = h @ w(p + "mlp.gate.weight").T
-    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    probs /= probs.sum(axis=-1, keepdims=True)
+    if oai:
+        probs = scores + w(p + "mlp.gate.bias")  # the logits: the softmax comes after the choice
+    else:
+        probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        probs /= probs.sum(axis=-1, keepdims=True)
     out = np.zeros_like(h)
     for t in range(h.shape[0]):
         chosen = sorted(range(moe["experts"]), key=lambda e: (-probs[t, e], e))[:moe["top_k"]]
         weights = probs[t, chosen]
-        if moe["norm"]:
+        if oai:
+            weights = np.exp(weights - weights.max())
+            weights /= weights.sum()
+        elif moe["norm"]:
             weights = weights / weights.sum()
         for e, weight in zip(chosen, weights):
-            out[t] += weight * swiglu_mlp(h[t:t + 1], f"{p}mlp.experts.{e}.", w)[0]
+            prefix = f"{p}mlp.experts.{e}."
+            out[t] += weight * (clamped_swiglu_expert(h[t:t + 1], prefix, w, moe["limit"]) if oai
+                                else swiglu_mlp(h[t:t + 1], prefix, w))[0]
     if moe["shared"]:
         gate = 1.0 / (1.0 + np.exp(-(h @ w(p + "mlp.shared_expert_gate.weight").T)))
         out += gate * swiglu_mlp(h, p + "mlp.shared_expert.", w)
@@ -2170,11 +2258,21 @@ def forward(model, tokens, hidden=False):
             if getattr(c, "attn_softcap", None):  # Gemma 2
                 scores = c.attn_softcap * np.tanh(scores / c.attn_softcap)
             scores[masked] = -np.inf
-            scores -= scores.max(axis=-1, keepdims=True)
-            probs = np.exp(scores)
-            probs /= probs.sum(axis=-1, keepdims=True)
+            if getattr(c, "sinks", False):
+                # gpt-oss's attention sink: one more logit per head in every row's softmax, its value dropped, so
+                # it only takes probability away from the keys.
+                sink = w(p + "self_attn.sinks")[head]
+                top = np.maximum(scores.max(axis=-1, keepdims=True), sink)
+                probs = np.exp(scores - top)
+                probs /= probs.sum(axis=-1, keepdims=True) + np.exp(sink - top)
+            else:
+                scores -= scores.max(axis=-1, keepdims=True)
+                probs = np.exp(scores)
+                probs /= probs.sum(axis=-1, keepdims=True)
             out[:, head, :] = probs @ v[:, kv, :]
         attn = out.reshape(T, c.heads * c.head_dim) @ w(p + "self_attn.o_proj.weight").T
+        if getattr(c, "o_bias", False):
+            attn = attn + w(p + "self_attn.o_proj.bias")
         if gemma:  # Gemma's norms around each sub-block: its output is normed before the residual add
             x = x + norm(attn, p + "post_attention_layernorm.weight")
             h = norm(x, p + "pre_feedforward_layernorm.weight")

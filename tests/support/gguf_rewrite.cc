@@ -38,7 +38,9 @@ int write_random_block_copy(const std::filesystem::path& src, const std::filesys
   rewrite_gguf(
       src, dst,
       [&](const engine::format::GgufTensor& t, std::span<const std::byte> data) -> std::optional<RestoredTensor> {
-        if (t.dims.size() != 2 || t.dims[0] % 256 != 0 || t.type == nullptr || t.type->name != "F32") {
+        // Matrices only: gpt-oss's stacked expert biases are 2-D too, but vectors to llama.cpp and the engine.
+        if (t.dims.size() != 2 || t.dims[0] % 256 != 0 || t.type == nullptr || t.type->name != "F32" ||
+            t.name.ends_with(".bias")) {
           return std::nullopt;
         }
         std::vector<float> values(t.elements());

@@ -172,7 +172,7 @@ TEST(ModelConfig, RefusesFieldsThatChangeTheArithmeticByName) {
                         "(Phi3ForCausalLM rotates part of each)"));
   EXPECT_THAT(error_of(llama_with(R"("rope_parameters":{"rope_type":"default","partial_rotary_factor":0.75})")),
               HasSubstr("'partial_rotary_factor' is 0.750000"));
-  for (const char* method : {"awq", "gptq", "bitsandbytes", "mxfp4"}) {
+  for (const char* method : {"awq", "gptq", "bitsandbytes", "nvfp4"}) {
     const auto e = error_of(llama_with(R"("quantization_config":{"quant_method":")" + std::string(method) + R"("})"));
     EXPECT_THAT(e, HasSubstr("quantization_config with quant_method '" + std::string(method) + "' is not supported"));
     EXPECT_THAT(e, HasSubstr("FP8 safetensors (quant_method fp8, or compressed-tensors float-quantized)"));

@@ -733,6 +733,30 @@ TEST(ModelWriterRealTokenizer, Qwen3TokenizerIsCopiedAndDescribedInGguf) {
   EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{151645}));
 }
 
+// gpt-oss's o200k tokenizer: its pre-tokenizer is the one llama.cpp names gpt-4o, and the GGUF form encodes as
+// tokenizer.json does, harmony's markers included.
+TEST(ModelWriterRealTokenizer, GptOssTokenizerIsDescribedInGgufAsGpt4o) {
+  const fs::path dir = fs::path(TEST_NODE_MODULES) / "@lenml" / "tokenizer-gptoss" / "models";
+  ASSERT_TRUE(fs::is_regular_file(dir / "tokenizer.json")) << "run scripts/install-test-peers.sh";
+  const auto spec = tokenizer_from_directory(dir);
+  EXPECT_EQ(spec.gguf_pre, "gpt-4o");
+  format::GgufWriter writer;
+  writer.add_metadata("general.architecture", format::GgufValue::string("gpt-oss"));
+  for (auto& [key, value] : gguf_tokenizer_metadata(spec, spec.tokens.size()))
+    writer.add_metadata(key, std::move(value));
+  const auto bytes = writer.serialize();
+  const auto layout = format::parse_gguf(bytes, "tokenizer.gguf");
+  const auto gguf = tokenizer::Tokenizer::from_gguf(layout, "tokenizer.gguf");
+  const auto json = tokenizer::Tokenizer::from_directory(dir);
+  for (const std::string& text :
+       {std::string(tokenizer_sample_text()),
+        std::string("<|start|>assistant<|channel|>analysis<|message|>2+2=4.<|end|><|start|>assistant<|channel|>final"
+                    "<|message|>It's 4.<|return|>"),
+        std::string("Grüße aus Köln — 東京 🙂 x = f(y);\n\n  indented 12345")}) {
+    EXPECT_EQ(gguf.encode(text), json.encode(text)) << text;
+  }
+}
+
 }  // namespace
 // Phi-3 as its checkpoints and llama.cpp's converter lay it out: q/k/v and gate/up stacked (qkv_proj,
 // gate_up_proj; attn_qkv, ffn_up), RoPE over three quarters of each head, LongRoPE's factors in config.json
@@ -1031,6 +1055,52 @@ TEST(ModelWriterFp8, ChannelAndTensorScalesAreCompressedTensors) {
               HasSubstr("--fp8 int4: unknown FP8 scaling (expected block, channel or tensor)"));
   EXPECT_THAT(usage_error({"--arch", "qwen3", "--preset", "tiny", "--out", "/tmp/x", "--gguf", "F8_E4M3"}),
               HasSubstr("--gguf F8_E4M3"));
+}
+
+}  // namespace
+}  // namespace engine::tools
+
+namespace engine::tools {
+namespace {
+
+// gpt-oss's two Hugging Face forms: fused float experts in x · W orientation, or OpenAI's MXFP4 blocks and scales
+// (U8) with quantization_config mxfp4; the GGUF file's experts split as llama.cpp's, their biases F32.
+TEST(ModelWriterGptOss, FusedExpertsOrMxfp4BlocksAndSplitGgufExperts) {
+  const TempDir dir;
+  const auto options = parse_model_writer_args(std::vector<std::string>{
+      "--arch", "gpt-oss", "--preset", "tiny", "--out", dir.path().string(), "--mxfp4", "--gguf", "Q8_0"});
+  EXPECT_TRUE(options.mxfp4);
+  const auto written = write_model(options);
+  const auto hf = model::read_hf_config(dir / "config.json");
+  EXPECT_EQ(hf.architecture, model::Architecture::GptOss);
+  EXPECT_TRUE(hf.mxfp4_experts);
+  const auto shard = format::SafetensorsFile::open(dir / "model.safetensors");
+  const std::uint64_t experts = hf.moe->num_experts, inter = hf.moe->expert_intermediate_size;
+  const auto* blocks = shard.find("model.layers.1.mlp.experts.gate_up_proj_blocks");
+  ASSERT_NE(blocks, nullptr);
+  EXPECT_EQ(blocks->dtype, format::SafetensorsDType::U8);
+  EXPECT_EQ(blocks->shape, (std::vector<std::uint64_t>{experts, 2 * inter, hf.hidden_size / 32, 16}));
+  EXPECT_EQ(shard.find("model.layers.1.mlp.experts.gate_up_proj"), nullptr);
+  ASSERT_NE(shard.find("model.layers.1.self_attn.sinks"), nullptr);
+  ASSERT_NE(shard.find("model.layers.1.self_attn.o_proj.bias"), nullptr);
+
+  const auto gguf = format::GgufFile::open(dir / gguf_file_name(quant::WeightType::Q8_0));
+  const auto* gate = gguf.layout().find_tensor("blk.1.ffn_gate_exps.weight");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->dims, (std::vector<std::uint64_t>{hf.hidden_size, inter, experts}));
+  const auto* bias = gguf.layout().find_tensor("blk.1.ffn_up_exps.bias");
+  ASSERT_NE(bias, nullptr);
+  EXPECT_EQ(bias->type->name, "F32");
+  ASSERT_NE(gguf.layout().find_tensor("blk.1.post_attention_norm.weight"), nullptr);
+
+  const TempDir other;
+  try {
+    write_model(parse_model_writer_args(
+        std::vector<std::string>{"--arch", "qwen3moe", "--preset", "tiny", "--out", other.path().string(), "--mxfp4"}));
+    ADD_FAILURE() << "--mxfp4 with --arch qwen3moe was written";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("--mxfp4 is gpt-oss's checkpoint form"));
+  }
 }
 
 }  // namespace

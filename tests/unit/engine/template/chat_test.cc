@@ -1,4 +1,5 @@
 // render_chat and chat_context: the variables transformers passes, with the test data templates.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -127,6 +128,70 @@ TEST(ChatTemplates, Qwen25StyleToolsBlockAndUnknownRoles) {
   } catch (const tpl::TemplateError& e) {
     EXPECT_EQ(e.message(), "Unexpected message role: narrator");
   }
+}
+
+// gpt-oss's harmony format: the template's own system message (date, reasoning effort, channels), the
+// caller's system message and tools as the developer message, a finished turn's reasoning dropped, and the
+// last turn's analysis kept when no generation prompt follows.
+TEST(ChatTemplates, HarmonyChannelsAndDeveloperMessage) {
+  const auto t = tpl::ChatTemplate::parse(data_template("harmony.jinja"));
+  tpl::ChatInputs inputs;
+  inputs.messages_json = R"([{"role": "system", "content": "Be brief."},
+                             {"role": "user", "content": "Hi"},
+                             {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet back."},
+                             {"role": "user", "content": "2+2?"}])";
+  inputs.add_generation_prompt = true;
+  inputs.extra_kwargs_json = R"({"reasoning_effort": "high"})";
+  EXPECT_EQ(tpl::render_chat(t, inputs, pinned_clock()),
+            "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+            "Knowledge cutoff: 2024-06\nCurrent date: 2025-03-05\n\nReasoning: high\n\n"
+            "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>"
+            "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|>"
+            "<|start|>user<|message|>Hi<|end|>"
+            "<|start|>assistant<|channel|>final<|message|>Hello!<|end|>"
+            "<|start|>user<|message|>2+2?<|end|><|start|>assistant");
+
+  inputs.messages_json = R"([{"role": "user", "content": "Hi"},
+                             {"role": "assistant", "content": "Hello!", "thinking": "Greet back."}])";
+  inputs.add_generation_prompt = false;
+  inputs.extra_kwargs_json = "";
+  EXPECT_THAT(tpl::render_chat(t, inputs, pinned_clock()),
+              ::testing::EndsWith("Reasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must "
+                                  "be included for every message.<|end|><|start|>user<|message|>Hi<|end|>"
+                                  "<|start|>assistant<|channel|>analysis<|message|>Greet back.<|end|>"
+                                  "<|start|>assistant<|channel|>final<|message|>Hello!<|return|>"));
+}
+
+// Tools: the routing line in the system message, a TypeScript namespace in the developer message, calls on
+// the commentary channel with their reasoning kept while the turn is open, and results from functions.NAME.
+TEST(ChatTemplates, HarmonyToolsAndCalls) {
+  const auto t = tpl::ChatTemplate::parse(data_template("harmony.jinja"));
+  tpl::ChatInputs inputs;
+  inputs.messages_json = R"([{"role": "user", "content": "Weather?"},
+                             {"role": "assistant", "content": null, "reasoning_content": "Need the tool.",
+                              "tool_calls": [{"function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                             {"role": "tool", "content": "{\"temp\": 3}"}])";
+  inputs.tools_json = R"([{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+      "parameters": {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string", "description": "City name"},
+        "unit": {"type": "string", "enum": ["c", "f"], "default": "c"},
+        "days": {"type": "array", "items": {"type": "integer"}}}}}}])";
+  inputs.add_generation_prompt = true;
+  EXPECT_EQ(
+      tpl::render_chat(t, inputs, pinned_clock()),
+      "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+      "Knowledge cutoff: 2024-06\nCurrent date: 2025-03-05\n\nReasoning: medium\n\n"
+      "# Valid channels: analysis, commentary, final. Channel must be included for every message.\n"
+      "Calls to these tools must go to the commentary channel: 'functions'.<|end|>"
+      "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n"
+      "// Current weather\ntype get_weather = (_: {\n// City name\ncity: string,\n"
+      "unit?: \"c\" | \"f\", // default: \"c\",\ndays?: number[],\n}) => any;\n\n"
+      "} // namespace functions<|end|>"
+      "<|start|>user<|message|>Weather?<|end|>"
+      "<|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|>"
+      "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Oslo\"}<|call|>"
+      "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{\"temp\": 3}<|end|>"
+      "<|start|>assistant");
 }
 
 TEST(ChatTemplates, StrftimeNowUsesTheInjectedClock) {

@@ -55,6 +55,20 @@ TEST(ChatParsing, SpecialTokensAreKeptOnlyWhenAParserThatNeedsThemReadsCalls) {
   EXPECT_FALSE(parser_needs_special_tokens(with_tools(ToolChoice::kNone), auto_tools("hermes")));
 }
 
+// gpt-oss's harmony markers are special tokens: its reasoning parser needs them in every request, tools or
+// not; structured outputs then wait for the final channel rather than </think>.
+TEST(ChatParsing, HarmonyKeepsSpecialTokensAndEndsAtTheFinalChannel) {
+  ChatParserOptions options;
+  options.reasoning_parser = "openai_gptoss";
+  EXPECT_TRUE(parser_needs_special_tokens(ChatRequest{}, options));
+  const ChatParsing parsing = chat_parsing(ChatRequest{}, options, "<|start|>assistant");
+  EXPECT_TRUE(parsing.starts_in_reasoning);
+  EXPECT_EQ(parsing.reasoning_end, "<|channel|>final<|message|>");
+  options.reasoning_parser = "qwen3";
+  EXPECT_FALSE(parser_needs_special_tokens(ChatRequest{}, options));
+  EXPECT_EQ(chat_parsing(ChatRequest{}, options, "").reasoning_end, "</think>");
+}
+
 TEST(ChatParsing, ParsersFollowTheFlagsAndTheRequest) {
   EXPECT_FALSE(chat_parsing(with_tools(ToolChoice::kNone), auto_tools("hermes"), "").make_parser);
 

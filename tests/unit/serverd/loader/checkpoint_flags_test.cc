@@ -66,6 +66,13 @@ TEST(CheckpointFlags, LoadFormatAndQuantizationMustMatchTheFiles) {
   EXPECT_THAT(refusal(o, kQuantizedGguf), HasSubstr("--quantization fp8: the model is a GGUF file"));
   o.quantization = "compressed-tensors";
   EXPECT_THAT(refusal(o, kFp8Safetensors), HasSubstr("the model is an FP8 checkpoint"));
+  // gpt-oss as OpenAI publishes it.
+  CheckpointFacts mxfp4 = kBf16Safetensors;
+  mxfp4.quant_method = "mxfp4";
+  o.quantization = "mxfp4";
+  EXPECT_THAT(check_checkpoint_flags(o, mxfp4),
+              ElementsAre(HasSubstr("--quantization mxfp4: the model is a checkpoint with MXFP4 experts")));
+  EXPECT_THAT(refusal(o, kFp8Safetensors), HasSubstr("--quantization mxfp4: the model is an FP8 checkpoint"));
   o.quantization = "None";
   EXPECT_THAT(check_checkpoint_flags(o, kBf16Safetensors), IsEmpty());
 }

@@ -8,12 +8,16 @@
 
 #include <fstream>
 #include <set>
+#include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "base/flags.h"
+#include "serverd/parsers/reasoning_parser.h"
+#include "serverd/parsers/tool_call_parser.h"
 
 namespace serverd {
 namespace {
@@ -167,20 +171,48 @@ TEST(FlagTable, HelpListsEveryFlag) {
   EXPECT_THAT(help, HasSubstr("--enable-prefix-caching, --no-enable-prefix-caching"));
 }
 
-TEST(FlagTable, DocsListEveryFlagWithItsStatus) {
+std::string serverd_docs() {
   std::ifstream in(std::string(PROJECT_SOURCE_DIR) + "/docs/serverd.md");
   std::stringstream docs;
   docs << in.rdbuf();
-  const std::string text = docs.str();
-  ASSERT_FALSE(text.empty());
+  return docs.str();
+}
+
+// The flag's row of docs/serverd.md's flag table ("| `--name ...` | status | ..."), or "" when it has none.
+std::string docs_row(const std::string& docs, const FlagRow& row) {
+  const auto at = docs.find("| `" + name_of(row));
+  return at == std::string::npos ? std::string() : docs.substr(at, docs.find('\n', at) - at);
+}
+
+const FlagRow& flag_row(std::string_view name) {
   for (const FlagRow& row : server_flag_table()) {
-    // A table row of the flag: "| `--name ...` | status | ...".
-    const std::string cell = "| `" + name_of(row);
-    const auto at = text.find(cell);
-    ASSERT_NE(at, std::string::npos) << name_of(row) << " is missing from docs/serverd.md's flag table";
-    const std::string line = text.substr(at, text.find('\n', at) - at);
+    if (row.name == name) return row;
+  }
+  throw std::logic_error("no flag " + std::string(name));
+}
+
+TEST(FlagTable, DocsListEveryFlagWithItsStatus) {
+  const std::string docs = serverd_docs();
+  ASSERT_FALSE(docs.empty());
+  for (const FlagRow& row : server_flag_table()) {
+    const std::string line = docs_row(docs, row);
+    ASSERT_FALSE(line.empty()) << name_of(row) << " is missing from docs/serverd.md's flag table";
     EXPECT_THAT(line, HasSubstr("| " + std::string(status_name(row.status)) + " |")) << line;
   }
+}
+
+// The parser flags' sentence, in --help and in the docs, names every parser the registries know.
+TEST(FlagTable, ParserFlagsNameEveryParser) {
+  const std::string docs = serverd_docs();
+  const auto expect_names = [&](std::string_view flag, std::span<const std::string_view> names) {
+    const FlagRow& row = flag_row(flag);
+    for (const std::string_view name : names) {
+      EXPECT_THAT(std::string(row.text), HasSubstr(name)) << flag;
+      EXPECT_THAT(docs_row(docs, row), HasSubstr(name)) << flag;
+    }
+  };
+  expect_names("reasoning-parser", parsers::reasoning_parser_names());
+  expect_names("tool-call-parser", parsers::tool_call_parser_names());
 }
 
 }  // namespace

@@ -9,15 +9,17 @@
 namespace serverd::parsers {
 namespace {
 
-TEST(ReasoningRegistry, KnowsQwen3AndDeepSeekR1) {
-  EXPECT_THAT(reasoning_parser_names(), ::testing::ElementsAre("deepseek_r1", "qwen3"));
+TEST(ReasoningRegistry, KnowsQwen3DeepSeekR1AndGptOss) {
+  EXPECT_THAT(reasoning_parser_names(), ::testing::ElementsAre("deepseek_r1", "openai_gptoss", "qwen3"));
   EXPECT_EQ(make_reasoning_parser("qwen3")->name(), "qwen3");
   EXPECT_EQ(make_reasoning_parser("deepseek_r1")->name(), "deepseek_r1");
+  EXPECT_EQ(make_reasoning_parser("openai_gptoss")->name(), "openai_gptoss");
   try {
     make_reasoning_parser("deepseek_v3\n");
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown reasoning parser 'deepseek_v3\\n': choose one of deepseek_r1, qwen3");
+    EXPECT_STREQ(e.what(),
+                 "unknown reasoning parser 'deepseek_v3\\n': choose one of deepseek_r1, openai_gptoss, qwen3");
   }
 }
 

@@ -76,6 +76,16 @@ const std::vector<std::string> kReasoning = {
     "",
 };
 
+// gpt-oss's harmony channels (openai_gptoss): every marker cut at every byte.
+const std::vector<std::string> kHarmony = {
+    "<|channel|>analysis<|message|>User asks 2+2.<|end|><|start|>assistant<|channel|>final<|message|>4.",
+    "<|channel|>final<|message|>No thinking <|b|> here",
+    "<|channel|>analysis<|message|>cut short <|en",
+    "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>commentary to=functions.f "
+    "<|constrain|>json<|message|>{\"x\": 1}<|call|>",
+    "plain <|start text",
+};
+
 TEST(SplitInvariance, Hermes) {
   for (const std::string& text : kHermes) expect_split_invariant("hermes", text);
 }
@@ -97,6 +107,14 @@ TEST(SplitInvariance, Reasoning) {
     expect_reasoning_split_invariant("qwen3", text);
     expect_reasoning_split_invariant("deepseek_r1", text);
     expect_reasoning_split_invariant("qwen3", text, {.enable_thinking = false});
+    expect_reasoning_split_invariant("openai_gptoss", text);
+  }
+}
+
+TEST(SplitInvariance, Harmony) {
+  for (const std::string& text : kHarmony) {
+    expect_reasoning_split_invariant("openai_gptoss", text);
+    expect_reasoning_split_invariant("qwen3", text);
   }
 }
 
@@ -104,7 +122,7 @@ TEST(SplitInvariance, Reasoning) {
 // must stream the same way too.
 TEST(SplitInvariance, EveryParserOnEveryFamilysText) {
   for (const std::string_view parser : tool_call_parser_names()) {
-    for (const auto* corpus : {&kHermes, &kLlama3Json, &kMistral, &kPythonic, &kReasoning}) {
+    for (const auto* corpus : {&kHermes, &kLlama3Json, &kMistral, &kPythonic, &kReasoning, &kHarmony}) {
       for (const std::string& text : *corpus) expect_split_invariant(parser, text);
     }
   }
