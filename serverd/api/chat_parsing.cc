@@ -56,6 +56,8 @@ ChatParsing chat_parsing(const ChatRequest& request, const ChatParserOptions& op
   parsers::ReasoningOptions reasoning;
   reasoning.enable_thinking = request.enable_thinking;
   reasoning.prompt_closes_reasoning = parsing.reasoning && parsers::prompt_closes_reasoning(prompt);
+  // openai reads calls in harmony's own syntax, which the reasoning parser would otherwise strip.
+  reasoning.keep_function_calls = parsing.auto_tools && options.tool_call_parser == "openai";
   if (parsing.reasoning) {
     const auto probe = parsers::make_reasoning_parser(options.reasoning_parser, reasoning);
     parsing.starts_in_reasoning = probe->in_reasoning() && !probe->passes_through();

@@ -6,7 +6,9 @@
 // (`<|return|>`, the end of the turn, is an end-of-sequence token and never reaches the text).
 // - an `analysis` message's text is reasoning; every other channel's text is content: `final`, and
 //   `commentary` too, whose tool calls (`to=functions.NAME`) are not read here: their arguments reach
-//   content as text and the recipient is dropped with the rest of the header;
+//   content as text and the recipient is dropped with the rest of the header, unless a tool-call parser
+//   that reads harmony follows (`keep_function_calls`): then a message to `functions.*` passes on whole,
+//   as `<|channel|>CHANNEL to=RECIPIENT <|constrain|>TYPE<|message|>TEXT` and its end marker, for it;
 // - headers (`<|start|>ROLE`, `<|channel|>NAME ...` up to `<|message|>`) and message ends (`<|end|>`,
 //   `<|return|>`, `<|call|>`) are structure and reach neither field;
 // - text outside any message (a model that ignored the format) is content;
@@ -15,12 +17,15 @@
 
 #include <string>
 
+#include "serverd/parsers/harmony_reader.h"
 #include "serverd/parsers/reasoning_parser.h"
 
 namespace serverd::parsers {
 
-class HarmonyReasoningParser final : public ReasoningParser {
+class HarmonyReasoningParser final : public ReasoningParser, private HarmonyReader::Handler {
  public:
+  explicit HarmonyReasoningParser(bool keep_function_calls = false) : keep_function_calls_(keep_function_calls) {}
+
   ReasoningDelta feed(std::string_view text) override;
   ReasoningDelta finish() override;
   std::string_view name() const override { return "openai_gptoss"; }
@@ -31,19 +36,18 @@ class HarmonyReasoningParser final : public ReasoningParser {
   std::string_view end_marker() const override;
 
  private:
-  enum class State { kOutside, kHeader, kBody };
+  void on_text(std::string_view text, const HarmonyHeader* header) override;
+  void on_begin(const HarmonyHeader& header) override;
+  void on_end(const HarmonyHeader& header, std::string_view marker) override;
+  // The message being read passes on whole, markers included, for the tool-call parser.
+  bool passes_whole(const HarmonyHeader& header) const;
 
-  // Moves through `pending_` as far as it can tell, appending message text to `out`.
-  void advance(ReasoningDelta& out);
-  std::string& field(ReasoningDelta& out) const { return analysis_ ? out.reasoning : out.content; }
-
-  State state_ = State::kOutside;
-  bool analysis_ = false;  // the message being read is on the analysis channel
+  const bool keep_function_calls_;
+  HarmonyReader reader_;
+  ReasoningDelta* out_ = nullptr;  // where the reader's findings go during feed() and finish()
   bool final_started_ = false;
   bool last_feed_was_reasoning_ = false;
   bool finished_ = false;
-  std::string header_;   // the header read so far (kHeader)
-  std::string pending_;  // text not passed on yet: the end of a delta that may begin a marker
 };
 
 }  // namespace serverd::parsers

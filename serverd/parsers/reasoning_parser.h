@@ -29,10 +29,13 @@ struct ReasoningDelta {
 struct ReasoningOptions {
   // The request's chat_template_kwargs.enable_thinking, when it has one. qwen3 reads false as "this
   // answer has no reasoning" (the template closed the think block in the prompt), as vLLM's does.
-  std::optional<bool> enable_thinking;
+  std::optional<bool> enable_thinking{};
   // The prompt already closed the think block (see prompt_closes_reasoning): everything generated is
   // content, for every parser (vLLM's prompt_is_reasoning_end).
   bool prompt_closes_reasoning = false;
+  // A tool-call parser that reads the model's own call syntax follows (openai after openai_gptoss): calls
+  // pass on to it whole, markers included, rather than as their arguments' text alone.
+  bool keep_function_calls = false;
 };
 
 class ReasoningParser {

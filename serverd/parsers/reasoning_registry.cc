@@ -24,7 +24,7 @@ std::unique_ptr<ReasoningParser> make_reasoning_parser(std::string_view name, Re
     return std::make_unique<ThinkReasoningParser>(kNames[2], options.prompt_closes_reasoning || thinking_off);
   }
   // Harmony has no think tags for a prompt or enable_thinking to close: gpt-oss always writes its channels.
-  if (name == "openai_gptoss") return std::make_unique<HarmonyReasoningParser>();
+  if (name == "openai_gptoss") return std::make_unique<HarmonyReasoningParser>(options.keep_function_calls);
   throw unknown_parser("reasoning parser", name, kNames);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "serverd/parsers/choice_parser.h"
 #include "serverd/parsers/reasoning_parser.h"
 
 namespace {
@@ -45,6 +46,36 @@ TEST(HarmonyDecode, TheParserSplitsOnlyWhenSpecialTokensAreKept) {
             (ReasoningResult{"User greets. Reply briefly.", "Hello! How can I help?"}));
   EXPECT_EQ(decode_and_parse(tokenizer, true),
             (ReasoningResult{"", "analysisUser greets. Reply briefly.assistantfinalHello! How can I help?"}));
+}
+
+// A tool call as gpt-oss writes it, decoded one id at a time with special tokens kept, through both parsers
+// as --reasoning-parser openai_gptoss --tool-call-parser openai run them: the analysis is reasoning, the
+// message to functions.get_weather a call, and no marker reaches any field.
+TEST(HarmonyDecode, AToolCallDecodedTokenByTokenIsReadAsACall) {
+  const auto models = std::filesystem::path(TEST_NODE_MODULES) / "@lenml" / "tokenizer-gptoss" / "models";
+  ASSERT_TRUE(std::filesystem::exists(models)) << "the npm reference peers are missing: run "
+                                                  "scripts/install-test-peers.sh";
+  const tok::Tokenizer tokenizer = tok::Tokenizer::from_directory(models);
+  const auto constrain = tokenizer.token_to_id("<|constrain|>");
+  ASSERT_TRUE(constrain.has_value());
+  EXPECT_TRUE(tokenizer.is_special(*constrain));
+  constexpr std::string_view kCall =
+      "<|channel|>analysis<|message|>Need Tokyo's weather.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"Tokyo\"}";
+  serverd::parsers::ReasoningOptions reasoning;
+  reasoning.keep_function_calls = true;
+  serverd::parsers::ChoiceParser parser(serverd::parsers::make_reasoning_parser("openai_gptoss", reasoning),
+                                        serverd::parsers::make_tool_call_parser("openai"));
+  tok::IncrementalDecoder decoder(tokenizer, false);
+  for (const std::int32_t id : tokenizer.encode(kCall, false)) parser.feed(decoder.push(id), 1);
+  parser.feed(decoder.flush());
+  parser.finish();
+  const serverd::parsers::ChoiceResult result = parser.result();
+  EXPECT_EQ(result.reasoning, "Need Tokyo's weather.");
+  EXPECT_EQ(result.content, std::nullopt);
+  ASSERT_EQ(result.calls.size(), 1u);
+  EXPECT_EQ(result.calls[0].name, "get_weather");
+  EXPECT_EQ(result.calls[0].arguments, R"({"location": "Tokyo"})");
 }
 
 }  // namespace

@@ -270,6 +270,40 @@ TEST_F(ToolCallsTest, HarmonyChannelsSplitReasoningFromTheAnswer) {
   EXPECT_EQ(s.choices[0].content, "Hi<|im_end|>");
 }
 
+// gpt-oss's tool call (--tool-call-parser openai after --reasoning-parser openai_gptoss): a harmony message
+// to functions.get_weather, ended by <|call|>, an end-of-sequence token (EOS here). The analysis is the
+// reasoning, the message a call with json.dumps' arguments, finish_reason "tool_calls", whole and streamed.
+TEST_F(ToolCallsTest, HarmonyMessagesToFunctionsAreToolCalls) {
+  generator_.set_script([](const GenerationRequest&) {
+    std::vector<std::int32_t> out = bytes(
+        "<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary "
+        "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}");
+    out.push_back(kEos);
+    return out;
+  });
+  start([](ApiServerOptions& o) {
+    o.api.parsers.enable_auto_tool_choice = true;
+    o.api.parsers.tool_call_parser = "openai";
+    o.api.parsers.reasoning_parser = "openai_gptoss";
+  });
+  const auto d = whole(chat_body(""));
+  const auto& message = d["choices"][0]["message"];
+  EXPECT_EQ(str(message["reasoning"]), "Use the tool.");
+  EXPECT_TRUE(message["content"].IsNull());
+  ASSERT_EQ(message["tool_calls"].Size(), 1u);
+  EXPECT_EQ(str(message["tool_calls"][0]["function"]["name"]), "get_weather");
+  EXPECT_EQ(str(message["tool_calls"][0]["function"]["arguments"]), R"({"city": "Paris"})");
+  EXPECT_EQ(str(d["choices"][0]["finish_reason"]), "tool_calls");
+  Streamed s = stream(chat_body(R"("stream": true)"));
+  const StreamedChoice& choice = s.choices[0];
+  EXPECT_EQ(choice.reasoning, "Use the tool.");
+  EXPECT_EQ(choice.content, "");
+  ASSERT_EQ(choice.tool_call_pieces.size(), 2u);
+  EXPECT_EQ(str(choice.tool_call_pieces[0]["function"]["name"]), "get_weather");
+  EXPECT_EQ(str(choice.tool_call_pieces[1]["function"]["arguments"]), R"({"city": "Paris"})");
+  EXPECT_EQ(choice.finish_reason, "tool_calls");
+}
+
 TEST_F(ToolCallsTest, WithoutParsersMessagesKeepVllmsShapeAndCompletionsAreUntouched) {
   start_with("<think>x</think>", /*parsers=*/false);
   const auto d = whole(R"({"messages": [{"role": "user", "content": "x"}]})");

@@ -84,6 +84,9 @@ const std::vector<std::string> kHarmony = {
     "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>commentary to=functions.f "
     "<|constrain|>json<|message|>{\"x\": 1}<|call|>",
     "plain <|start text",
+    "<|channel|>commentary<|message|>Let me check.<|end|><|start|>assistant to=functions.w<|channel|>commentary "
+    "json<|message|>{\"c\": \"<|end|> \\u00e9\"}<|call|><|start|>assistant<|channel|>commentary "
+    "to=functions.v <|constrain|>json<|message|>not json",
 };
 
 TEST(SplitInvariance, Hermes) {
@@ -114,7 +117,9 @@ TEST(SplitInvariance, Reasoning) {
 TEST(SplitInvariance, Harmony) {
   for (const std::string& text : kHarmony) {
     expect_reasoning_split_invariant("openai_gptoss", text);
+    expect_reasoning_split_invariant("openai_gptoss", text, {.keep_function_calls = true});
     expect_reasoning_split_invariant("qwen3", text);
+    expect_split_invariant("openai", text);
   }
 }
 

@@ -10,7 +10,8 @@ namespace serverd::parsers {
 namespace {
 
 TEST(ToolCallRegistry, MakesEachKnownParser) {
-  EXPECT_THAT(tool_call_parser_names(), ::testing::ElementsAre("hermes", "llama3_json", "mistral", "pythonic"));
+  EXPECT_THAT(tool_call_parser_names(),
+              ::testing::ElementsAre("hermes", "llama3_json", "mistral", "openai", "pythonic"));
   for (const std::string_view name : tool_call_parser_names()) EXPECT_EQ(make_tool_call_parser(name)->name(), name);
 }
 
@@ -19,9 +20,9 @@ TEST(ToolCallRegistry, RefusesAnUnknownNameListingTheKnownOnes) {
     make_tool_call_parser("qwen3_coder\x1b[31m");
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(
-        e.what(),
-        "unknown tool-call parser 'qwen3_coder\\x1b[31m': choose one of hermes, llama3_json, mistral, pythonic");
+    EXPECT_STREQ(e.what(),
+                 "unknown tool-call parser 'qwen3_coder\\x1b[31m': choose one of hermes, llama3_json, mistral, openai, "
+                 "pythonic");
   }
   EXPECT_THROW(make_tool_call_parser(""), std::invalid_argument);
   EXPECT_THROW(make_tool_call_parser("Hermes"), std::invalid_argument);
