@@ -18,12 +18,16 @@ fi
 cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Tests left out here, and still run by scripts/test.sh: under ASan the grammar mask's brute-force check on a
+# real vocabulary's sample takes four minutes, two thirds of this run, and its code runs under ASan anyway in
+# the same check on the generated tokenizer's every token. A --gtest_filter among the extra arguments wins.
+declare -A filters=([engine_grammar_tests]="--gtest_filter=-MaskBruteForce.Qwen3VocabularySample")
 # The binaries run directly (each is one GoogleTest program); ctest would list every test of the project.
 passed=0
 failed=0
 for target in "${targets[@]}"; do
   binary=$(find "$build_dir/tests" -maxdepth 2 -type f -name "$target" | head -1)
-  if "$binary" "$@" >"$build_dir/$target.log" 2>&1; then
+  if "$binary" ${filters[$target]:-} "$@" >"$build_dir/$target.log" 2>&1; then
     passed=$((passed + 1))
     echo "sanitize: $target passed ($(grep -m1 -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$build_dir/$target.log"))"
   else
