@@ -897,6 +897,7 @@ struct Vnni {
   static constexpr std::size_t kTokenTile = kernels::kTokenTile;
   static constexpr std::size_t kPrefetchTiles = 1;
   static constexpr int kGemvPrefetchLocality = 1;
+  static constexpr std::size_t kGemvPrefetchSteps = 1;  // as measured before the AVX2 level spread them
   using Decoded = DecodedBlock;
   using Acc = __m512;
 

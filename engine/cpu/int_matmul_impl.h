@@ -23,6 +23,7 @@
 // and, for one token (int_gemv, no chunk):
 //   Acc                    the tile's f32 accumulators, row r in lane r (a vector of kLanes floats)
 //   kGemvPrefetchLocality  __builtin_prefetch's locality for the tile ahead
+//   kGemvPrefetchSteps     over how many blocks of 32 a ggml block's prefetches are spread (1: all at its first)
 //   decode_scales<Type>(rows, scales)
 //                          one ggml block's scales of the tile's rows into BlockScales<kLanes>[sub_blocks]
 //   gemv_step<Type>(rows, sub, x, blocks, k, scales, acc)
@@ -141,6 +142,9 @@ void int_matmul(const Rows& m, const std::byte* x, std::size_t tokens, float* ou
 template <typename Isa, int Type>
 void int_gemv(const Rows& m, const std::byte* x, float* out, const float* bias) {
   constexpr std::size_t lanes = Isa::kLanes, bb = block_bytes(Type), per_block = sub_blocks(Type);
+  // Bytes of the tile ahead prefetched per block of 32: a ggml block's share over its first kGemvPrefetchSteps.
+  constexpr std::size_t spread = per_block < Isa::kGemvPrefetchSteps ? per_block : Isa::kGemvPrefetchSteps;
+  constexpr std::size_t kPrefetchStep = (lanes * bb / spread + 63) / 64 * 64;
   const auto* w = reinterpret_cast<const std::uint8_t*>(m.w);
   const std::size_t blocks = m.cols / 32;
   for (std::size_t r0 = 0; r0 < m.rows; r0 += lanes) {
@@ -158,14 +162,17 @@ void int_gemv(const Rows& m, const std::byte* x, float* out, const float* bias) 
     typename Isa::Acc acc{};
     for (std::size_t g = 0; g < blocks / per_block; ++g) {
       BlockScales<lanes> scales[per_block];
-      Isa::template decode_scales<Type>(row, scales);
-#pragma GCC unroll 16
-      for (std::size_t i = 0; i < lanes * bb; i += 64) __builtin_prefetch(ahead + i, 0, Isa::kGemvPrefetchLocality);
-      ahead += lanes * bb;
-#pragma GCC unroll 1
+#pragma GCC unroll 8
       for (std::size_t s = 0; s < per_block; ++s) {
+        // The tile ahead's lines for this ggml block, a share per block of 32 (Isa::kGemvPrefetchSteps), the
+        // first before the block's scales are decoded.
+        for (std::size_t i = s * kPrefetchStep; i < (s + 1) * kPrefetchStep && i < lanes * bb; i += 64) {
+          __builtin_prefetch(ahead + i, 0, Isa::kGemvPrefetchLocality);
+        }
+        if (s == 0) Isa::template decode_scales<Type>(row, scales);
         Isa::template gemv_step<Type>(row, static_cast<int>(s), x, blocks, g * per_block + s, scales[s], acc);
       }
+      ahead += lanes * bb;
 #pragma GCC unroll 16
       for (std::size_t r = 0; r < lanes; ++r) row[r] += step[r];
     }

@@ -47,10 +47,11 @@ ENGINE_KERNEL_INLINE __m256i load256(const std::uint8_t* p) {
 // ---- activations -----------------------------------------------------------------------------------------
 
 // A quantized token of `blocks` blocks of 32: every block's q as int16, then per block its d and d * sum of
-// q, then per block d * the sums of its two halves' q (f32; Q2_K's mins), padded to whole cache lines.
+// q, then per block d * the sums of its two halves' q (f32; Q2_K's mins), then per block the sums of its two
+// halves' q (int32: what one-token products take back for the weights' offsets), padded to whole cache lines.
 std::size_t token_bytes(std::size_t cols) {
   const std::size_t blocks = cols / 32;
-  return (blocks * 80 + 63) / 64 * 64;
+  return (blocks * 88 + 63) / 64 * 64;
 }
 
 ENGINE_KERNEL_INLINE float max_lane(__m256 v) {
@@ -78,6 +79,7 @@ void quantize_token(const float* x, std::size_t cols, std::byte* out) {
   auto* d = reinterpret_cast<float*>(out + 64 * blocks);
   auto* scaled_sum = reinterpret_cast<float*>(out + 68 * blocks);
   auto* half_sums = reinterpret_cast<float*>(out + 72 * blocks);
+  auto* integer_half_sums = reinterpret_cast<std::int32_t*>(out + 80 * blocks);
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   for (std::size_t b = 0; b < blocks; ++b) {
     __m256 v[4];
@@ -101,6 +103,8 @@ void quantize_token(const float* x, std::size_t cols, std::byte* out) {
     scaled_sum[b] = d[b] * static_cast<float>(low + high);
     half_sums[2 * b] = d[b] * static_cast<float>(low);
     half_sums[2 * b + 1] = d[b] * static_cast<float>(high);
+    integer_half_sums[2 * b] = low;
+    integer_half_sums[2 * b + 1] = high;
   }
 }
 
@@ -128,11 +132,13 @@ ENGINE_KERNEL_INLINE __m256i high_nibbles(__m256i v) {
   return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
 }
 
-// Bits [shift, shift + width) of each byte, moved to bits 4 and up (the high part of a 5- or 6-bit weight).
+// Bits [shift, shift + width) of each byte, moved to bits 4 and up (the high part of a 5- or 6-bit weight; mask:
+// the width's bits). One 16-bit shift and one AND: a byte's bits shifted into its neighbour land outside bits
+// 4 .. 4 + width (at most three places for shift <= 7 and width + (shift - 4) <= 4). The counts are constants
+// once the loops over a block's blocks of 32 are unrolled, and GCC then emits the immediate forms.
 ENGINE_KERNEL_INLINE __m256i high_bits(__m256i v, int shift, int mask) {
-  const __m256i bits =
-      _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>(mask)));
-  return _mm256_slli_epi16(bits, 4);
+  const __m256i moved = shift <= 4 ? _mm256_slli_epi16(v, 4 - shift) : _mm256_srli_epi16(v, shift - 4);
+  return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(mask << 4)));
 }
 
 // The 32 fifth bits at p (bit j: element j's) as bytes 0x10 or 0, in element order: byte j takes the bits'
@@ -144,9 +150,26 @@ ENGINE_KERNEL_INLINE __m256i fifth_bits(const std::uint8_t* p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-// Block of 32 `sub` of one row's ggml block as 32 signed bytes in element order.
+// What a type's stored levels are less than its weights: Q4_0's 8, Q5_0's 16, Q3_K's 4, Q6_K's 32; 0 where the
+// levels are the weights (the unsigned ones: Q4_1, Q5_1, Q4_K, Q5_K, Q2_K); -1 where they are signed bytes
+// already (Q8_0, the IQ4 levels). One-token products take unsigned levels and subtract the offset times the
+// token's sum of q after the integer dot (the same exact integer).
+constexpr int level_offset(int type) {
+  if (is_nibble32_type(type)) return nibble32_layout(type).offset;
+  switch (type) {
+    case kQ4_K:
+    case kQ5_K:
+    case kQ2_K: return 0;
+    case kQ3_K: return 4;
+    case kQ6_K: return 32;
+    default: return -1;
+  }
+}
+
+// Block of 32 `sub` of one row's ggml block as 32 bytes in element order: the stored levels, unsigned where
+// level_offset(Type) >= 0 (the weights plus that offset), signed otherwise.
 template <int Type>
-ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
+ENGINE_KERNEL_INLINE __m256i row_levels(const std::uint8_t* block, int sub) {
   if constexpr (Type == kQ8_0) {
     return load256(block + 2);
   } else if constexpr (is_nibble32_type(Type)) {
@@ -157,7 +180,6 @@ ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
     const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F));
     __m256i levels = _mm256_set_m128i(high, low);
     if constexpr (layout.qh >= 0) levels = _mm256_or_si256(levels, fifth_bits(block + layout.qh));
-    if constexpr (layout.offset != 0) levels = _mm256_sub_epi8(levels, _mm256_set1_epi8(layout.offset));
     return levels;
   } else if constexpr (Type == kQ4_K || Type == kQ5_K) {
     // 64 elements per 32 bytes of nibbles: the low nibbles are the first block of 32, the high the second;
@@ -178,16 +200,15 @@ ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
   } else if constexpr (Type == kQ2_K) {
     // Block `sub` = 4h + j: two bits at bits 2j of bytes 16 + 32h ..
     const auto half = static_cast<std::size_t>(sub / 4);
-    return _mm256_and_si256(_mm256_srl_epi16(load256(block + 16 + 32 * half), _mm_cvtsi32_si128(2 * (sub % 4))),
-                            _mm256_set1_epi8(3));
+    return _mm256_and_si256(_mm256_srli_epi16(load256(block + 16 + 32 * half), 2 * (sub % 4)), _mm256_set1_epi8(3));
   } else if constexpr (Type == kQ3_K) {
     // Block `sub` = 4h + j: low two bits at bits 2j of bytes 32 + 32h .., the third at bit `sub` of hmask's
-    // 32 bytes; q = low + 4 bit - 4.
+    // 32 bytes; level = low + 4 bit (the weight + 4).
     const auto half = static_cast<std::size_t>(sub / 4);
-    const __m256i low = _mm256_and_si256(
-        _mm256_srl_epi16(load256(block + 32 + 32 * half), _mm_cvtsi32_si128(2 * (sub % 4))), _mm256_set1_epi8(3));
-    const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(load256(block), _mm_cvtsi32_si128(sub)), _mm256_set1_epi8(1));
-    return _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(bit, 2)), _mm256_set1_epi8(4));
+    const __m256i low =
+        _mm256_and_si256(_mm256_srli_epi16(load256(block + 32 + 32 * half), 2 * (sub % 4)), _mm256_set1_epi8(3));
+    const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(load256(block), sub), _mm256_set1_epi8(1));
+    return _mm256_or_si256(low, _mm256_slli_epi16(bit, 2));
   } else {
     // Q6_K: per 128 elements, 64 bytes of low nibbles (bytes 0-31: blocks 0 and 2 of the four, 32-63: 1 and
     // 3; low nibbles for 0 and 1, high for 2 and 3) and 32 bytes of high pairs (bits 2k for block k).
@@ -195,9 +216,16 @@ ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
     const int k = sub % 4;
     const __m256i low = load256(block + 64 * half + 32 * static_cast<std::size_t>(k & 1));
     const __m256i nibbles = k < 2 ? low_nibbles(low) : high_nibbles(low);
-    const __m256i value = _mm256_or_si256(nibbles, high_bits(load256(block + 128 + 32 * half), 2 * k, 3));
-    return _mm256_sub_epi8(value, _mm256_set1_epi8(32));
+    return _mm256_or_si256(nibbles, high_bits(load256(block + 128 + 32 * half), 2 * k, 3));
   }
+}
+
+// Block of 32 `sub` of one row's ggml block as 32 signed bytes in element order: the weights' integers.
+template <int Type>
+ENGINE_KERNEL_INLINE __m256i row_values(const std::uint8_t* block, int sub) {
+  const __m256i levels = row_levels<Type>(block, sub);
+  if constexpr (level_offset(Type) > 0) return _mm256_sub_epi8(levels, _mm256_set1_epi8(level_offset(Type)));
+  return levels;
 }
 
 // 8 rows of 32 signed bytes (element order) into the block's 16 pairs: treating each row as 16 words (a
@@ -369,17 +397,30 @@ ENGINE_KERNEL_INLINE void dot_pairs(const DecodedBlock& block, const std::uint8_
 
 // ---- one token: no transpose ---------------------------------------------------------------------------
 
-// Lane r = the sum of v[r]'s 8 lanes (integer sums: the same in any order).
-ENGINE_KERNEL_INLINE __m256i sum_each(const __m256i* v) {
+// Lane r of `first` = the sum of v[r]'s lanes 0-3, of `second` = of its lanes 4-7 (vphaddd adds within the
+// 128-bit halves, so rows 0-3 come out in one register's halves and rows 4-7 in another's).
+ENGINE_KERNEL_INLINE void sum_halves(const __m256i* v, __m256i& first, __m256i& second) {
   const __m256i low = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
   const __m256i high = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(low, high, 0x20), _mm256_permute2x128_si256(low, high, 0x31));
+  first = _mm256_permute2x128_si256(low, high, 0x20);
+  second = _mm256_permute2x128_si256(low, high, 0x31);
+}
+
+// Lane r = the sum of v[r]'s 8 lanes (integer sums: the same in any order).
+ENGINE_KERNEL_INLINE __m256i sum_each(const __m256i* v) {
+  __m256i first, second;
+  sum_halves(v, first, second);
+  return _mm256_add_epi32(first, second);
 }
 
 // multiply's chain for one token and block of 32 without a chunk (int_gemv): a row's 32 weights of the block
-// stay in element order (widened to int16 by halves), vpmaddwd runs them against the token's 32 q, and the 8
-// rows' int32 lanes are summed into lane r: the same exact integer dot, so the same bits as the transposed
-// path, with about half the instructions per weight.
+// stay in its order, vpmaddwd runs them against the token's 32 q, and the 8 rows' int32 lanes are summed into
+// lane r: the same exact integer dot, so the same bits as the transposed path, with about half the
+// instructions per weight. Unsigned levels are widened by unpacking with zero, which works within 128-bit
+// halves (words 0-7 and 16-23, then 8-15 and 24-31: the token's q is permuted alike, once for the 8 rows), and
+// leaves a row's products of its first 16 weights in lanes 0-3 and of its second 16 in lanes 4-7, so a type
+// with a scale per 16 takes both halves' dots from one reduction; the levels' offset times the token's sum
+// of q is subtracted after it. Signed bytes are widened by halves in element order.
 template <int Type>
 ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, const std::byte* x, std::size_t blocks,
                                      std::size_t k, const BlockScales<kRows>& scales, __m256& acc) {
@@ -387,18 +428,44 @@ ENGINE_KERNEL_INLINE void gemv_block(const std::uint8_t* const* row, int sub, co
   const auto* dx = reinterpret_cast<const float*>(q + 64 * blocks);
   const float* scaled_sum = dx + blocks;
   const __m256i x_low = load256(q + 64 * k), x_high = load256(q + 64 * k + 32);
-  __m256i first[kRows], second[kRows];
+  __m256i dots[kRows];
+  __m256i first, second;  // lane r: row r's dot of the block (with halves: of its first and second 16)
+  if constexpr (level_offset(Type) >= 0) {
+    const __m256i x_unpacked_low = _mm256_permute2x128_si256(x_low, x_high, 0x20);   // q 0-7, 16-23
+    const __m256i x_unpacked_high = _mm256_permute2x128_si256(x_low, x_high, 0x31);  // q 8-15, 24-31
+    const __m256i zero = _mm256_setzero_si256();
 #pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) {
-    const __m256i values = row_values<Type>(row[r], sub);
-    first[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(values)), x_low);
-    second[r] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(values, 1)), x_high);
-    if constexpr (!halves(Type)) first[r] = _mm256_add_epi32(first[r], second[r]);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i levels = row_levels<Type>(row[r], sub);
+      dots[r] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi8(levels, zero), x_unpacked_low),
+                                 _mm256_madd_epi16(_mm256_unpackhi_epi8(levels, zero), x_unpacked_high));
+    }
+    constexpr int offset = level_offset(Type);
+    const auto* q_sums = reinterpret_cast<const std::int32_t*>(q + 80 * blocks) + 2 * k;
+    if constexpr (halves(Type)) {
+      sum_halves(dots, first, second);
+      if constexpr (offset > 0) {
+        first = _mm256_sub_epi32(first, _mm256_set1_epi32(offset * q_sums[0]));
+        second = _mm256_sub_epi32(second, _mm256_set1_epi32(offset * q_sums[1]));
+      }
+    } else {
+      first = sum_each(dots);
+      if constexpr (offset > 0) first = _mm256_sub_epi32(first, _mm256_set1_epi32(offset * (q_sums[0] + q_sums[1])));
+    }
+  } else {
+    static_assert(!halves(Type), "the types with a scale per 16 have unsigned levels");
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i values = row_levels<Type>(row[r], sub);
+      dots[r] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(values)), x_low),
+                                 _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(values, 1)), x_high));
+    }
+    first = sum_each(dots);
   }
   const __m256 d = _mm256_set1_ps(dx[k]);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(first)), _mm256_mul_ps(_mm256_load_ps(scales.d), d), acc);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(first), _mm256_mul_ps(_mm256_load_ps(scales.d), d), acc);
   if constexpr (halves(Type)) {
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(second)), _mm256_mul_ps(_mm256_load_ps(scales.m), d), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(second), _mm256_mul_ps(_mm256_load_ps(scales.m), d), acc);
     if constexpr (half_mins(Type)) {
       const float* half_sums = scaled_sum + blocks;
       acc = _mm256_fnmadd_ps(_mm256_load_ps(scales.min0), _mm256_set1_ps(half_sums[2 * k]), acc);
@@ -416,6 +483,10 @@ struct Avx2Int16 {
   static constexpr std::size_t kTokenTile = 6;  // 6 dot and 6 f32 accumulators beside a pair and a broadcast
   static constexpr std::size_t kPrefetchTiles = 2;
   static constexpr int kGemvPrefetchLocality = 3;
+  // Half of a K-quant block's blocks of 32: measured on Q4_K and Q6_K rows streamed from memory (one thread, 16
+  // copies of 2048 x 2048 alternating with the burst), 1.15x and 1.2x the speed of all 20-odd prefetches at the
+  // first block of 32, which stall its loads; spread over all eight, Q6_K ran at 0.84-0.94x.
+  static constexpr std::size_t kGemvPrefetchSteps = 4;
   using Decoded = DecodedBlock;
   using Acc = __m256;
 
