@@ -483,7 +483,7 @@ struct Avx2Int16 {
   static constexpr std::size_t kTokenTile = 6;  // 6 dot and 6 f32 accumulators beside a pair and a broadcast
   static constexpr std::size_t kPrefetchTiles = 2;
   static constexpr int kGemvPrefetchLocality = 3;
-  // Half of a K-quant block's blocks of 32: measured on Q4_K and Q6_K rows streamed from memory (one thread, 16
+  // Half of a K-quant block's blocks of 32: measured on Q4_K and Q6_K rows streamed from memory (one thread, 64
   // copies of 2048 x 2048 alternating with the burst), 1.15x and 1.2x the speed of all 20-odd prefetches at the
   // first block of 32, which stall its loads; spread over all eight, Q6_K ran at 0.84-0.94x.
   static constexpr std::size_t kGemvPrefetchSteps = 4;
